@@ -1,0 +1,91 @@
+//! The durable timeline: every write path appends here inside its own transaction.
+
+use rusqlite::{Connection, params};
+
+use crate::{Event, NewEvent, Store, StoreError};
+
+/// Which timeline entries to list. Empty fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub since: Option<i64>,
+    pub session_id: Option<String>,
+    pub party_id: Option<String>,
+    pub kind: Option<String>,
+    pub limit: i64,
+}
+
+pub(crate) fn append_event(conn: &Connection, event: &NewEvent) -> Result<i64, StoreError> {
+    let data = if event.data.is_null() {
+        "{}".to_string()
+    } else {
+        serde_json::to_string(&event.data)?
+    };
+    Ok(conn
+        .prepare_cached(
+            "INSERT INTO events (kind, project_id, session_id, party_id, data) \
+             VALUES (?1, ?2, ?3, ?4, ?5) RETURNING seq",
+        )?
+        .query_row(
+            params![
+                event.kind,
+                event.project_id,
+                event.session_id,
+                event.party_id,
+                data
+            ],
+            |r| r.get(0),
+        )?)
+}
+
+impl Store {
+    /// Appends one entry to the timeline.
+    pub async fn append_event(&self, event: NewEvent) -> Result<i64, StoreError> {
+        self.write(move |conn| append_event(conn, &event)).await
+    }
+
+    /// Timeline entries matching `filter`, oldest first.
+    pub fn list_events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, at, kind, project_id, session_id, party_id, data FROM events \
+                 WHERE seq > ?1 AND (?2 IS NULL OR session_id = ?2) \
+                   AND (?3 IS NULL OR party_id = ?3) AND (?4 IS NULL OR kind = ?4) \
+                 ORDER BY seq LIMIT ?5",
+            )?;
+            let rows = stmt.query_map(
+                params![
+                    filter.since.unwrap_or(0),
+                    filter.session_id,
+                    filter.party_id,
+                    filter.kind,
+                    filter.limit
+                ],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                        r.get::<_, String>(6)?,
+                    ))
+                },
+            )?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (seq, at, kind, project_id, session_id, party_id, data) = row?;
+                out.push(Event {
+                    seq,
+                    at,
+                    kind,
+                    project_id,
+                    session_id,
+                    party_id,
+                    data: serde_json::from_str(&data)?,
+                });
+            }
+            Ok(out)
+        })
+    }
+}

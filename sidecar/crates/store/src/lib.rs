@@ -1,0 +1,134 @@
+//! Troupe's SQLite store: schema migrations, one group-commit writer thread and a pool of
+//! read connections. The only crate with SQL in it; it knows nothing of JSON-RPC or the CLI.
+//!
+//! Writes go through [`Store::write`]: each runs inside its own savepoint of a shared
+//! transaction, and its caller hears back only after that transaction has committed
+//! (WAL, `synchronous=FULL`), so an acknowledged write survives a crash. Reads use pooled
+//! connections on the caller's thread.
+
+mod error;
+mod events;
+mod messages;
+mod model;
+mod schema;
+mod sessions;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+
+pub use error::StoreError;
+pub use events::EventFilter;
+pub use messages::{PollFilter, Recipients, SendOutcome};
+pub use model::{
+    Event, Message, MessageType, NewEvent, NewMessage, NewSession, Priority, Project,
+    RegisterOutcome, Session, SessionFilter, SessionStatus,
+};
+pub use schema::{SCHEMA_VERSION, schema_sql};
+
+/// How many read connections are kept open between reads.
+const MAX_IDLE_READERS: usize = 8;
+
+/// A handle on the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: writer::WriterHandle,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, migrates it to the latest schema and
+    /// starts the writer thread.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let mut conn = open_connection(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        schema::migrate(&mut conn)?;
+        let writer = writer::spawn(conn)?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                writer,
+                readers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` inside the next group commit and returns its result once that commit is
+    /// durable. An error from `f` rolls back only `f`'s own changes.
+    pub async fn write<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.inner.writer.submit(f).await
+    }
+
+    /// Runs a read on a pooled connection (a consistent snapshot for the whole closure).
+    pub fn read<R>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let conn = match self.lock_readers().pop() {
+            Some(conn) => conn,
+            None => open_connection(&self.inner.path)?,
+        };
+        let result = (|| {
+            let tx = conn.unchecked_transaction()?;
+            let out = f(&tx)?;
+            tx.finish()?;
+            Ok(out)
+        })();
+        let mut idle = self.lock_readers();
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        result
+    }
+
+    /// Waits until every write submitted so far has committed, then stops the writer.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        self.inner.writer.shutdown().await
+    }
+
+    fn lock_readers(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
+        // A panic while holding this lock cannot leave the Vec inconsistent.
+        self.inner
+            .readers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// A fresh time-ordered id (UUID v7) for rows we create.
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}

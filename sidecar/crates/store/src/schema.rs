@@ -1,0 +1,33 @@
+//! Schema migrations, applied by `PRAGMA user_version` (rusqlite_migration). Released
+//! migrations are never edited; a new one is appended.
+
+use rusqlite::Connection;
+use rusqlite_migration::{M, Migrations};
+
+use crate::StoreError;
+
+const MIGRATIONS: &[M<'static>] = &[M::up(include_str!("migrations/0001_foundation.sql"))];
+
+/// The schema version a fully migrated database has.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    Migrations::from_slice(MIGRATIONS).to_latest(conn)?;
+    Ok(())
+}
+
+/// The schema as SQLite reports it (`sqlite_master`), sorted: the schema snapshot tests
+/// compare this against a checked-in copy.
+pub fn schema_sql(conn: &Connection) -> Result<String, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' \
+         ORDER BY type DESC, name",
+    )?;
+    let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
+    let mut out = String::new();
+    for sql in rows {
+        out.push_str(&sql?);
+        out.push_str(";\n");
+    }
+    Ok(out)
+}

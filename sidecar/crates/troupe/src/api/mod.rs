@@ -1,0 +1,203 @@
+//! The operation registry: every operation is declared once here (name, params, result,
+//! handler) and every door (JSON-RPC today; LSP, MCP and ACP later) serves this same list.
+//! It holds no transport code and no business logic; handlers live in `crate::ops`.
+
+pub mod error;
+pub mod types;
+
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::daemon::Daemon;
+pub use error::ApiError;
+use types::*;
+
+/// One operation, as every door sees it.
+pub struct Operation {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub params_schema: fn() -> schemars::Schema,
+    pub result_schema: fn() -> schemars::Schema,
+    /// Parses the params, runs the handler (a panic becomes an internal error) and serialises
+    /// the result.
+    pub call: fn(Arc<Daemon>, Option<Value>) -> BoxFuture<'static, Result<Value, ApiError>>,
+}
+
+impl std::fmt::Debug for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// A subscription: a call that answers with a stream of notifications.
+#[derive(Debug)]
+pub struct Subscription {
+    pub name: &'static str,
+    pub notification: &'static str,
+    pub unsubscribe: &'static str,
+    pub summary: &'static str,
+    pub params_schema: fn() -> schemars::Schema,
+    pub item_schema: fn() -> schemars::Schema,
+}
+
+/// Parses an operation's params: absent or `null` means `{}`; anything but an object is refused.
+pub fn parse_params<P: serde::de::DeserializeOwned>(
+    op: &'static str,
+    params: Option<Value>,
+) -> Result<P, ApiError> {
+    let params = match params {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(v @ Value::Object(_)) => v,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                op,
+                format!("params must be a JSON object, not {}", json_kind(&other)),
+            ));
+        }
+    };
+    serde_json::from_value(params).map_err(|e| ApiError::invalid(op, e.to_string()))
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Runs a handler future, turning a panic into an internal error so no input can take the
+/// daemon (or the connection) down.
+pub async fn guarded<R: serde::Serialize>(
+    op: &'static str,
+    fut: impl std::future::Future<Output = Result<R, ApiError>>,
+) -> Result<Value, ApiError> {
+    let result = std::panic::AssertUnwindSafe(fut)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(op, panic = %what, "operation handler panicked");
+            Err(ApiError::Internal(format!(
+                "{op} failed unexpectedly: {what}"
+            )))
+        })
+        .map_err(|e| e.in_op(op))?;
+    serde_json::to_value(result).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+macro_rules! operations {
+    ($( $(#[doc = $doc:literal])+ $name:ident($params:ty) -> $result:ty; )+) => {
+        /// Every operation, in the order `troupe api schema` lists them.
+        pub static OPERATIONS: &[Operation] = &[$(
+            Operation {
+                name: stringify!($name),
+                summary: concat!($($doc),+),
+                params_schema: || schemars::schema_for!($params),
+                result_schema: || schemars::schema_for!($result),
+                call: |daemon, params| {
+                    async move {
+                        let params: $params = parse_params(stringify!($name), params)?;
+                        guarded(stringify!($name), crate::ops::$name(&daemon, params)).await
+                    }
+                    .boxed()
+                },
+            },
+        )+];
+    };
+}
+
+operations! {
+    /// Register a session (an agent CLI or a person) in the project of its working directory.
+    register_session(RegisterSessionParams) -> RegisterSessionResult;
+    /// End a session; its messages stay.
+    end_session(SessionIdParams) -> SessionResult;
+    /// Record that a session is alive.
+    heartbeat(SessionIdParams) -> SessionResult;
+    /// One session by id.
+    get_session(SessionIdParams) -> SessionResult;
+    /// Sessions, optionally of one project, party, parent or status.
+    list_sessions(ListSessionsParams) -> SessionsResult;
+    /// Send a message to any session of the same project (no hierarchy check).
+    send_message(SendMessageParams) -> SentMessage;
+    /// Send a message to the session's parent.
+    send_to_parent(SendToParentParams) -> SentMessage;
+    /// Send a message to one of the session's children.
+    send_to_child(SendToChildParams) -> SentMessage;
+    /// Send a message to every active child of the session.
+    broadcast_to_children(BroadcastToChildrenParams) -> BroadcastResult;
+    /// Send a message to every active member of a party.
+    broadcast_to_party(BroadcastToPartyParams) -> BroadcastResult;
+    /// Active sessions that share the session's parent.
+    list_siblings(SessionIdParams) -> SessionsResult;
+    /// Find sessions of a project by status (default active) and party.
+    discover_agents(DiscoverAgentsParams) -> SessionsResult;
+    /// A session's messages in delivery order: unread ones, or those after `since`; can wait for one.
+    poll_messages(PollMessagesParams) -> PollMessagesResult;
+    /// Mark a session's messages read.
+    mark_read(MarkReadParams) -> MarkReadResult;
+    /// The durable timeline of what the daemon did.
+    list_events(ListEventsParams) -> ListEventsResult;
+    /// The daemon's version, paths, uptime and row counts.
+    daemon_status(NoParams) -> DaemonStatus;
+    /// Stop the daemon after answering.
+    shutdown_daemon(NoParams) -> ShutdownResult;
+}
+
+/// Every subscription.
+pub static SUBSCRIPTIONS: &[Subscription] = &[Subscription {
+    name: "subscribe_messages",
+    notification: "message",
+    unsubscribe: "unsubscribe_messages",
+    summary: "Push each new message for a session, in delivery order, as a `message` notification.",
+    params_schema: || schemars::schema_for!(SubscribeMessagesParams),
+    item_schema: || schemars::schema_for!(Message),
+}];
+
+/// Looks an operation up by name.
+pub fn operation(name: &str) -> Option<&'static Operation> {
+    OPERATIONS.iter().find(|op| op.name == name)
+}
+
+/// The JSON Schema document printed by `troupe api schema`.
+pub fn schema_document() -> Value {
+    let operations: Vec<Value> = OPERATIONS
+        .iter()
+        .map(|op| {
+            serde_json::json!({
+                "name": op.name,
+                "summary": op.summary.trim(),
+                "params": (op.params_schema)(),
+                "result": (op.result_schema)(),
+            })
+        })
+        .collect();
+    let subscriptions: Vec<Value> = SUBSCRIPTIONS
+        .iter()
+        .map(|sub| {
+            serde_json::json!({
+                "name": sub.name,
+                "notification": sub.notification,
+                "unsubscribe": sub.unsubscribe,
+                "summary": sub.summary,
+                "params": (sub.params_schema)(),
+                "item": (sub.item_schema)(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "operations": operations,
+        "subscriptions": subscriptions,
+    })
+}

@@ -1,0 +1,268 @@
+//! Wire types: the params and result of every operation, with their JSON Schemas. Row records
+//! (`Session`, `Message`, `Event`, …) come from the store. Editor clients mirror these.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+pub use troupe_store::{Event, Message, MessageType, Priority, Project, Session, SessionStatus};
+
+/// Params of an operation that takes none (`{}`).
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterSessionParams {
+    /// The kind of client: claude, codex, gemini, human, …
+    pub cli: String,
+    /// The session's working directory; its git root names the project.
+    pub cwd: String,
+    /// The client's own id for this session; registering it again resumes the session.
+    #[serde(default)]
+    pub external_id: Option<String>,
+    /// The session that started this one (its agent_depth is the parent's + 1).
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+    /// The agent run that spawned this session, when an agent did.
+    #[serde(default)]
+    pub spawned_by_agent_id: Option<String>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RegisterSessionResult {
+    pub session_id: String,
+    pub project_id: String,
+    pub project_root: String,
+    /// False when an existing session with the same cli and external_id was resumed.
+    pub created: bool,
+    pub session: Session,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionIdParams {
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct SessionResult {
+    pub session: Session,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct SessionsResult {
+    pub sessions: Vec<Session>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListSessionsParams {
+    /// Only this project's sessions.
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// Only the sessions of the project this directory belongs to.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub status: Option<SessionStatus>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverAgentsParams {
+    /// The project to search; defaults to the project of `cwd`.
+    #[serde(default)]
+    pub project_id: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Defaults to `active`.
+    #[serde(default)]
+    pub status: Option<SessionStatus>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessageParams {
+    pub from_session_id: String,
+    pub to_session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub message_type: Option<MessageType>,
+    /// A retried send with the same key (per sender) is stored once.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendToParentParams {
+    pub session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendToChildParams {
+    pub session_id: String,
+    pub child_session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BroadcastToChildrenParams {
+    pub session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BroadcastToPartyParams {
+    pub party_id: String,
+    pub from_session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+fn normal() -> Priority {
+    Priority::Normal
+}
+
+/// The result of a send to one recipient.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct SentMessage {
+    pub message_id: String,
+    pub to_session_id: String,
+    /// The message's place in the recipient's delivery order.
+    pub seq: i64,
+    /// True when this idempotency key had been used: the earlier message is returned.
+    pub duplicate: bool,
+}
+
+/// The result of a send to many recipients.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct BroadcastResult {
+    pub message_ids: Vec<String>,
+    pub to_session_ids: Vec<String>,
+    pub duplicate: bool,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PollMessagesParams {
+    pub session_id: String,
+    /// Return messages after this `seq` (read or not); without it, unread messages.
+    #[serde(default)]
+    pub since: Option<i64>,
+    /// Mark the returned messages read (default true).
+    #[serde(default)]
+    pub mark_read: Option<bool>,
+    /// Wait up to this long for a message when there is none (long-poll; max 300000).
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+    /// At most this many messages (default 100, max 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PollMessagesResult {
+    pub messages: Vec<Message>,
+    /// Pass as `since` to continue after these messages.
+    pub next_since: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MarkReadParams {
+    pub session_id: String,
+    /// These messages; without it, every message up to `up_to_seq` (or all).
+    #[serde(default)]
+    pub message_ids: Option<Vec<String>>,
+    #[serde(default)]
+    pub up_to_seq: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct MarkReadResult {
+    /// How many messages went from unread to read.
+    pub marked: usize,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeMessagesParams {
+    pub session_id: String,
+    /// Replay messages after this `seq` first; without it, only messages sent from now on.
+    #[serde(default)]
+    pub since: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListEventsParams {
+    #[serde(default)]
+    pub since: Option<i64>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// At most this many events (default 100, max 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ListEventsResult {
+    pub events: Vec<Event>,
+    pub next_since: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub data_dir: String,
+    pub socket_path: String,
+    pub ws_url: String,
+    pub uptime_ms: u64,
+    pub schema_version: usize,
+    pub max_message_bytes: usize,
+    pub projects: i64,
+    pub sessions: i64,
+    pub active_sessions: i64,
+    pub messages: i64,
+    pub events: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ShutdownResult {
+    pub stopping: bool,
+}

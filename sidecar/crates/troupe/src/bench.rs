@@ -1,0 +1,287 @@
+//! `troupe bench messaging`: measures a real daemon (a child process on a scratch data dir)
+//! through its public API — start → ready, idle RSS, durable sends from 1 and from N concurrent
+//! clients, and send → subscriber delivery latency — and reports medians over several runs.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::client::{self, Client};
+use crate::paths::Layout;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Durable sends, delivery latency, start-up time and memory of the daemon.
+    Messaging(MessagingArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MessagingArgs {
+    /// Concurrent clients in the throughput run.
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    /// Messages sent in the concurrent run (split across the clients).
+    #[arg(long, default_value_t = 64_000)]
+    pub messages: usize,
+    /// Messages sent by the single sequential client.
+    #[arg(long, default_value_t = 5_000)]
+    pub sequential: usize,
+    /// Round trips measured for send → subscriber delivery.
+    #[arg(long, default_value_t = 2_000)]
+    pub deliveries: usize,
+    /// Independent runs (fresh daemon each); medians are reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Content size in bytes.
+    #[arg(long, default_value_t = 256)]
+    pub size: usize,
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFigures {
+    pub start_to_ready_ms: f64,
+    pub idle_rss_kib: u64,
+    pub seq_msgs_per_s: f64,
+    pub seq_p50_us: f64,
+    pub seq_p99_us: f64,
+    pub conc_msgs_per_s: f64,
+    pub conc_p50_us: f64,
+    pub conc_p99_us: f64,
+    pub delivery_p50_us: f64,
+    pub delivery_p99_us: f64,
+    pub rss_after_load_kib: u64,
+}
+
+pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
+    let BenchCommand::Messaging(args) = cmd;
+    if args.clients == 0 || args.runs == 0 {
+        bail!("--clients and --runs must be at least 1");
+    }
+    let mut runs = Vec::new();
+    for i in 0..args.runs {
+        let figures = one_run(&args)
+            .await
+            .with_context(|| format!("run {}", i + 1))?;
+        if !json {
+            eprintln!("run {}: {figures:?}", i + 1);
+        }
+        runs.push(figures);
+    }
+    let med = |f: fn(&RunFigures) -> f64| median(runs.iter().map(f).collect());
+    let summary = json!({
+        "runs": args.runs,
+        "clients": args.clients,
+        "content_bytes": args.size,
+        "start_to_ready_ms": med(|r| r.start_to_ready_ms),
+        "idle_rss_mib": med(|r| r.idle_rss_kib as f64) / 1024.0,
+        "rss_after_load_mib": med(|r| r.rss_after_load_kib as f64) / 1024.0,
+        "sequential": { "msgs_per_s": med(|r| r.seq_msgs_per_s), "p50_us": med(|r| r.seq_p50_us), "p99_us": med(|r| r.seq_p99_us) },
+        "concurrent": { "msgs_per_s": med(|r| r.conc_msgs_per_s), "p50_us": med(|r| r.conc_p50_us), "p99_us": med(|r| r.conc_p99_us) },
+        "delivery": { "p50_us": med(|r| r.delivery_p50_us), "p99_us": med(|r| r.delivery_p99_us) },
+        "per_run": runs,
+    });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "medians of {} runs ({} B messages):\n  start → ready        {:>9.2} ms\n  idle RSS             {:>9.2} MiB (after load {:.2} MiB)\n  1 client sequential  {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs\n  {} clients           {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs\n  send → subscriber    p50 {:.0} µs  p99 {:.0} µs",
+            args.runs,
+            args.size,
+            summary["start_to_ready_ms"].as_f64().unwrap_or(0.0),
+            summary["idle_rss_mib"].as_f64().unwrap_or(0.0),
+            summary["rss_after_load_mib"].as_f64().unwrap_or(0.0),
+            summary["sequential"]["msgs_per_s"].as_f64().unwrap_or(0.0),
+            summary["sequential"]["p50_us"].as_f64().unwrap_or(0.0),
+            summary["sequential"]["p99_us"].as_f64().unwrap_or(0.0),
+            args.clients,
+            summary["concurrent"]["msgs_per_s"].as_f64().unwrap_or(0.0),
+            summary["concurrent"]["p50_us"].as_f64().unwrap_or(0.0),
+            summary["concurrent"]["p99_us"].as_f64().unwrap_or(0.0),
+            summary["delivery"]["p50_us"].as_f64().unwrap_or(0.0),
+            summary["delivery"]["p99_us"].as_f64().unwrap_or(0.0),
+        );
+    }
+    Ok(())
+}
+
+/// Kills the benchmarked daemon if a run fails half-way.
+struct DaemonGuard(Child);
+
+impl Drop for DaemonGuard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _already_gone = self.0.kill();
+            let _reaped = self.0.wait();
+        }
+    }
+}
+
+async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
+    let scratch = tempfile::Builder::new().prefix("troupe-bench-").tempdir()?;
+    let layout = Layout {
+        data_dir: scratch.path().join("data"),
+        runtime_dir: scratch.path().join("run"),
+    };
+    layout.prepare_dirs()?;
+    let cwd = scratch.path().display().to_string();
+
+    // Start → ready: from spawning the process to the first answered call.
+    let spawned = Instant::now();
+    let child = Command::new(std::env::current_exe()?)
+        .args(["serve", "--data-dir"])
+        .arg(&layout.data_dir)
+        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+        .env("TROUPE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot start the daemon")?;
+    let mut daemon = DaemonGuard(child);
+    let first = loop {
+        if let Ok(client) = client::connect(&layout, false).await
+            && client.call("daemon_status", json!({})).await.is_ok()
+        {
+            break client;
+        }
+        if spawned.elapsed() > Duration::from_secs(10) {
+            bail!("the daemon did not become ready within 10 s");
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    };
+    let start_to_ready_ms = spawned.elapsed().as_secs_f64() * 1000.0;
+    let pid = daemon.0.id();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle_rss_kib = rss_kib(pid)?;
+
+    let content = "x".repeat(args.size);
+
+    // 1 client, sequential.
+    let a = register(&first, &cwd).await?;
+    let b = register(&first, &cwd).await?;
+    let mut seq_lat = Vec::with_capacity(args.sequential);
+    let t = Instant::now();
+    for i in 0..args.sequential {
+        let s = Instant::now();
+        first
+            .call("send_message", json!({ "from_session_id": a, "to_session_id": b, "content": content, "idempotency_key": format!("s{i}") }))
+            .await?;
+        seq_lat.push(s.elapsed());
+    }
+    let seq_msgs_per_s = args.sequential as f64 / t.elapsed().as_secs_f64();
+
+    // N clients, each on its own connection, concurrently.
+    let mut clients = Vec::with_capacity(args.clients);
+    for _ in 0..args.clients {
+        let c = client::connect(&layout, false).await?;
+        let from = register(&c, &cwd).await?;
+        let to = register(&c, &cwd).await?;
+        clients.push((Arc::new(c), from, to));
+    }
+    let per_client = args.messages.div_ceil(args.clients);
+    let t = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (c, from, to) in clients {
+        let content = content.clone();
+        tasks.spawn(async move {
+            let mut lat = Vec::with_capacity(per_client);
+            for i in 0..per_client {
+                let s = Instant::now();
+                c.call("send_message", json!({ "from_session_id": from, "to_session_id": to, "content": content, "idempotency_key": format!("c{i}") }))
+                    .await?;
+                lat.push(s.elapsed());
+            }
+            anyhow::Ok(lat)
+        });
+    }
+    let mut conc_lat = Vec::with_capacity(per_client * args.clients);
+    while let Some(done) = tasks.join_next().await {
+        conc_lat.extend(done??);
+    }
+    let conc_msgs_per_s = conc_lat.len() as f64 / t.elapsed().as_secs_f64();
+
+    // Send → subscriber delivery, one message in flight at a time.
+    let listener = client::connect(&layout, false).await?;
+    let mut sub = listener
+        .subscribe_messages(json!({ "session_id": b }))
+        .await?;
+    let mut delivery = Vec::with_capacity(args.deliveries);
+    for _ in 0..args.deliveries {
+        let s = Instant::now();
+        first
+            .call(
+                "send_message",
+                json!({ "from_session_id": a, "to_session_id": b, "content": content }),
+            )
+            .await?;
+        // The clock starts before the send, so this bounds delivery from above.
+        tokio::time::timeout(Duration::from_secs(5), sub.next())
+            .await
+            .context("no delivery within 5 s")?
+            .context("subscription closed")??;
+        delivery.push(s.elapsed());
+    }
+    let rss_after_load_kib = rss_kib(pid)?;
+    let _answer_or_hangup = first.call("shutdown_daemon", json!({})).await;
+    let _reaped = daemon.0.wait();
+
+    let (seq_p50_us, seq_p99_us) = percentiles(&mut seq_lat);
+    let (conc_p50_us, conc_p99_us) = percentiles(&mut conc_lat);
+    let (delivery_p50_us, delivery_p99_us) = percentiles(&mut delivery);
+    Ok(RunFigures {
+        start_to_ready_ms,
+        idle_rss_kib,
+        seq_msgs_per_s,
+        seq_p50_us,
+        seq_p99_us,
+        conc_msgs_per_s,
+        conc_p50_us,
+        conc_p99_us,
+        delivery_p50_us,
+        delivery_p99_us,
+        rss_after_load_kib,
+    })
+}
+
+async fn register(client: &Client, cwd: &str) -> anyhow::Result<String> {
+    let r = client
+        .call("register_session", json!({ "cli": "bench", "cwd": cwd }))
+        .await?;
+    r["session_id"]
+        .as_str()
+        .map(str::to_string)
+        .context("no session_id")
+}
+
+fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS in /proc status")
+}
+
+fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
+    samples.sort_unstable();
+    let at = |q: f64| {
+        let idx = ((samples.len() as f64 - 1.0) * q).round() as usize;
+        samples.get(idx).map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
+    (at(0.50), at(0.99))
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}

@@ -1,0 +1,533 @@
+//! The command line: clap definitions, the runtime set-up, and the friendly subcommands that sit
+//! on top of `troupe call`. Output goes to stdout (JSON with `--json`), logs to stderr.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+
+use crate::api::types::{Message, Session};
+use crate::client::{self, Client};
+use crate::daemon::{self, AlreadyRunning, Config, DEFAULT_MAX_MESSAGE_BYTES};
+use crate::paths::Layout;
+
+/// Run a troupe of AI coding agents as a team.
+#[derive(Debug, Parser)]
+#[command(name = "troupe", version, about)]
+pub struct Cli {
+    /// Data directory (default: $TROUPE_HOME, else $XDG_DATA_HOME/troupe).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Print results as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground.
+    Serve(ServeArgs),
+    /// Stop the running daemon.
+    Stop,
+    /// Show whether the daemon runs, and its state.
+    Status,
+    /// Call any operation: `troupe call send_message '{"from_session_id": …}'`.
+    Call {
+        operation: String,
+        /// Params as a JSON object (`-` reads standard input).
+        #[arg(default_value = "{}")]
+        params: String,
+    },
+    /// Register, list and end sessions.
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// Send, poll and watch messages.
+    #[command(subcommand)]
+    Msg(MsgCommand),
+    /// Describe the API.
+    #[command(subcommand)]
+    Api(ApiCommand),
+    /// Start a throwaway daemon and show sessions messaging each other.
+    Demo,
+    /// Measure the daemon.
+    #[command(subcommand)]
+    Bench(crate::bench::BenchCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address of the JSON-RPC WebSocket (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub ws_addr: SocketAddr,
+    /// Allow a WebSocket address that is not loopback.
+    #[arg(long)]
+    pub allow_non_loopback: bool,
+    /// Largest message content accepted, in bytes.
+    #[arg(long, env = "TROUPE_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Register a session for a directory's project.
+    Register {
+        #[arg(long, default_value = "human")]
+        cli: String,
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        #[arg(long)]
+        external_id: Option<String>,
+        #[arg(long)]
+        parent: Option<String>,
+    },
+    /// List sessions of this directory's project (all projects with --all).
+    List {
+        #[arg(long)]
+        all: bool,
+        /// Include ended sessions.
+        #[arg(long)]
+        ended: bool,
+    },
+    /// End a session.
+    End { session_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MsgCommand {
+    /// Send a message to a session of the same project.
+    Send {
+        /// Sender (default: $TROUPE_SESSION_ID).
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        to: String,
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        /// Idempotency key: a retry with the same key is stored once.
+        #[arg(long)]
+        key: Option<String>,
+        content: String,
+    },
+    /// Fetch unread messages (marking them read), optionally waiting for one.
+    Poll {
+        /// Recipient (default: $TROUPE_SESSION_ID).
+        session_id: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        wait_ms: u64,
+        /// Messages after this seq instead of unread ones.
+        #[arg(long)]
+        since: Option<i64>,
+        /// Leave the messages unread.
+        #[arg(long)]
+        keep_unread: bool,
+    },
+    /// Print each new message for a session as it arrives, until interrupted.
+    Watch {
+        /// Recipient (default: $TROUPE_SESSION_ID).
+        session_id: Option<String>,
+        /// Replay messages after this seq first.
+        #[arg(long)]
+        since: Option<i64>,
+        /// Stop after this many messages.
+        #[arg(long)]
+        count: Option<usize>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApiCommand {
+    /// Print the JSON Schema of every operation's params and result.
+    Schema,
+    /// List the operations.
+    List,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(matches!(cli.command, Command::Serve(_)));
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("troupe: {e:#}");
+            if e.downcast_ref::<AlreadyRunning>().is_some() {
+                ExitCode::from(crate::EXIT_ALREADY_RUNNING as u8)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn init_tracing(daemon: bool) {
+    let default = if daemon { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TROUPE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Logs never go to stdout: stdout carries results (and, later, stdio protocols).
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let layout = Layout::resolve(cli.data_dir.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => {
+                daemon::serve(Config {
+                    layout,
+                    ws_addr: args.ws_addr,
+                    allow_non_loopback: args.allow_non_loopback,
+                    max_message_bytes: args.max_message_bytes,
+                })
+                .await
+            }
+            Command::Stop => stop(&layout, cli.json).await,
+            Command::Status => status(&layout, cli.json).await,
+            Command::Call { operation, params } => call(&layout, &operation, &params).await,
+            Command::Session(cmd) => session(&layout, cmd, cli.json).await,
+            Command::Msg(cmd) => msg(&layout, cmd, cli.json).await,
+            Command::Api(ApiCommand::Schema) => print_json(&crate::api::schema_document()),
+            Command::Api(ApiCommand::List) => {
+                for op in crate::api::OPERATIONS {
+                    println!("{:<24} {}", op.name, op.summary.trim());
+                }
+                for sub in crate::api::SUBSCRIPTIONS {
+                    println!("{:<24} {}", sub.name, sub.summary);
+                }
+                Ok(())
+            }
+            Command::Demo => crate::demo::run().await,
+            Command::Bench(cmd) => crate::bench::run(cmd, cli.json).await,
+        }
+    })
+}
+
+fn print_json(value: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn env_session(given: Option<String>, what: &str) -> anyhow::Result<String> {
+    match given.or_else(|| {
+        std::env::var("TROUPE_SESSION_ID")
+            .ok()
+            .filter(|s| !s.is_empty())
+    }) {
+        Some(id) => Ok(id),
+        None => bail!("no {what}: pass one or set TROUPE_SESSION_ID"),
+    }
+}
+
+fn cwd_string() -> anyhow::Result<String> {
+    Ok(std::env::current_dir()
+        .context("cannot read the current directory")?
+        .display()
+        .to_string())
+}
+
+async fn stop(layout: &Layout, json: bool) -> anyhow::Result<()> {
+    let client = match client::connect(layout, false).await {
+        Ok(client) => client,
+        Err(_) => {
+            if json {
+                return print_json(&json!({ "running": false }));
+            }
+            println!("no daemon is running for {}", layout.data_dir.display());
+            return Ok(());
+        }
+    };
+    let status = client.call("daemon_status", json!({})).await?;
+    // The daemon may close the connection before its answer arrives: that is success too.
+    let _answer_or_hangup = client.call("shutdown_daemon", json!({})).await;
+    drop(client);
+    wait_until_unlocked(layout).await?;
+    if json {
+        return print_json(&json!({ "running": false, "stopped_pid": status["pid"] }));
+    }
+    println!("stopped the daemon (pid {})", status["pid"]);
+    Ok(())
+}
+
+/// Waits until no daemon holds the data dir's lock (it has fully exited).
+pub(crate) async fn wait_until_unlocked(layout: &Layout) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .open(layout.lock_path())
+            .with_context(|| format!("cannot open {}", layout.lock_path().display()))?;
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => bail!("the daemon did not stop within 10 s"),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
+    }
+}
+
+async fn status(layout: &Layout, json: bool) -> anyhow::Result<()> {
+    let client = match client::connect(layout, false).await {
+        Ok(client) => client,
+        Err(e) => {
+            if json {
+                return print_json(&json!({ "running": false, "reason": format!("{e:#}") }));
+            }
+            println!("not running ({e:#})");
+            return Ok(());
+        }
+    };
+    let status = client.call("daemon_status", json!({})).await?;
+    if json {
+        let mut out = status;
+        out["running"] = true.into();
+        return print_json(&out);
+    }
+    println!(
+        "running: pid {} version {} up {:.1}s\n  data dir  {}\n  socket    {}\n  websocket {}\n  {} projects, {} sessions ({} active), {} messages, {} events",
+        status["pid"],
+        status["version"].as_str().unwrap_or("?"),
+        status["uptime_ms"].as_f64().unwrap_or(0.0) / 1000.0,
+        status["data_dir"].as_str().unwrap_or("?"),
+        status["socket_path"].as_str().unwrap_or("?"),
+        status["ws_url"].as_str().unwrap_or("?"),
+        status["projects"],
+        status["sessions"],
+        status["active_sessions"],
+        status["messages"],
+        status["events"],
+    );
+    Ok(())
+}
+
+/// `troupe call`: fills in `cwd` and the caller's session from the environment where the
+/// operation takes them and they are missing.
+async fn call(layout: &Layout, operation: &str, params: &str) -> anyhow::Result<()> {
+    let Some(op) = crate::api::operation(operation) else {
+        bail!("unknown operation {operation:?}; `troupe api list` lists them");
+    };
+    let text = if params == "-" {
+        let mut buf = String::new();
+        std::io::stdin()
+            .read_to_string(&mut buf)
+            .context("cannot read params from standard input")?;
+        buf
+    } else {
+        params.to_string()
+    };
+    let mut args: Value = serde_json::from_str(&text)
+        .with_context(|| format!("params are not valid JSON: {text}"))?;
+    if let Value::Object(map) = &mut args {
+        let schema = serde_json::to_value((op.params_schema)())?;
+        let has = |name: &str| schema["properties"].get(name).is_some();
+        let required = |name: &str| {
+            schema["required"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|v| v == name))
+        };
+        if has("cwd") && !map.contains_key("cwd") && !map.contains_key("project_id") {
+            map.insert("cwd".into(), cwd_string()?.into());
+        }
+        if let Ok(session) = std::env::var("TROUPE_SESSION_ID") {
+            for field in ["session_id", "from_session_id"] {
+                if has(field) && required(field) && !map.contains_key(field) {
+                    map.insert(field.into(), session.clone().into());
+                }
+            }
+        }
+    }
+    let client = client::connect(layout, true).await?;
+    let result = client.call(operation, args).await?;
+    print_json(&result)
+}
+
+async fn session(layout: &Layout, cmd: SessionCommand, json: bool) -> anyhow::Result<()> {
+    let client = client::connect(layout, true).await?;
+    match cmd {
+        SessionCommand::Register {
+            cli,
+            cwd,
+            external_id,
+            parent,
+        } => {
+            let cwd = match cwd {
+                Some(cwd) => cwd.display().to_string(),
+                None => cwd_string()?,
+            };
+            let result = client
+                .call(
+                    "register_session",
+                    json!({ "cli": cli, "cwd": cwd, "external_id": external_id, "parent_session_id": parent }),
+                )
+                .await?;
+            if json {
+                return print_json(&result);
+            }
+            println!("{}", result["session_id"].as_str().unwrap_or("?"));
+        }
+        SessionCommand::List { all, ended } => {
+            let mut args = json!({});
+            if !all {
+                args["cwd"] = cwd_string()?.into();
+            }
+            if !ended {
+                args["status"] = "active".into();
+            }
+            let result = client.call("list_sessions", args).await?;
+            if json {
+                return print_json(&result);
+            }
+            let sessions: Vec<Session> = serde_json::from_value(result["sessions"].clone())?;
+            for s in sessions {
+                println!(
+                    "{}  {:<8} depth {}  {:?}  {}",
+                    s.session_id, s.cli, s.agent_depth, s.status, s.cwd
+                );
+            }
+        }
+        SessionCommand::End { session_id } => {
+            let result = client
+                .call("end_session", json!({ "session_id": session_id }))
+                .await?;
+            if json {
+                return print_json(&result);
+            }
+            println!("ended {session_id}");
+        }
+    }
+    Ok(())
+}
+
+async fn msg(layout: &Layout, cmd: MsgCommand, json: bool) -> anyhow::Result<()> {
+    let client = client::connect(layout, true).await?;
+    match cmd {
+        MsgCommand::Send {
+            from,
+            to,
+            priority,
+            key,
+            content,
+        } => {
+            let from = env_session(from, "sender")?;
+            let result = client
+                .call(
+                    "send_message",
+                    json!({ "from_session_id": from, "to_session_id": to, "content": content,
+                            "priority": priority, "idempotency_key": key }),
+                )
+                .await?;
+            if json {
+                return print_json(&result);
+            }
+            println!(
+                "{} seq {}{}",
+                result["message_id"].as_str().unwrap_or("?"),
+                result["seq"],
+                if result["duplicate"] == true {
+                    " (duplicate: stored earlier)"
+                } else {
+                    ""
+                }
+            );
+        }
+        MsgCommand::Poll {
+            session_id,
+            wait_ms,
+            since,
+            keep_unread,
+        } => {
+            let session_id = env_session(session_id, "recipient")?;
+            let result = client
+                .call(
+                    "poll_messages",
+                    json!({ "session_id": session_id, "wait_ms": wait_ms, "since": since,
+                            "mark_read": !keep_unread }),
+                )
+                .await?;
+            if json {
+                return print_json(&result);
+            }
+            let messages: Vec<Message> = serde_json::from_value(result["messages"].clone())?;
+            for m in &messages {
+                print_message(m);
+            }
+        }
+        MsgCommand::Watch {
+            session_id,
+            since,
+            count,
+        } => {
+            watch(
+                &client,
+                env_session(session_id, "recipient")?,
+                since,
+                count,
+                json,
+            )
+            .await?
+        }
+    }
+    Ok(())
+}
+
+async fn watch(
+    client: &Client,
+    session_id: String,
+    since: Option<i64>,
+    count: Option<usize>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut sub = client
+        .subscribe_messages(json!({ "session_id": session_id, "since": since }))
+        .await?;
+    let mut seen = 0;
+    while count.is_none_or(|n| seen < n) {
+        let Some(item) = sub.next().await else {
+            bail!("the daemon closed the subscription");
+        };
+        let value = item.context("bad message from the daemon")?;
+        if json {
+            println!("{}", serde_json::to_string(&value)?);
+        } else {
+            print_message(&serde_json::from_value(value)?);
+        }
+        seen += 1;
+    }
+    Ok(())
+}
+
+fn print_message(m: &Message) {
+    println!(
+        "#{} {} → {} [{}{}] {}",
+        m.seq,
+        short(&m.from_session_id),
+        short(&m.to_session_id),
+        m.message_type.as_str(),
+        if m.priority == troupe_store::Priority::Normal {
+            String::new()
+        } else {
+            format!(", {}", m.priority.as_str())
+        },
+        m.content
+    );
+}
+
+/// The last 8 characters of an id: enough to tell sessions apart on screen.
+pub fn short(id: &str) -> &str {
+    &id[id.len().saturating_sub(8)..]
+}

@@ -1,0 +1,276 @@
+//! The daemon's client side, used by the CLI, the demo, the benchmark and the tests: finds the
+//! daemon of a data dir (starting it when asked and needed), checks the socket and token belong
+//! to us, and speaks JSON-RPC over the Unix socket or the WebSocket.
+
+use std::fs;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use jsonrpsee_core::client::{ClientT, Subscription, SubscriptionClientT};
+use jsonrpsee_core::traits::ToRpcParams;
+use jsonrpsee_ws_client::{HeaderMap, HeaderValue, WsClient, WsClientBuilder};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::net::UnixStream;
+
+use crate::daemon::Endpoint;
+use crate::paths::{Layout, check_private_file};
+
+/// Longest a call may take (a long-poll waits up to 300 s).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(330);
+/// Longest we wait for a daemon we started to accept connections.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A failed call: the daemon's JSON-RPC error, or a transport failure.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("{message} (error {code})")]
+    Rpc {
+        code: i32,
+        message: String,
+        data: Option<Value>,
+    },
+    #[error("cannot reach the daemon: {0}")]
+    Transport(String),
+}
+
+impl CallError {
+    /// The error's `data.kind` (`not_found`, `invalid_params`, …), when the daemon sent one.
+    pub fn kind(&self) -> Option<&str> {
+        match self {
+            CallError::Rpc {
+                data: Some(data), ..
+            } => data.get("kind")?.as_str(),
+            _ => None,
+        }
+    }
+
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            CallError::Rpc { code, .. } => Some(*code),
+            CallError::Transport(_) => None,
+        }
+    }
+}
+
+impl From<jsonrpsee_core::ClientError> for CallError {
+    fn from(e: jsonrpsee_core::ClientError) -> Self {
+        match e {
+            jsonrpsee_core::ClientError::Call(obj) => CallError::Rpc {
+                code: obj.code(),
+                message: obj.message().to_string(),
+                data: obj.data().and_then(|d| serde_json::from_str(d.get()).ok()),
+            },
+            other => CallError::Transport(other.to_string()),
+        }
+    }
+}
+
+/// Params already in JSON form.
+struct Params(Option<Box<RawValue>>);
+
+impl ToRpcParams for Params {
+    fn to_rpc_params(self) -> Result<Option<Box<RawValue>>, serde_json::Error> {
+        Ok(self.0)
+    }
+}
+
+fn params(value: &Value) -> Result<Params, CallError> {
+    serde_json::value::to_raw_value(value)
+        .map(|raw| Params(Some(raw)))
+        .map_err(|e| CallError::Transport(format!("cannot encode params: {e}")))
+}
+
+/// A connection to the daemon.
+#[derive(Debug)]
+pub struct Client {
+    rpc: WsClient,
+}
+
+impl Client {
+    /// Calls an operation with JSON params.
+    pub async fn call(&self, op: &str, args: Value) -> Result<Value, CallError> {
+        Ok(self.rpc.request::<Value, _>(op, params(&args)?).await?)
+    }
+
+    /// Calls an operation with typed params and result.
+    pub async fn call_typed<P: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        op: &str,
+        args: &P,
+    ) -> Result<R, CallError> {
+        let args = serde_json::to_value(args)
+            .map_err(|e| CallError::Transport(format!("cannot encode params: {e}")))?;
+        let value = self.call(op, args).await?;
+        serde_json::from_value(value)
+            .map_err(|e| CallError::Transport(format!("unexpected reply to {op}: {e}")))
+    }
+
+    /// Subscribes to a session's messages; each item is a `Message` as JSON.
+    pub async fn subscribe_messages(&self, args: Value) -> Result<Subscription<Value>, CallError> {
+        Ok(self
+            .rpc
+            .subscribe::<Value, _>("subscribe_messages", params(&args)?, "unsubscribe_messages")
+            .await?)
+    }
+}
+
+/// Connects to the daemon of `layout` over its Unix socket, starting it first if it is not
+/// running and `autostart` is set.
+pub async fn connect(layout: &Layout, autostart: bool) -> anyhow::Result<Client> {
+    match try_connect(layout).await {
+        Ok(client) => return Ok(client),
+        Err(NotRunning::Refused(e)) => return Err(e),
+        Err(NotRunning::Absent(reason)) if !autostart => {
+            bail!(
+                "no troupe daemon is running for {} ({reason})",
+                layout.data_dir.display()
+            )
+        }
+        Err(NotRunning::Absent(_)) => {}
+    }
+    let mut child = spawn_daemon(layout)?;
+    let deadline = std::time::Instant::now() + START_TIMEOUT;
+    loop {
+        match try_connect(layout).await {
+            Ok(client) => return Ok(client),
+            Err(NotRunning::Refused(e)) => return Err(e),
+            Err(NotRunning::Absent(reason)) => {
+                if let Some(status) = child.try_wait()? {
+                    // Losing a start race to another daemon is fine: keep trying to connect.
+                    if status.code() != Some(crate::EXIT_ALREADY_RUNNING) {
+                        bail!(
+                            "the troupe daemon exited during start-up ({status}); its log {} ends with:\n{}",
+                            layout.log_path().display(),
+                            log_tail(&layout.log_path())
+                        );
+                    }
+                }
+                if std::time::Instant::now() > deadline {
+                    bail!(
+                        "the troupe daemon did not start within {START_TIMEOUT:?} ({reason}); see {}",
+                        layout.log_path().display()
+                    );
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Connects to a daemon's WebSocket (the endpoint file says where) with the token.
+pub async fn connect_ws(layout: &Layout) -> anyhow::Result<Client> {
+    let endpoint = read_endpoint(layout)?;
+    let token = read_token(layout)?;
+    let rpc = builder(&token)?
+        .build(&endpoint.ws_url)
+        .await
+        .with_context(|| format!("cannot connect to {}", endpoint.ws_url))?;
+    Ok(Client { rpc })
+}
+
+/// Reads the running daemon's endpoint file.
+pub fn read_endpoint(layout: &Layout) -> anyhow::Result<Endpoint> {
+    let path = layout.endpoint_path();
+    let text = fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {} (is the daemon running?)", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not valid", path.display()))
+}
+
+enum NotRunning {
+    /// Nothing listens: the daemon may be started.
+    Absent(String),
+    /// Something is there but must not be used (wrong owner, bad token file, …).
+    Refused(anyhow::Error),
+}
+
+async fn try_connect(layout: &Layout) -> Result<Client, NotRunning> {
+    let socket = layout.socket_path();
+    match fs::symlink_metadata(&socket) {
+        Ok(_) => check_private_file(&socket).map_err(NotRunning::Refused)?,
+        Err(e) => return Err(NotRunning::Absent(format!("{}: {e}", socket.display()))),
+    }
+    let stream = match UnixStream::connect(&socket).await {
+        Ok(stream) => stream,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Err(NotRunning::Absent(format!("{}: {e}", socket.display())));
+        }
+        Err(e) => {
+            return Err(NotRunning::Refused(
+                anyhow::Error::new(e).context(format!("cannot connect to {}", socket.display())),
+            ));
+        }
+    };
+    // The daemon writes its token before it listens, so a listening socket has a token.
+    let token = read_token(layout).map_err(NotRunning::Refused)?;
+    let rpc = builder(&token)
+        .map_err(NotRunning::Refused)?
+        .build_with_stream("ws://localhost/", stream)
+        .await
+        .map_err(|e| {
+            NotRunning::Refused(anyhow::Error::new(e).context("the daemon refused the connection"))
+        })?;
+    Ok(Client { rpc })
+}
+
+fn read_token(layout: &Layout) -> anyhow::Result<String> {
+    let path = layout.token_path();
+    check_private_file(&path)?;
+    let token = fs::read_to_string(&path)
+        .with_context(|| format!("cannot read the token {}", path.display()))?;
+    Ok(token.trim().to_string())
+}
+
+/// A client builder presenting `token`.
+pub fn builder(token: &str) -> anyhow::Result<WsClientBuilder> {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::AUTHORIZATION,
+        HeaderValue::from_str(&format!("Bearer {token}")).context("the token is not ASCII")?,
+    );
+    Ok(WsClientBuilder::default()
+        .set_headers(headers)
+        .request_timeout(REQUEST_TIMEOUT)
+        .max_request_size(u32::MAX)
+        .max_response_size(u32::MAX)
+        .max_concurrent_requests(4096))
+}
+
+fn spawn_daemon(layout: &Layout) -> anyhow::Result<Child> {
+    layout.prepare_dirs()?;
+    let exe =
+        std::env::current_exe().context("cannot find the troupe binary to start the daemon")?;
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(layout.log_path())
+        .with_context(|| format!("cannot open {}", layout.log_path().display()))?;
+    use std::os::unix::process::CommandExt;
+    Command::new(exe)
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&layout.data_dir)
+        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        // Its own process group: a Ctrl-C meant for this CLI must not stop the daemon.
+        .process_group(0)
+        .spawn()
+        .context("cannot start the troupe daemon")
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}

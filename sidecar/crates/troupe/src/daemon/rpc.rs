@@ -1,0 +1,259 @@
+//! The JSON-RPC door: builds the jsonrpsee module from the operation registry and serves it
+//! on the Unix socket and the loopback WebSocket, refusing any connection without the token
+//! (and, on the socket, any peer of another uid). No operation logic here.
+
+use std::sync::Arc;
+
+use jsonrpsee::server::{
+    HttpBody, HttpRequest, HttpResponse, Methods, RpcModule, Server, ServerConfig, StopHandle,
+    serve_with_graceful_shutdown,
+};
+use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee_core::middleware::{Batch, Notification, Request, RpcServiceT};
+use jsonrpsee_core::server::MethodResponse;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinSet;
+use tower::Service;
+use troupe_store::PollFilter;
+
+use super::Daemon;
+use crate::api::error::unauthorized;
+use crate::api::types::SubscribeMessagesParams;
+use crate::api::{OPERATIONS, SUBSCRIPTIONS, parse_params};
+
+/// Messages pushed to a subscriber per store read.
+const SUBSCRIPTION_BATCH: i64 = 256;
+/// Connections served at once (each CLI call, editor and agent holds one).
+const MAX_CONNECTIONS: u32 = 4096;
+
+/// Registers every operation and subscription of the registry.
+pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
+    let mut module = RpcModule::new(());
+    for op in OPERATIONS {
+        let daemon = daemon.clone();
+        module.register_async_method(op.name, move |params, _, _| {
+            let daemon = daemon.clone();
+            async move {
+                let params: Option<Value> = match params.as_str() {
+                    None => None,
+                    Some(raw) => Some(serde_json::from_str(raw).map_err(|e| {
+                        ErrorObjectOwned::owned(
+                            crate::api::error::codes::PARSE_ERROR,
+                            format!("params are not JSON: {e}"),
+                            None::<()>,
+                        )
+                    })?),
+                };
+                (op.call)(daemon, params).await.map_err(|e| e.to_rpc())
+            }
+        })?;
+    }
+    let [messages] = SUBSCRIPTIONS else {
+        anyhow::bail!("the registry's subscriptions and the JSON-RPC door are out of step");
+    };
+    let sub_daemon = daemon.clone();
+    module.register_subscription(
+        messages.name,
+        messages.notification,
+        messages.unsubscribe,
+        move |params, pending, _, _| {
+            let daemon = sub_daemon.clone();
+            async move {
+                let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
+                let p: SubscribeMessagesParams = match parse_params("subscribe_messages", raw) {
+                    Ok(p) => p,
+                    Err(e) => return pending.reject(e.to_rpc()).await,
+                };
+                // Watch before reading the cursor so nothing committed in between is missed.
+                let mut wake = daemon.hub.watch(&p.session_id);
+                let start = match p.since {
+                    Some(since) => daemon.store.get_session(&p.session_id).map(|_| since),
+                    None => daemon.store.latest_message_seq(&p.session_id),
+                };
+                let mut cursor = match start {
+                    Ok(cursor) => cursor,
+                    Err(e) => return pending.reject(crate::api::ApiError::from(e).to_rpc()).await,
+                };
+                let Ok(sink) = pending.accept().await else {
+                    return;
+                };
+                loop {
+                    let filter = PollFilter {
+                        session_id: p.session_id.clone(),
+                        since: Some(cursor),
+                        unread_only: false,
+                        limit: SUBSCRIPTION_BATCH,
+                    };
+                    let batch = match daemon.store.poll_messages(&filter) {
+                        Ok(batch) => batch,
+                        Err(e) => {
+                            tracing::warn!(error = %e, session = %p.session_id, "subscription read failed; closing it");
+                            return;
+                        }
+                    };
+                    let full = batch.len() as i64 == SUBSCRIPTION_BATCH;
+                    for message in batch {
+                        cursor = message.seq;
+                        let Ok(json) = serde_json::value::to_raw_value(&message) else {
+                            return;
+                        };
+                        if sink.send(json).await.is_err() {
+                            return; // the subscriber went away
+                        }
+                    }
+                    if full {
+                        continue;
+                    }
+                    tokio::select! {
+                        changed = wake.changed() => if changed.is_err() { return },
+                        _ = sink.closed() => return,
+                    }
+                }
+            }
+        },
+    )?;
+    Ok(module.into())
+}
+
+/// Server limits: the request body must hold the largest allowed message, JSON-escaped.
+pub fn server_config(max_message_bytes: usize) -> ServerConfig {
+    let body = max_message_bytes
+        .saturating_mul(6)
+        .saturating_add(64 * 1024)
+        .min(u32::MAX as usize) as u32;
+    ServerConfig::builder()
+        .max_request_body_size(body)
+        .max_response_body_size(u32::MAX)
+        .max_connections(MAX_CONNECTIONS)
+        .build()
+}
+
+/// Serves one accepted connection (socket or TCP) until it closes or the daemon stops.
+pub fn serve_connection<S>(
+    tasks: &mut JoinSet<()>,
+    io: S,
+    methods: Methods,
+    config: ServerConfig,
+    token: Arc<str>,
+    stop: StopHandle,
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let svc = Server::builder()
+        .set_config(config)
+        .set_rpc_middleware(
+            jsonrpsee::server::middleware::rpc::RpcServiceBuilder::new()
+                .layer_fn(NameUnknownMethods),
+        )
+        .to_service_builder()
+        .build(methods, stop.clone());
+    let svc = tower::service_fn(move |req: HttpRequest<hyper::body::Incoming>| {
+        let mut svc = svc.clone();
+        let verdict = check_token(&req, &token);
+        async move {
+            // An error type with a `'static` bound spelled out, or the spawn below does not
+            // type-check (the same trick as jsonrpsee's own service example).
+            let response: anyhow::Result<HttpResponse> = match verdict {
+                Ok(()) => svc.call(req).await.map_err(|e| anyhow::anyhow!("{e}")),
+                Err(reason) => Ok(refusal(reason)),
+            };
+            response
+        }
+    });
+    tasks.spawn(async move {
+        if let Err(e) = serve_with_graceful_shutdown(io, svc, stop.shutdown()).await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    });
+}
+
+fn check_token<B>(req: &HttpRequest<B>, token: &str) -> Result<(), &'static str> {
+    let Some(header) = req.headers().get(http::header::AUTHORIZATION) else {
+        return Err("missing token (send `Authorization: Bearer <token>`)");
+    };
+    let presented = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .ok_or("malformed Authorization header (expected `Bearer <token>`)")?;
+    if constant_time_eq(presented.trim().as_bytes(), token.as_bytes()) {
+        Ok(())
+    } else {
+        Err("wrong token")
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// HTTP 401 carrying a JSON-RPC error body, so HTTP and WebSocket clients both learn why.
+fn refusal(reason: &str) -> HttpResponse {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": unauthorized(reason),
+    });
+    let mut response = HttpResponse::new(HttpBody::from(body.to_string()));
+    *response.status_mut() = http::StatusCode::UNAUTHORIZED;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Answers a call to an unknown method with an error that names it (jsonrpsee's own says only
+/// "Method not found").
+#[derive(Debug, Clone)]
+struct NameUnknownMethods<S>(S);
+
+fn is_known(method: &str) -> bool {
+    crate::api::operation(method).is_some()
+        || SUBSCRIPTIONS
+            .iter()
+            .any(|s| s.name == method || s.unsubscribe == method)
+}
+
+impl<S> RpcServiceT for NameUnknownMethods<S>
+where
+    S: RpcServiceT<MethodResponse = MethodResponse> + Send + Sync + Clone + 'static,
+{
+    type MethodResponse = MethodResponse;
+    type NotificationResponse = S::NotificationResponse;
+    type BatchResponse = S::BatchResponse;
+
+    fn call<'a>(
+        &self,
+        request: Request<'a>,
+    ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
+        let method = request.method_name();
+        if is_known(method) {
+            futures_util::future::Either::Left(self.0.call(request))
+        } else {
+            let error = ErrorObjectOwned::owned(
+                crate::api::error::codes::METHOD_NOT_FOUND,
+                format!("unknown operation {method:?} (`troupe api list` lists them)"),
+                Some(serde_json::json!({ "kind": "method_not_found", "method": method })),
+            );
+            futures_util::future::Either::Right(std::future::ready(MethodResponse::error(
+                request.id, error,
+            )))
+        }
+    }
+
+    fn batch<'a>(
+        &self,
+        requests: Batch<'a>,
+    ) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
+        self.0.batch(requests)
+    }
+
+    fn notification<'a>(
+        &self,
+        n: Notification<'a>,
+    ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
+        self.0.notification(n)
+    }
+}

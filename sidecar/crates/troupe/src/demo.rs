@@ -1,0 +1,244 @@
+//! `troupe demo`: starts a real daemon on a throwaway data dir, registers a small troupe of
+//! sessions and shows messages flowing between them, then stops the daemon and cleans up.
+//! It drives the daemon only through its public JSON-RPC API, like any client.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use crate::api::types::Message;
+use crate::cli::short;
+use crate::client::{self, Client};
+use crate::paths::Layout;
+
+pub async fn run() -> anyhow::Result<()> {
+    let scratch = tempfile::Builder::new()
+        .prefix("troupe-demo-")
+        .tempdir()
+        .context("cannot create a scratch directory")?;
+    let layout = Layout {
+        data_dir: scratch.path().join("data"),
+        runtime_dir: scratch.path().join("run"),
+    };
+    let project = scratch.path().join("project");
+    std::fs::create_dir_all(project.join(".git")).context("cannot create the demo project")?;
+    let project = project.display().to_string();
+
+    println!(
+        "== troupe demo: a daemon on a throwaway data dir ({})",
+        scratch.path().display()
+    );
+    let started = Instant::now();
+    let client = client::connect(&layout, true).await?;
+    let status = client.call("daemon_status", json!({})).await?;
+    println!(
+        "daemon pid {} ready in {:.0} ms — socket {} (0600), websocket {}",
+        status["pid"],
+        started.elapsed().as_secs_f64() * 1000.0,
+        status["socket_path"].as_str().unwrap_or("?"),
+        status["ws_url"].as_str().unwrap_or("?"),
+    );
+
+    let result = run_demo(&client, &project).await;
+    // Whatever happened, stop the daemon we started.
+    let _answer_or_hangup = client.call("shutdown_daemon", json!({})).await;
+    drop(client);
+    let stopped = crate::cli::wait_until_unlocked(&layout).await;
+    result?;
+    stopped?;
+    println!("\n== daemon stopped; scratch directory removed");
+    Ok(())
+}
+
+async fn register(
+    client: &Client,
+    cli: &str,
+    cwd: &str,
+    parent: Option<&str>,
+) -> anyhow::Result<String> {
+    let r = client
+        .call(
+            "register_session",
+            json!({ "cli": cli, "cwd": cwd, "parent_session_id": parent }),
+        )
+        .await?;
+    let id = r["session_id"]
+        .as_str()
+        .context("no session_id")?
+        .to_string();
+    println!(
+        "  {:<7} session …{}  depth {}  project {}",
+        cli,
+        short(&id),
+        r["session"]["agent_depth"],
+        r["project_root"].as_str().unwrap_or("?")
+    );
+    Ok(id)
+}
+
+async fn run_demo(client: &Client, project: &str) -> anyhow::Result<()> {
+    println!("\n== 1. sessions register in the project of their working directory");
+    let you = register(client, "human", project, None).await?;
+    let leader = register(client, "claude", project, Some(&you)).await?;
+    let dev1 = register(client, "codex", project, Some(&leader)).await?;
+    let dev2 = register(client, "gemini", project, Some(&leader)).await?;
+
+    println!("\n== 2. the leader watches its inbox (a live subscription)");
+    let mut inbox = client
+        .subscribe_messages(json!({ "session_id": leader }))
+        .await?;
+
+    println!("\n== 3. the leader broadcasts the plan to its children");
+    let b = client
+        .call(
+            "broadcast_to_children",
+            json!({ "session_id": leader, "content": "Plan: codex writes the parser, gemini the tests." }),
+        )
+        .await?;
+    println!(
+        "  stored {} messages, durable before this reply",
+        b["message_ids"].as_array().map_or(0, Vec::len)
+    );
+
+    for (name, id) in [("codex", &dev1), ("gemini", &dev2)] {
+        let polled = client
+            .call(
+                "poll_messages",
+                json!({ "session_id": id, "wait_ms": 1000 }),
+            )
+            .await?;
+        for m in messages(&polled)? {
+            println!("  {name} polled: {}", m.content);
+        }
+    }
+
+    println!("\n== 4. peers talk directly (no hierarchy check), and report to their parent");
+    let sent = Instant::now();
+    client
+        .call(
+            "send_message",
+            json!({ "from_session_id": dev2, "to_session_id": dev1, "content": "Which module is the parser in?", "priority": "high" }),
+        )
+        .await?;
+    let reply = client
+        .call(
+            "poll_messages",
+            json!({ "session_id": dev1, "wait_ms": 1000 }),
+        )
+        .await?;
+    for m in messages(&reply)? {
+        println!(
+            "  codex got from gemini ({}): {}",
+            m.priority.as_str(),
+            m.content
+        );
+    }
+    for (id, text) in [
+        (&dev1, "Parser done: src/parse.rs"),
+        (&dev2, "Tests done: 12 passing"),
+    ] {
+        client
+            .call(
+                "send_to_parent",
+                json!({ "session_id": id, "content": text }),
+            )
+            .await?;
+    }
+    for _ in 0..2 {
+        let item = tokio::time::timeout(Duration::from_secs(5), inbox.next())
+            .await
+            .context("the leader's subscription went quiet")?
+            .context("the subscription closed")?
+            .context("bad notification")?;
+        let m: Message = serde_json::from_value(item)?;
+        println!(
+            "  leader's subscription pushed #{} from …{}: {}  ({:.2} ms after the first send)",
+            m.seq,
+            short(&m.from_session_id),
+            m.content,
+            sent.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+
+    println!("\n== 5. a retried send with the same idempotency key is stored once");
+    for attempt in 1..=2 {
+        let r = client
+            .call(
+                "send_message",
+                json!({ "from_session_id": dev1, "to_session_id": leader, "content": "PR ready", "idempotency_key": "pr-1" }),
+            )
+            .await?;
+        println!(
+            "  attempt {attempt}: message …{} duplicate={}",
+            short(r["message_id"].as_str().unwrap_or("?")),
+            r["duplicate"]
+        );
+    }
+
+    println!("\n== 6. bad input gets a clear, typed error");
+    for (op, params) in [
+        (
+            "send_message",
+            json!({ "from_session_id": dev1, "to_session_id": "nope", "content": "hi" }),
+        ),
+        (
+            "send_message",
+            json!({ "from_session_id": dev1, "content": "hi" }),
+        ),
+        (
+            "send_message",
+            json!({ "from_session_id": dev1, "to_session_id": dev2, "content": "x".repeat(300 * 1024) }),
+        ),
+        ("no_such_operation", json!({})),
+    ] {
+        match client.call(op, params).await {
+            Ok(v) => println!("  {op}: unexpectedly fine: {v}"),
+            Err(e) => println!("  {op}: {e}"),
+        }
+    }
+
+    println!("\n== 7. siblings, discovery and the durable timeline");
+    let siblings = client
+        .call("list_siblings", json!({ "session_id": dev1 }))
+        .await?;
+    println!("  codex's siblings: {}", ids(&siblings["sessions"]));
+    let found = client
+        .call("discover_agents", json!({ "cwd": project }))
+        .await?;
+    println!(
+        "  active sessions in the project: {}",
+        ids(&found["sessions"])
+    );
+    let events = client.call("list_events", json!({ "limit": 1000 })).await?;
+    for e in events["events"].as_array().into_iter().flatten() {
+        println!(
+            "  {:>3} {} {:<18} session …{}",
+            e["seq"],
+            e["at"].as_str().unwrap_or("?"),
+            e["kind"].as_str().unwrap_or("?"),
+            short(e["session_id"].as_str().unwrap_or("")),
+        );
+    }
+    Ok(())
+}
+
+fn messages(poll: &Value) -> anyhow::Result<Vec<Message>> {
+    Ok(serde_json::from_value(poll["messages"].clone())?)
+}
+
+fn ids(sessions: &Value) -> String {
+    sessions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            format!(
+                "{} …{}",
+                s["cli"].as_str().unwrap_or("?"),
+                short(s["session_id"].as_str().unwrap_or(""))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,57 @@
+//! Wake-ups for waiting readers: per session, the highest message `seq` committed for it.
+//! Long-polls and subscriptions wait here, then read the messages themselves from the store,
+//! so a missed or coalesced wake-up can never lose or reorder a message.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+#[derive(Debug, Default)]
+pub struct Hub {
+    sessions: Mutex<HashMap<String, watch::Sender<i64>>>,
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<i64>>> {
+        // The map stays consistent even if a holder panicked.
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A receiver that changes whenever a message for `session_id` commits. Subscribe before
+    /// reading so nothing committed in between is missed.
+    pub fn watch(&self, session_id: &str) -> watch::Receiver<i64> {
+        self.lock()
+            .entry(session_id.to_string())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// Announces that messages up to `seq` for `session_id` are committed.
+    pub fn publish(&self, session_id: &str, seq: i64) {
+        let map = self.lock();
+        if let Some(tx) = map.get(session_id) {
+            tx.send_if_modified(|latest| {
+                if seq > *latest {
+                    *latest = seq;
+                    true
+                } else {
+                    false
+                }
+            });
+        }
+    }
+
+    /// Forgets a session nobody waits on (after it ends).
+    pub fn forget(&self, session_id: &str) {
+        let mut map = self.lock();
+        if map
+            .get(session_id)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            map.remove(session_id);
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Troupe: the daemon, its operation registry and doors, and the client side the CLI uses.
+//! The binary (`main.rs`) is a thin clap front over this library.
+
+pub mod api;
+pub mod bench;
+pub mod cli;
+pub mod client;
+pub mod daemon;
+pub mod demo;
+pub mod hub;
+pub mod ops;
+pub mod paths;
+pub mod project;
+
+/// Exit status of `troupe serve` when another daemon already holds the data dir.
+pub const EXIT_ALREADY_RUNNING: i32 = 3;

@@ -1,0 +1,88 @@
+//! Resolves a working directory to its project root: the main checkout of the git repository
+//! it is in (a linked worktree resolves to the repository it belongs to), or the directory
+//! itself when it is not in a repository. Reads `.git` files only; never runs git.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The project root and a display name for `cwd`.
+pub fn resolve_project_root(cwd: &Path) -> std::io::Result<(PathBuf, String)> {
+    let cwd = fs::canonicalize(cwd)?;
+    let root = git_root(&cwd).unwrap_or_else(|| cwd.clone());
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| root.display().to_string());
+    Ok((root, name))
+}
+
+fn git_root(start: &Path) -> Option<PathBuf> {
+    for dir in start.ancestors() {
+        let dot_git = dir.join(".git");
+        let Ok(meta) = fs::metadata(&dot_git) else {
+            continue;
+        };
+        if meta.is_dir() {
+            return Some(dir.to_path_buf());
+        }
+        // A linked worktree (or submodule): `.git` is a file `gitdir: <path>`.
+        if let Some(main) = main_checkout_of_gitfile(&dot_git) {
+            return Some(main);
+        }
+        return Some(dir.to_path_buf());
+    }
+    None
+}
+
+/// For a worktree's `.git` file, the main checkout: `<gitdir>/commondir` names the shared
+/// `.git` directory, whose parent is the main checkout.
+fn main_checkout_of_gitfile(dot_git: &Path) -> Option<PathBuf> {
+    let text = fs::read_to_string(dot_git).ok()?;
+    let gitdir = text.strip_prefix("gitdir:")?.trim();
+    let base = dot_git.parent()?;
+    let gitdir = base.join(gitdir);
+    let common = fs::read_to_string(gitdir.join("commondir")).ok()?;
+    let common = fs::canonicalize(gitdir.join(common.trim())).ok()?;
+    if common.file_name()? == ".git" {
+        common.parent().map(Path::to_path_buf)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_dir_is_its_own_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, _) = resolve_project_root(dir.path()).unwrap();
+        assert_eq!(root, fs::canonicalize(dir.path()).unwrap());
+    }
+
+    #[test]
+    fn subdir_of_repo_and_worktree_resolve_to_main_checkout() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("repo");
+        fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        fs::create_dir_all(main.join("src/deep")).unwrap();
+        fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = dir.path().join("wt");
+        fs::create_dir_all(&wt).unwrap();
+        fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+
+        let canon = fs::canonicalize(&main).unwrap();
+        assert_eq!(
+            resolve_project_root(&main.join("src/deep")).unwrap().0,
+            canon
+        );
+        let (root, name) = resolve_project_root(&wt).unwrap();
+        assert_eq!(root, canon);
+        assert_eq!(name, "repo");
+    }
+}
