@@ -1,1 +1,13 @@
-fn main() {}
+//! The one integration-test binary: every test drives the real `troupe` binary and a real
+//! daemon (its own process) on a temporary data dir, over its real socket and WebSocket.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod auth;
+mod bad_input;
+mod daemon;
+mod durability;
+mod messaging;
+mod tidy;

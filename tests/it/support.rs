@@ -1,0 +1,229 @@
+//! Test support: a real daemon process on a temporary data dir, clients for it, the CLI, and
+//! a raw HTTP helper for requests no well-behaved client would send.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use troupe::client::{self, Client};
+use troupe::paths::Layout;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_troupe");
+
+/// A daemon running as a child process, killed when dropped.
+pub struct TestDaemon {
+    pub dir: tempfile::TempDir,
+    pub layout: Layout,
+    pub child: Option<Child>,
+    extra_args: Vec<String>,
+}
+
+impl TestDaemon {
+    pub fn start() -> TestDaemon {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(args: &[&str]) -> TestDaemon {
+        let dir = tempfile::Builder::new()
+            .prefix("troupe-it-")
+            .tempdir()
+            .unwrap();
+        let layout = Layout {
+            data_dir: dir.path().join("data"),
+            runtime_dir: dir.path().join("run"),
+        };
+        let mut daemon = TestDaemon {
+            dir,
+            layout,
+            child: None,
+            extra_args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        daemon.spawn();
+        daemon
+    }
+
+    /// Starts (or restarts) the daemon process and waits until it answers.
+    pub fn spawn(&mut self) {
+        let child = Command::new(BIN)
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(&self.layout.data_dir)
+            .args(&self.extra_args)
+            .env("TROUPE_RUNTIME_DIR", &self.layout.runtime_dir)
+            .env("TROUPE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Tests call this from inside their own runtime: wait on another thread.
+        let layout = self.layout.clone();
+        let child = self.child.as_mut().unwrap();
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| wait_ready(&layout, child, deadline))
+                .join()
+                .unwrap();
+        });
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGKILL: no chance to flush or clean up.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        client::connect(&self.layout, false).await.unwrap()
+    }
+
+    pub async fn ws_client(&self) -> Client {
+        client::connect_ws(&self.layout).await.unwrap()
+    }
+
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.layout.token_path())
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    pub fn ws_addr(&self) -> String {
+        let ep = client::read_endpoint(&self.layout).unwrap();
+        ep.ws_url.trim_start_matches("ws://").to_string()
+    }
+
+    /// Runs the CLI against this daemon's data dir.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        cli(&self.layout, args, None)
+    }
+
+    /// A directory inside the test's temp dir made into a (fake) git repository.
+    pub fn project(&self, name: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(path.join(".git")).unwrap();
+        path.display().to_string()
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs `troupe` with `--data-dir` of `layout`, in `cwd` when given.
+pub fn cli(layout: &Layout, args: &[&str], cwd: Option<&Path>) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(&layout.data_dir)
+        .args(args)
+        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+        .env_remove("TROUPE_SESSION_ID")
+        .env("TROUPE_LOG", "warn");
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    cmd.output().unwrap()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Registers a session and returns its id.
+pub async fn register(client: &Client, cli: &str, cwd: &str, parent: Option<&str>) -> String {
+    let r = client
+        .call(
+            "register_session",
+            json!({ "cli": cli, "cwd": cwd, "parent_session_id": parent }),
+        )
+        .await
+        .unwrap();
+    r["session_id"].as_str().unwrap().to_string()
+}
+
+/// One raw HTTP/1.1 POST to `addr`; returns (status, body).
+pub fn http_post(addr: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut head = format!(
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    // The server may answer (and close) before reading all of an oversized body.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The JSON-RPC error object of a raw reply body.
+pub fn rpc_error(body: &str) -> Value {
+    let v: Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body:?}"));
+    v["error"].clone()
+}
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn wait_ready(layout: &Layout, child: &mut Child, deadline: Instant) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        loop {
+            if let Ok(c) = client::connect(layout, false).await
+                && c.call("daemon_status", json!({})).await.is_ok()
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "daemon did not become ready");
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("daemon exited during start-up: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+}
