@@ -82,7 +82,7 @@ async fn siblings_message_each_other_directly_and_poll() {
         .call("list_siblings", json!({ "session_id": a }))
         .await
         .unwrap();
-    assert_eq!(ids(&siblings), [b.clone()]);
+    assert_eq!(ids(&siblings), std::slice::from_ref(&b));
     let found = c
         .call("discover_agents", json!({ "cwd": project }))
         .await

@@ -14,6 +14,9 @@ mod schema;
 mod sessions;
 mod writer;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 

@@ -15,6 +15,9 @@ use crate::daemon::Daemon;
 pub use error::ApiError;
 use types::*;
 
+/// An operation's entry point: raw params in, JSON result out.
+pub type Handler = fn(Arc<Daemon>, Option<Value>) -> BoxFuture<'static, Result<Value, ApiError>>;
+
 /// One operation, as every door sees it.
 pub struct Operation {
     pub name: &'static str,
@@ -23,7 +26,7 @@ pub struct Operation {
     pub result_schema: fn() -> schemars::Schema,
     /// Parses the params, runs the handler (a panic becomes an internal error) and serialises
     /// the result.
-    pub call: fn(Arc<Daemon>, Option<Value>) -> BoxFuture<'static, Result<Value, ApiError>>,
+    pub call: Handler,
 }
 
 impl std::fmt::Debug for Operation {
