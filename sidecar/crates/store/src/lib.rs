@@ -61,7 +61,7 @@ impl Store {
         let mut conn = open_connection(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         schema::migrate(&mut conn)?;
-        let writer = writer::spawn(conn)?;
+        let writer = writer::spawn(conn, open_connection(path)?)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
@@ -77,10 +77,11 @@ impl Store {
     }
 
     /// Runs `f` inside the next group commit and returns its result once that commit is
-    /// durable. An error from `f` rolls back only `f`'s own changes.
+    /// durable. An error from `f` rolls back only `f`'s own changes. `f` may run twice (when
+    /// another job of its group fails), each time on the same database state.
     pub async fn write<R, F>(&self, f: F) -> Result<R, StoreError>
     where
-        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: Fn(&Connection) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
         self.inner.writer.submit(f).await

@@ -75,7 +75,7 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
     })
 }
 
-fn send(conn: &Connection, new: NewMessage) -> Result<SendOutcome, StoreError> {
+fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, StoreError> {
     let from = load_active_session(conn, &new.from_session_id)?;
 
     if let Some(key) = &new.idempotency_key {
@@ -192,6 +192,18 @@ fn send(conn: &Connection, new: NewMessage) -> Result<SendOutcome, StoreError> {
             read_at: None,
         });
     }
+    // Message contents live in their own table; the timeline records who sent what where.
+    let data = match messages.as_slice() {
+        [one] => serde_json::json!({
+            "message_type": message_type, "message_id": one.message_id,
+            "to_session_id": one.to_session_id, "seq": one.seq,
+        }),
+        many => serde_json::json!({
+            "message_type": message_type,
+            "message_ids": many.iter().map(|m| m.message_id.as_str()).collect::<Vec<_>>(),
+            "to_session_ids": many.iter().map(|m| m.to_session_id.as_str()).collect::<Vec<_>>(),
+        }),
+    };
     append_event(
         conn,
         &NewEvent {
@@ -199,12 +211,7 @@ fn send(conn: &Connection, new: NewMessage) -> Result<SendOutcome, StoreError> {
             project_id: Some(from.project_id.clone()),
             session_id: Some(from.session_id.clone()),
             party_id,
-            data: serde_json::json!({
-                "message_type": message_type,
-                "messages": messages.iter().map(|m| serde_json::json!({
-                    "message_id": m.message_id, "to_session_id": m.to_session_id, "seq": m.seq
-                })).collect::<Vec<_>>(),
-            }),
+            data,
         },
     )?;
     Ok(SendOutcome {
@@ -216,7 +223,7 @@ fn send(conn: &Connection, new: NewMessage) -> Result<SendOutcome, StoreError> {
 pub(crate) fn poll_in(conn: &Connection, filter: &PollFilter) -> Result<Vec<Message>, StoreError> {
     let sql = if filter.unread_only {
         format!(
-            "SELECT {MESSAGE_COLUMNS} FROM inter_session_messages INDEXED BY idx_ism_unread \
+            "SELECT {MESSAGE_COLUMNS} FROM inter_session_messages INDEXED BY idx_ism_inbox \
              WHERE to_session_id = ?1 AND seq > ?2 AND read_at IS NULL ORDER BY seq LIMIT ?3"
         )
     } else {
@@ -236,7 +243,7 @@ pub(crate) fn poll_in(conn: &Connection, filter: &PollFilter) -> Result<Vec<Mess
 impl Store {
     /// Stores a message for each resolved recipient, atomically; durable when this returns.
     pub async fn send_message(&self, new: NewMessage) -> Result<SendOutcome, StoreError> {
-        self.write(move |conn| send(conn, new)).await
+        self.write(move |conn| send(conn, &new)).await
     }
 
     /// The recipient's messages matching `filter`, oldest first. The session must exist.
@@ -258,7 +265,7 @@ impl Store {
         self.write(move |conn| {
             crate::sessions::load_session(conn, &session_id)?;
             let now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-            let changed = match message_ids {
+            let changed = match &message_ids {
                 Some(ids) => {
                     let mut stmt = conn.prepare_cached(&format!(
                         "UPDATE inter_session_messages SET read_at = {now} \

@@ -1,5 +1,5 @@
 CREATE TABLE events (
-    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq         INTEGER PRIMARY KEY,
     at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     kind        TEXT NOT NULL,
     project_id  TEXT,
@@ -8,7 +8,7 @@ CREATE TABLE events (
     data        TEXT NOT NULL DEFAULT '{}'
 ) STRICT;
 CREATE TABLE inter_session_messages (
-    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq              INTEGER PRIMARY KEY,
     id               TEXT NOT NULL UNIQUE,
     project_id       TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
     from_session_id  TEXT NOT NULL REFERENCES sessions(id),
@@ -44,13 +44,10 @@ CREATE TABLE sessions (
     ended_at             TEXT
 ) STRICT;
 CREATE INDEX idx_events_party ON events(party_id, seq) WHERE party_id IS NOT NULL;
-CREATE INDEX idx_events_session ON events(session_id, seq) WHERE session_id IS NOT NULL;
-CREATE UNIQUE INDEX idx_ism_idempotency
-    ON inter_session_messages(from_session_id, idempotency_key, to_session_id)
+CREATE INDEX idx_ism_idempotency ON inter_session_messages(from_session_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX idx_ism_inbox ON inter_session_messages(to_session_id, seq);
 CREATE INDEX idx_ism_party ON inter_session_messages(party_id) WHERE party_id IS NOT NULL;
-CREATE INDEX idx_ism_unread ON inter_session_messages(to_session_id, seq) WHERE read_at IS NULL;
 CREATE UNIQUE INDEX idx_sessions_external ON sessions(project_id, cli, external_id)
     WHERE external_id IS NOT NULL;
 CREATE INDEX idx_sessions_parent ON sessions(parent_session_id) WHERE parent_session_id IS NOT NULL;

@@ -95,7 +95,7 @@ fn upsert_project(conn: &Connection, root: &str, name: &str) -> Result<Project, 
         .query_row([root], project_from_row)?)
 }
 
-fn register(conn: &Connection, new: NewSession) -> Result<RegisterOutcome, StoreError> {
+fn register(conn: &Connection, new: &NewSession) -> Result<RegisterOutcome, StoreError> {
     let project = upsert_project(conn, &new.project_root, &new.project_name)?;
     let depth = match &new.parent_session_id {
         Some(parent_id) => {
@@ -187,7 +187,7 @@ fn register(conn: &Connection, new: NewSession) -> Result<RegisterOutcome, Store
 impl Store {
     /// Registers a session (or resumes the one with the same cli and external id).
     pub async fn register_session(&self, new: NewSession) -> Result<RegisterOutcome, StoreError> {
-        self.write(move |conn| register(conn, new)).await
+        self.write(move |conn| register(conn, &new)).await
     }
 
     /// Marks a session ended. Ending an ended session is a no-op that returns it.

@@ -39,7 +39,7 @@ fn schema_snapshot() {
         .unwrap();
     assert_eq!(version as usize, crate::SCHEMA_VERSION);
     assert_eq!(pragmas, "wal synchronous=2 foreign_keys=1");
-    expect!["idx_events_party idx_events_session idx_ism_idempotency idx_ism_inbox idx_ism_party idx_ism_unread idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project"]
+    expect!["idx_events_party idx_ism_idempotency idx_ism_inbox idx_ism_party idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project"]
     .assert_eq(&index_names(&store));
     // The whole schema, so any change to it is a visible diff in review.
     expect_test::expect_file!["schema.snapshot.sql"].assert_eq(&sql);

@@ -1,8 +1,8 @@
 //! The single writer: a dedicated thread that owns the write connection and commits jobs in
 //! groups. It does not decide what to write; jobs are closures supplied by the store's methods.
 //!
-//! Each job runs in its own savepoint, so one failing job does not undo the others of its group.
-//! Replies are sent only after the group's COMMIT returned: an acknowledged write is durable.
+//! One failing job never undoes the others of its group (see `commit_group`). Replies are sent
+//! only after the group's COMMIT returned: an acknowledged write is durable.
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -17,42 +17,47 @@ const MAX_GROUP: usize = 1024;
 /// Jobs waiting for the writer before senders wait too.
 const QUEUE_DEPTH: usize = 16 * 1024;
 
-/// Delivers a job's outcome once its group's commit is known.
-type Reply = Box<dyn FnOnce(Result<(), &StoreError>) + Send>;
-
-/// A queued write: run it in the group's transaction, or tell its caller it never ran.
+/// A queued write: run it in the group's transaction (possibly twice, see `commit_group`),
+/// then tell its caller the outcome once the commit is known.
 trait Job: Send {
-    fn run(self: Box<Self>, tx: &mut Transaction<'_>) -> Reply;
-    fn abort(self: Box<Self>, err: &StoreError);
+    /// Runs the job; returns whether it succeeded. With `isolated`, it runs in its own savepoint
+    /// so a failure undoes only its own changes.
+    fn attempt(&mut self, tx: &mut Transaction<'_>, isolated: bool) -> bool;
+    fn finish(self: Box<Self>, commit: Result<(), &StoreError>);
 }
 
 struct WriteJob<F, R> {
     f: F,
+    result: Option<Result<R, StoreError>>,
     reply: oneshot::Sender<Result<R, StoreError>>,
 }
 
 impl<F, R> Job for WriteJob<F, R>
 where
-    F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    F: Fn(&Connection) -> Result<R, StoreError> + Send + 'static,
     R: Send + 'static,
 {
-    fn run(self: Box<Self>, tx: &mut Transaction<'_>) -> Reply {
-        let WriteJob { f, reply } = *self;
-        let result = run_in_savepoint(tx, f);
-        Box::new(move |commit: Result<(), &StoreError>| {
-            let outcome = match (commit, result) {
-                (Ok(()), result) => result,
-                // A job that failed was rolled back to its savepoint: its own error stands.
-                (Err(_), Err(own)) => Err(own),
-                (Err(e), Ok(_)) => Err(StoreError::Commit(e.to_string())),
-            };
-            // The caller may have gone away (a dropped request); there is no one to tell then.
-            let _unheard = reply.send(outcome);
-        })
+    fn attempt(&mut self, tx: &mut Transaction<'_>, isolated: bool) -> bool {
+        let result = if isolated {
+            run_in_savepoint(tx, &self.f)
+        } else {
+            guard(|| (self.f)(tx))
+        };
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
     }
 
-    fn abort(self: Box<Self>, err: &StoreError) {
-        let _unheard = self.reply.send(Err(StoreError::Commit(err.to_string())));
+    fn finish(self: Box<Self>, commit: Result<(), &StoreError>) {
+        let outcome = match (commit, self.result) {
+            (Ok(()), Some(result)) => result,
+            // A job that failed was rolled back to its savepoint: its own error stands.
+            (Err(_), Some(Err(own))) => Err(own),
+            (Err(e), _) => Err(StoreError::Commit(e.to_string())),
+            (Ok(()), None) => Err(StoreError::Commit("the write never ran".into())),
+        };
+        // The caller may have gone away (a dropped request); there is no one to tell then.
+        let _unheard = self.reply.send(outcome);
     }
 }
 
@@ -66,11 +71,22 @@ pub(crate) struct WriterHandle {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-pub(crate) fn spawn(conn: Connection) -> Result<WriterHandle, StoreError> {
+/// Starts the writer on `conn` and its checkpointer on `checkpoint_conn`.
+pub(crate) fn spawn(
+    conn: Connection,
+    checkpoint_conn: Connection,
+) -> Result<WriterHandle, StoreError> {
+    // Checkpoints (copying the WAL into the database file) run on their own thread, so the
+    // writer only ever appends to the WAL.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+    let (wake_checkpointer, checkpoint_rx) = std::sync::mpsc::sync_channel(1);
+    let checkpointer = std::thread::Builder::new()
+        .name("troupe-store-checkpoint".into())
+        .spawn(move || checkpointer(checkpoint_conn, checkpoint_rx))?;
     let thread = std::thread::Builder::new()
         .name("troupe-store-writer".into())
-        .spawn(move || run(conn, rx))?;
+        .spawn(move || run(conn, rx, wake_checkpointer, checkpointer))?;
     Ok(WriterHandle {
         tx,
         thread: Mutex::new(Some(thread)),
@@ -80,11 +96,15 @@ pub(crate) fn spawn(conn: Connection) -> Result<WriterHandle, StoreError> {
 impl WriterHandle {
     pub(crate) async fn submit<R, F>(&self, f: F) -> Result<R, StoreError>
     where
-        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: Fn(&Connection) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
         let (reply, reply_rx) = oneshot::channel();
-        let job: Box<dyn Job> = Box::new(WriteJob { f, reply });
+        let job: Box<dyn Job> = Box::new(WriteJob {
+            f,
+            result: None,
+            reply,
+        });
         self.tx
             .send(Cmd::Job(job))
             .await
@@ -115,12 +135,10 @@ impl WriterHandle {
 
 fn run_in_savepoint<R>(
     tx: &mut Transaction<'_>,
-    f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+    f: impl Fn(&Connection) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
     let mut sp = tx.savepoint()?;
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&sp)))
-        .unwrap_or_else(|_| Err(StoreError::Commit("a write job panicked".into())));
-    match result {
+    match guard(|| f(&sp)) {
         Ok(value) => {
             sp.commit()?;
             Ok(value)
@@ -132,7 +150,18 @@ fn run_in_savepoint<R>(
     }
 }
 
-fn run(mut conn: Connection, mut rx: mpsc::Receiver<Cmd>) {
+/// Runs a job, turning a panic into an error so the writer thread survives it.
+fn guard<R>(f: impl FnOnce() -> Result<R, StoreError>) -> Result<R, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(StoreError::Commit("a write job panicked".into())))
+}
+
+fn run(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Cmd>,
+    wake_checkpointer: std::sync::mpsc::SyncSender<()>,
+    checkpointer: JoinHandle<()>,
+) {
     let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_GROUP);
     let mut stopping = false;
     while !stopping {
@@ -151,6 +180,12 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Cmd>) {
             }
         }
         commit_group(&mut conn, &mut group);
+        // A wake-up already pending covers this commit too.
+        let _coalesced = wake_checkpointer.try_send(());
+    }
+    drop(wake_checkpointer);
+    if checkpointer.join().is_err() {
+        tracing::error!("the checkpoint thread panicked");
     }
     // Leave a tidy database behind: fold the WAL back into the main file.
     if let Err(e) = conn.pragma_update(None, "wal_checkpoint", "TRUNCATE") {
@@ -158,25 +193,42 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Cmd>) {
     }
 }
 
+/// Least time between two checkpoints: each one fsyncs the database file.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Copies committed WAL frames into the database file (PASSIVE: never blocks the writer or
+/// readers) when woken after a commit, at most once per `CHECKPOINT_INTERVAL`.
+fn checkpointer(conn: Connection, wake: std::sync::mpsc::Receiver<()>) {
+    while wake.recv().is_ok() {
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "WAL checkpoint failed");
+        }
+        std::thread::sleep(CHECKPOINT_INTERVAL);
+    }
+}
+
+/// Commits a group. Fast path: every job runs straight in one transaction (no savepoints,
+/// whose page copies cost more than the inserts). If any job fails, that transaction is rolled
+/// back and the group runs again with a savepoint per job, so the failure undoes only its own
+/// changes; jobs are `Fn` so they can run twice.
 fn commit_group(conn: &mut Connection, group: &mut Vec<Box<dyn Job>>) {
     let size = group.len();
-    let mut tx = match conn.transaction() {
-        Ok(tx) => tx,
-        Err(e) => {
-            let err = StoreError::from(e);
-            tracing::error!(error = %err, "cannot begin a write transaction");
-            for job in group.drain(..) {
-                job.abort(&err);
+    let committed = (|| {
+        let mut tx = conn.transaction()?;
+        if !group.iter_mut().all(|job| job.attempt(&mut tx, false)) {
+            tx.rollback()?;
+            tx = conn.transaction()?;
+            for job in group.iter_mut() {
+                job.attempt(&mut tx, true);
             }
-            return;
         }
-    };
-    let replies: Vec<Reply> = group.drain(..).map(|job| job.run(&mut tx)).collect();
-    let committed = tx.commit().map_err(StoreError::from);
+        tx.commit()
+    })()
+    .map_err(StoreError::from);
     if let Err(e) = &committed {
         tracing::error!(error = %e, size, "group commit failed");
     }
-    for reply in replies {
-        reply(committed.as_ref().map(|_| ()));
+    for job in group.drain(..) {
+        job.finish(committed.as_ref().map(|_| ()));
     }
 }

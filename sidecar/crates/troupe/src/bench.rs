@@ -37,6 +37,9 @@ pub struct MessagingArgs {
     /// Independent runs (fresh daemon each); medians are reported.
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// Send without idempotency keys (by default every send carries one, the costlier path).
+    #[arg(long)]
+    pub no_keys: bool,
     /// Content size in bytes.
     #[arg(long, default_value_t = 256)]
     pub size: usize,
@@ -53,6 +56,8 @@ pub struct RunFigures {
     pub conc_msgs_per_s: f64,
     pub conc_p50_us: f64,
     pub conc_p99_us: f64,
+    /// Daemon CPU time (user + system) per message in the concurrent run.
+    pub conc_daemon_cpu_us_per_msg: f64,
     pub delivery_p50_us: f64,
     pub delivery_p99_us: f64,
     pub rss_after_load_kib: u64,
@@ -78,11 +83,12 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         "runs": args.runs,
         "clients": args.clients,
         "content_bytes": args.size,
+        "idempotency_keys": !args.no_keys,
         "start_to_ready_ms": med(|r| r.start_to_ready_ms),
         "idle_rss_mib": med(|r| r.idle_rss_kib as f64) / 1024.0,
         "rss_after_load_mib": med(|r| r.rss_after_load_kib as f64) / 1024.0,
         "sequential": { "msgs_per_s": med(|r| r.seq_msgs_per_s), "p50_us": med(|r| r.seq_p50_us), "p99_us": med(|r| r.seq_p99_us) },
-        "concurrent": { "msgs_per_s": med(|r| r.conc_msgs_per_s), "p50_us": med(|r| r.conc_p50_us), "p99_us": med(|r| r.conc_p99_us) },
+        "concurrent": { "msgs_per_s": med(|r| r.conc_msgs_per_s), "p50_us": med(|r| r.conc_p50_us), "p99_us": med(|r| r.conc_p99_us), "daemon_cpu_us_per_msg": med(|r| r.conc_daemon_cpu_us_per_msg) },
         "delivery": { "p50_us": med(|r| r.delivery_p50_us), "p99_us": med(|r| r.delivery_p99_us) },
         "per_run": runs,
     });
@@ -90,7 +96,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "medians of {} runs ({} B messages):\n  start → ready        {:>9.2} ms\n  idle RSS             {:>9.2} MiB (after load {:.2} MiB)\n  1 client sequential  {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs\n  {} clients           {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs\n  send → subscriber    p50 {:.0} µs  p99 {:.0} µs",
+            "medians of {} runs ({} B messages):\n  start → ready        {:>9.2} ms\n  idle RSS             {:>9.2} MiB (after load {:.2} MiB)\n  1 client sequential  {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs\n  {} clients           {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs  (daemon CPU {:.1} µs/msg)\n  send → subscriber    p50 {:.0} µs  p99 {:.0} µs",
             args.runs,
             args.size,
             summary["start_to_ready_ms"].as_f64().unwrap_or(0.0),
@@ -103,6 +109,9 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
             summary["concurrent"]["msgs_per_s"].as_f64().unwrap_or(0.0),
             summary["concurrent"]["p50_us"].as_f64().unwrap_or(0.0),
             summary["concurrent"]["p99_us"].as_f64().unwrap_or(0.0),
+            summary["concurrent"]["daemon_cpu_us_per_msg"]
+                .as_f64()
+                .unwrap_or(0.0),
             summary["delivery"]["p50_us"].as_f64().unwrap_or(0.0),
             summary["delivery"]["p99_us"].as_f64().unwrap_or(0.0),
         );
@@ -170,7 +179,7 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
     for i in 0..args.sequential {
         let s = Instant::now();
         first
-            .call("send_message", json!({ "from_session_id": a, "to_session_id": b, "content": content, "idempotency_key": format!("s{i}") }))
+            .call("send_message", json!({ "from_session_id": a, "to_session_id": b, "content": content, "idempotency_key": (!args.no_keys).then(|| format!("s{i}")) }))
             .await?;
         seq_lat.push(s.elapsed());
     }
@@ -185,15 +194,18 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
         clients.push((Arc::new(c), from, to));
     }
     let per_client = args.messages.div_ceil(args.clients);
+    let cpu_before = cpu_ticks(pid)?;
     let t = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (c, from, to) in clients {
         let content = content.clone();
+        let no_keys = args.no_keys;
         tasks.spawn(async move {
             let mut lat = Vec::with_capacity(per_client);
             for i in 0..per_client {
                 let s = Instant::now();
-                c.call("send_message", json!({ "from_session_id": from, "to_session_id": to, "content": content, "idempotency_key": format!("c{i}") }))
+                let key = (!no_keys).then(|| format!("c{i}"));
+                c.call("send_message", json!({ "from_session_id": from, "to_session_id": to, "content": content, "idempotency_key": key }))
                     .await?;
                 lat.push(s.elapsed());
             }
@@ -205,6 +217,8 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
         conc_lat.extend(done??);
     }
     let conc_msgs_per_s = conc_lat.len() as f64 / t.elapsed().as_secs_f64();
+    let conc_daemon_cpu_us_per_msg =
+        (cpu_ticks(pid)? - cpu_before) as f64 * 1e6 / ticks_per_second() / conc_lat.len() as f64;
 
     // Send → subscriber delivery, one message in flight at a time.
     let listener = client::connect(&layout, false).await?;
@@ -243,6 +257,7 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
         conc_msgs_per_s,
         conc_p50_us,
         conc_p99_us,
+        conc_daemon_cpu_us_per_msg,
         delivery_p50_us,
         delivery_p99_us,
         rss_after_load_kib,
@@ -266,6 +281,30 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .context("no VmRSS in /proc status")
+}
+
+/// utime + stime of a process, in clock ticks.
+fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("bad /proc stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> anyhow::Result<u64> {
+        fields
+            .get(i)
+            .context("short /proc stat")?
+            .parse()
+            .context("bad /proc stat field")
+    };
+    // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
+    Ok(field(11)? + field(12)?)
+}
+
+fn ticks_per_second() -> f64 {
+    rustix::param::clock_ticks_per_second() as f64
 }
 
 fn percentiles(samples: &mut [Duration]) -> (f64, f64) {

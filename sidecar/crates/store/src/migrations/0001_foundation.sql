@@ -29,9 +29,10 @@ CREATE INDEX idx_sessions_project ON sessions(project_id, status);
 CREATE INDEX idx_sessions_parent ON sessions(parent_session_id) WHERE parent_session_id IS NOT NULL;
 CREATE INDEX idx_sessions_party ON sessions(party_id) WHERE party_id IS NOT NULL;
 
--- seq is the delivery order: one writer assigns it in commit order.
+-- seq is the delivery order: one writer assigns it in commit order. (No AUTOINCREMENT: rows
+-- are never deleted from the top, so rowids are never reused, and it saves a write per row.)
 CREATE TABLE inter_session_messages (
-    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq              INTEGER PRIMARY KEY,
     id               TEXT NOT NULL UNIQUE,
     project_id       TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
     from_session_id  TEXT NOT NULL REFERENCES sessions(id),
@@ -46,15 +47,14 @@ CREATE TABLE inter_session_messages (
     read_at          TEXT
 ) STRICT;
 CREATE INDEX idx_ism_inbox ON inter_session_messages(to_session_id, seq);
-CREATE INDEX idx_ism_unread ON inter_session_messages(to_session_id, seq) WHERE read_at IS NULL;
-CREATE UNIQUE INDEX idx_ism_idempotency
-    ON inter_session_messages(from_session_id, idempotency_key, to_session_id)
+-- A key is unique per sender; one keyed send to many recipients (a broadcast) shares it.
+CREATE INDEX idx_ism_idempotency ON inter_session_messages(from_session_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX idx_ism_party ON inter_session_messages(party_id) WHERE party_id IS NOT NULL;
 
 -- The durable timeline of everything the daemon does; later features append to it.
 CREATE TABLE events (
-    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq         INTEGER PRIMARY KEY,
     at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     kind        TEXT NOT NULL,
     project_id  TEXT,
@@ -62,5 +62,4 @@ CREATE TABLE events (
     party_id    TEXT,
     data        TEXT NOT NULL DEFAULT '{}'
 ) STRICT;
-CREATE INDEX idx_events_session ON events(session_id, seq) WHERE session_id IS NOT NULL;
 CREATE INDEX idx_events_party ON events(party_id, seq) WHERE party_id IS NOT NULL;
