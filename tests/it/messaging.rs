@@ -439,3 +439,70 @@ async fn idempotent_sends_and_mark_read() {
         ]
     );
 }
+
+#[tokio::test]
+async fn cli_send_poll_and_watch() {
+    let daemon = TestDaemon::start();
+    let c = daemon.client().await;
+    let project = daemon.project("repo");
+    let a = register(&c, "claude", &project, None).await;
+    let b = register(&c, "codex", &project, None).await;
+
+    let mut watch = tokio::process::Command::new(crate::support::BIN)
+        .arg("--data-dir")
+        .arg(&daemon.layout.data_dir)
+        .args(["--json", "msg", "watch", &b, "--since", "0", "--count", "2"])
+        .env("TROUPE_RUNTIME_DIR", &daemon.layout.runtime_dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for text in ["first", "second"] {
+        let out = daemon.cli(&["msg", "send", "--from", &a, "--to", &b, "--key", text, text]);
+        assert!(out.status.success(), "{}", crate::support::stderr(&out));
+        assert!(
+            crate::support::stdout(&out).contains("seq"),
+            "{}",
+            crate::support::stdout(&out)
+        );
+    }
+    let out = daemon.cli(&[
+        "msg", "send", "--from", &a, "--to", &b, "--key", "first", "first",
+    ]);
+    assert!(
+        crate::support::stdout(&out).contains("duplicate"),
+        "{}",
+        crate::support::stdout(&out)
+    );
+
+    let mut stdout = String::new();
+    use tokio::io::AsyncReadExt;
+    watch
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .await
+        .unwrap();
+    assert!(watch.wait().await.unwrap().success());
+    let got: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(got, ["first", "second"]);
+
+    let out = daemon.cli(&["msg", "poll", &b]);
+    let text = crate::support::stdout(&out);
+    assert!(text.contains("first") && text.contains("second"), "{text}");
+    let out = daemon.cli(&["msg", "poll", &b, "--json"]);
+    let polled: Value = serde_json::from_str(&crate::support::stdout(&out)).unwrap();
+    assert_eq!(
+        polled["messages"],
+        json!([]),
+        "the first poll marked them read"
+    );
+}
