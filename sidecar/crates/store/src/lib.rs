@@ -59,6 +59,11 @@ impl Store {
     /// starts the writer thread.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let mut conn = open_connection(path)?;
+        // Most pages a group commit dirties are index leaves at scattered positions (one per
+        // sender and recipient); 2 KiB pages halve the WAL bytes per commit against 4 KiB and
+        // measured ~15% more durable sends/s (`troupe bench messaging`). Only takes effect on
+        // a new database.
+        conn.pragma_update(None, "page_size", 2048)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         schema::migrate(&mut conn)?;
         let writer = writer::spawn(conn, open_connection(path)?)?;

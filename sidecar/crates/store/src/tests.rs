@@ -30,15 +30,16 @@ fn schema_snapshot() {
             let journal: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
             let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
             let fk: i64 = c.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
+            let page: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
             Ok((
                 version,
-                format!("{journal} synchronous={sync} foreign_keys={fk}"),
+                format!("{journal} synchronous={sync} foreign_keys={fk} page_size={page}"),
                 crate::schema_sql(c)?,
             ))
         })
         .unwrap();
     assert_eq!(version as usize, crate::SCHEMA_VERSION);
-    assert_eq!(pragmas, "wal synchronous=2 foreign_keys=1");
+    assert_eq!(pragmas, "wal synchronous=2 foreign_keys=1 page_size=2048");
     expect!["idx_events_party idx_ism_idempotency idx_ism_inbox idx_ism_party idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project"]
     .assert_eq(&index_names(&store));
     // The whole schema, so any change to it is a visible diff in review.
