@@ -1,0 +1,15 @@
+//! Troupe's engine: pure, deterministic state machines. Party definitions and their validation
+//! (`spec`), and the party scheduler (`party`): inputs in, actions out, time passed in. No IO,
+//! no tokio, no clock reads — the daemon carries out the actions.
+
+pub mod party;
+pub mod spec;
+
+pub use party::{Action, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError};
+pub use spec::{
+    NotifyTarget, PartyDefinition, RecoveryConfig, RoleDefinition, SpecError, Strategy,
+    is_safe_name,
+};
+
+#[cfg(test)]
+mod tests;

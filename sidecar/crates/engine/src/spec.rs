@@ -1,0 +1,258 @@
+//! Party definitions (the seed's schema: roles, a dependency `flow`, party-wide `recovery`) and
+//! their validation on write. Pure data; whether an agent definition exists is asked of the
+//! caller.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What to do when a member crashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Re-spawn the member, up to the retry limit; then pause the role.
+    Restart,
+    /// Stop scheduling the role, notify, and wait for `signal_role`.
+    Pause,
+    /// Cancel every member; the party fails.
+    Abort,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Restart => "restart",
+            Strategy::Pause => "pause",
+            Strategy::Abort => "abort",
+        }
+    }
+}
+
+/// Who hears about a pause or a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyTarget {
+    Leader,
+    User,
+    Party,
+}
+
+/// One role of a party.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoleDefinition {
+    /// The agent definition members of this role run (it decides runner and isolation).
+    pub agent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// Instances run in parallel (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default)]
+    pub is_leader: bool,
+    /// Overrides the party-wide `recovery.on_crash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_crash: Option<Strategy>,
+    /// Overrides the party-wide `recovery.max_retries`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_attempts: Option<u32>,
+    /// Overrides the party-wide `recovery.notify`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<NotifyTarget>,
+    /// Extra instructions given to this role's members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Party-wide recovery defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryConfig {
+    #[serde(default = "default_strategy")]
+    pub on_crash: Strategy,
+    #[serde(default = "default_notify")]
+    pub notify: NotifyTarget,
+    #[serde(default = "default_retries")]
+    pub max_retries: u32,
+}
+
+fn default_strategy() -> Strategy {
+    Strategy::Pause
+}
+fn default_notify() -> NotifyTarget {
+    NotifyTarget::Leader
+}
+fn default_retries() -> u32 {
+    2
+}
+
+impl Default for RecoveryConfig {
+    fn default() -> Self {
+        RecoveryConfig {
+            on_crash: default_strategy(),
+            notify: default_notify(),
+            max_retries: default_retries(),
+        }
+    }
+}
+
+/// A party definition: roles, the dependency DAG between them, recovery defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PartyDefinition {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub roles: BTreeMap<String, RoleDefinition>,
+    /// role → the roles it waits for (all their instances). Roles absent here have none.
+    #[serde(default)]
+    pub flow: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub recovery: RecoveryConfig,
+}
+
+/// Why a party definition was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("the party has no roles")]
+    NoRoles,
+    #[error("party name {0:?} is not allowed (use letters, digits, '-' and '_')")]
+    BadName(String),
+    #[error("role name {0:?} is not allowed (use letters, digits, '-' and '_')")]
+    BadRoleName(String),
+    #[error("role {role} uses agent definition {agent:?}, which does not exist")]
+    UnknownAgent { role: String, agent: String },
+    #[error("role {0} has count 0; it must be at least 1")]
+    ZeroCount(String),
+    #[error("roles {0} and {1} are both leaders; a party has at most one")]
+    TwoLeaders(String, String),
+    #[error("flow names role {0:?}, which the party does not define")]
+    UnknownFlowRole(String),
+    #[error("the flow has a cycle: {}", .0.join(" -> "))]
+    Cycle(Vec<String>),
+}
+
+/// Names we put in branch names and paths: no separators, no dots, nothing to escape.
+pub fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+impl PartyDefinition {
+    /// Checks the definition; `agent_exists` says whether an agent definition exists.
+    pub fn validate(&self, agent_exists: impl Fn(&str) -> bool) -> Result<(), SpecError> {
+        if !is_safe_name(&self.name) {
+            return Err(SpecError::BadName(self.name.clone()));
+        }
+        if self.roles.is_empty() {
+            return Err(SpecError::NoRoles);
+        }
+        let mut leader: Option<&str> = None;
+        for (name, role) in &self.roles {
+            if !is_safe_name(name) {
+                return Err(SpecError::BadRoleName(name.clone()));
+            }
+            if role.count == 0 {
+                return Err(SpecError::ZeroCount(name.clone()));
+            }
+            if !agent_exists(&role.agent) {
+                return Err(SpecError::UnknownAgent {
+                    role: name.clone(),
+                    agent: role.agent.clone(),
+                });
+            }
+            if role.is_leader {
+                if let Some(first) = leader {
+                    return Err(SpecError::TwoLeaders(first.to_string(), name.clone()));
+                }
+                leader = Some(name);
+            }
+        }
+        for (role, deps) in &self.flow {
+            for name in std::iter::once(role).chain(deps) {
+                if !self.roles.contains_key(name) {
+                    return Err(SpecError::UnknownFlowRole(name.clone()));
+                }
+            }
+        }
+        if let Some(cycle) = self.find_cycle() {
+            return Err(SpecError::Cycle(cycle));
+        }
+        Ok(())
+    }
+
+    /// The roles `role` waits for.
+    pub fn deps(&self, role: &str) -> &[String] {
+        self.flow.get(role).map_or(&[], Vec::as_slice)
+    }
+
+    /// The leader role, if any.
+    pub fn leader(&self) -> Option<&str> {
+        self.roles
+            .iter()
+            .find(|(_, r)| r.is_leader)
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// A cycle in the flow, named role by role and closed (`a -> b -> a`), if there is one.
+    fn find_cycle(&self) -> Option<Vec<String>> {
+        use petgraph::graph::DiGraph;
+        let mut graph = DiGraph::<&str, ()>::new();
+        let nodes: BTreeMap<&str, _> = self
+            .roles
+            .keys()
+            .map(|r| (r.as_str(), graph.add_node(r.as_str())))
+            .collect();
+        for (role, deps) in &self.flow {
+            for dep in deps {
+                if let (Some(&a), Some(&b)) = (nodes.get(dep.as_str()), nodes.get(role.as_str())) {
+                    graph.add_edge(a, b, ());
+                }
+            }
+        }
+        // Tarjan's SCCs: any component with more than one node (or a self-loop) is a cycle.
+        for scc in petgraph::algo::tarjan_scc(&graph) {
+            let is_cycle = scc.len() > 1 || graph.contains_edge(scc[0], scc[0]);
+            if !is_cycle {
+                continue;
+            }
+            // Walk the component from its first role back to itself to name the cycle in order.
+            let in_scc = |n| scc.contains(&n);
+            let start = *scc.iter().min_by_key(|n| graph[**n])?;
+            let mut path = vec![start];
+            let mut current = start;
+            loop {
+                let next = graph
+                    .neighbors(current)
+                    .filter(|n| in_scc(*n))
+                    .min_by_key(|n| graph[*n])?;
+                if next == start {
+                    break;
+                }
+                if path.contains(&next) {
+                    // Close the inner loop instead: trim the prefix before `next`.
+                    let at = path.iter().position(|n| *n == next)?;
+                    path.drain(..at);
+                    let mut names: Vec<String> =
+                        path.iter().map(|n| graph[*n].to_string()).collect();
+                    names.push(graph[next].to_string());
+                    return Some(names);
+                }
+                path.push(next);
+                current = next;
+            }
+            let mut names: Vec<String> = path.iter().map(|n| graph[*n].to_string()).collect();
+            names.push(graph[start].to_string());
+            return Some(names);
+        }
+        None
+    }
+}

@@ -1,0 +1,309 @@
+//! Scheduler traces as text fixtures: each line of a script is one input at time t<n>; the
+//! trace shows what the engine decided. Definitions are written as compact JSON.
+
+use expect_test::{Expect, expect};
+use serde_json::json;
+
+use crate::{Action, Input, Party, PartyDefinition, Signal, SpecError, Strategy};
+
+fn def(v: serde_json::Value) -> PartyDefinition {
+    let d: PartyDefinition = serde_json::from_value(v).unwrap();
+    d.validate(|_| true).unwrap();
+    d
+}
+
+fn member(s: &str) -> (String, u32) {
+    let (role, index) = s.split_once('#').unwrap();
+    (role.to_string(), index.parse().unwrap())
+}
+
+fn parse(line: &str) -> Input {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["launch"] => Input::Launch,
+        ["cancel"] => Input::Cancel,
+        ["done", m] => {
+            let (role, index) = member(m);
+            Input::Completed { role, index }
+        }
+        ["crash", m, reason @ ..] => {
+            let (role, index) = member(m);
+            Input::Crashed {
+                role,
+                index,
+                reason: reason.join(" "),
+            }
+        }
+        ["signal", role, signal] => Input::Signal {
+            role: role.to_string(),
+            signal: serde_json::from_value(json!(signal)).unwrap(),
+        },
+        ["override", role, strategy] => Input::OverrideRecovery {
+            role: role.to_string(),
+            strategy: serde_json::from_value(json!(strategy)).unwrap(),
+        },
+        _ => panic!("bad script line {line:?}"),
+    }
+}
+
+fn render(a: &Action) -> String {
+    match a {
+        Action::Spawn {
+            role,
+            index,
+            attempt: 1,
+        } => format!("spawn {role}#{index}"),
+        Action::Spawn {
+            role,
+            index,
+            attempt,
+        } => format!("spawn {role}#{index} (attempt {attempt})"),
+        Action::Stop { role, index } => format!("stop {role}#{index}"),
+        Action::Notify { target, text } => format!("notify {target:?}: {text}").to_lowercase(),
+        Action::RoleCompleted { role } => format!("{role} complete"),
+        Action::Finished { status, reason } => format!("party {} ({reason})", status.as_str()),
+    }
+}
+
+fn check(definition: PartyDefinition, script: &str, expected: Expect) {
+    let mut party = Party::new(definition);
+    let mut out = String::new();
+    for (t, line) in script
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        let result = party.step(parse(line), t as u64);
+        let rendered = match result {
+            Ok(actions) if actions.is_empty() => "-".to_string(),
+            Ok(actions) => actions.iter().map(render).collect::<Vec<_>>().join("; "),
+            Err(e) => format!("error: {e}"),
+        };
+        out.push_str(&format!("t{t} {line} => {rendered}\n"));
+    }
+    expected.assert_eq(&out);
+}
+
+fn feature_development() -> PartyDefinition {
+    def(json!({
+        "name": "feature-development",
+        "roles": {
+            "leader": { "agent": "coordinator", "is_leader": true },
+            "developer": { "agent": "dev", "count": 2, "on_crash": "restart", "retry_attempts": 2 },
+            "qa": { "agent": "qa", "on_crash": "pause", "notify": "leader" },
+            "merger": { "agent": "merge", "on_crash": "pause", "notify": "user" }
+        },
+        "flow": { "leader": [], "developer": ["leader"], "qa": ["developer"], "merger": ["qa"] },
+        "recovery": { "on_crash": "pause", "notify": "leader", "max_retries": 2 }
+    }))
+}
+
+#[test]
+fn linear() {
+    let d = def(json!({
+        "name": "linear",
+        "roles": { "a": { "agent": "x" }, "b": { "agent": "x" }, "c": { "agent": "x" } },
+        "flow": { "b": ["a"], "c": ["b"] }
+    }));
+    check(
+        d,
+        "launch\ndone a#0\ndone b#0\ndone c#0\ndone c#0",
+        expect![[r#"
+        t0 launch => spawn a#0
+        t1 done a#0 => a complete; notify leader: role a completed; spawn b#0
+        t2 done b#0 => b complete; notify leader: role b completed; spawn c#0
+        t3 done c#0 => c complete; notify leader: role c completed; party completed (every role completed)
+        t4 done c#0 => -
+    "#]],
+    );
+}
+
+#[test]
+fn fan_out_fan_in_with_count_2() {
+    check(
+        feature_development(),
+        "
+        launch
+        done leader#0
+        done developer#1
+        done developer#0
+        done qa#0
+        done merger#0
+    ",
+        expect![[r#"
+        t0 launch => spawn leader#0
+        t1 done leader#0 => leader complete; spawn developer#0; spawn developer#1
+        t2 done developer#1 => -
+        t3 done developer#0 => developer complete; notify leader: role developer completed; spawn qa#0
+        t4 done qa#0 => qa complete; notify leader: role qa completed; spawn merger#0
+        t5 done merger#0 => merger complete; notify leader: role merger completed; party completed (every role completed)
+    "#]],
+    );
+}
+
+#[test]
+fn restart_until_retries_run_out() {
+    check(
+        feature_development(),
+        "
+        launch
+        done leader#0
+        crash developer#0 exit status 1
+        crash developer#0 exit status 1
+        done developer#1
+        crash developer#0 killed by signal 9
+        signal developer retry
+        done developer#0
+    ",
+        expect![[r#"
+        t0 launch => spawn leader#0
+        t1 done leader#0 => leader complete; spawn developer#0; spawn developer#1
+        t2 crash developer#0 exit status 1 => notify leader: developer#0 crashed (exit status 1); restarting it (retry 1 of 2); spawn developer#0 (attempt 2)
+        t3 crash developer#0 exit status 1 => notify leader: developer#0 crashed (exit status 1); restarting it (retry 2 of 2); spawn developer#0 (attempt 3)
+        t4 done developer#1 => -
+        t5 crash developer#0 killed by signal 9 => notify leader: developer#0 crashed (killed by signal 9); role developer is paused because it crashed 3 times, the retry limit is 2: signal_role proceed, retry or abort
+        t6 signal developer retry => spawn developer#0 (attempt 4)
+        t7 done developer#0 => developer complete; notify leader: role developer completed; spawn qa#0
+    "#]],
+    );
+}
+
+#[test]
+fn pause_and_signal_proceed() {
+    check(
+        feature_development(),
+        "
+        launch
+        done leader#0
+        done developer#0
+        done developer#1
+        crash qa#0 exit status 2
+        signal merger proceed
+        signal qa proceed
+        crash merger#0 timeout
+        signal merger abort
+        cancel
+    ",
+        expect![[r#"
+        t0 launch => spawn leader#0
+        t1 done leader#0 => leader complete; spawn developer#0; spawn developer#1
+        t2 done developer#0 => -
+        t3 done developer#1 => developer complete; notify leader: role developer completed; spawn qa#0
+        t4 crash qa#0 exit status 2 => notify leader: qa#0 crashed (exit status 2); role qa is paused because its recovery strategy is pause: signal_role proceed, retry or abort
+        t5 signal merger proceed => error: role merger is not paused
+        t6 signal qa proceed => qa complete; notify leader: role qa completed; spawn merger#0
+        t7 crash merger#0 timeout => notify user: merger#0 crashed (timeout); role merger is paused because its recovery strategy is pause: signal_role proceed, retry or abort
+        t8 signal merger abort => notify user: party feature-development failed: aborted by a signal to role merger; party failed (aborted by a signal to role merger)
+        t9 cancel => error: the party is already failed
+    "#]],
+    );
+}
+
+#[test]
+fn abort_stops_everyone() {
+    let d = def(json!({
+        "name": "p",
+        "roles": { "a": { "agent": "x", "count": 3, "on_crash": "abort" }, "b": { "agent": "x" } },
+        "flow": { "b": ["a"] }
+    }));
+    check(
+        d,
+        "launch\ndone a#2\ncrash a#0 exit status 101\ndone a#1",
+        expect![[r#"
+        t0 launch => spawn a#0; spawn a#1; spawn a#2
+        t1 done a#2 => -
+        t2 crash a#0 exit status 101 => stop a#1; notify leader: party p failed: a#0 crashed (exit status 101) and its recovery strategy is abort; party failed (a#0 crashed (exit status 101) and its recovery strategy is abort)
+        t3 done a#1 => -
+    "#]],
+    );
+}
+
+#[test]
+fn runtime_override_and_cancel() {
+    check(
+        feature_development(),
+        "
+        launch
+        override leader restart
+        crash leader#0 exit status 1
+        override ghost abort
+        override leader abort
+        crash leader#0 exit status 1
+    ",
+        expect![[r#"
+        t0 launch => spawn leader#0
+        t1 override leader restart => -
+        t2 crash leader#0 exit status 1 => notify leader: leader#0 crashed (exit status 1); restarting it (retry 1 of 2); spawn leader#0 (attempt 2)
+        t3 override ghost abort => error: the party has no role "ghost"
+        t4 override leader abort => -
+        t5 crash leader#0 exit status 1 => notify leader: party feature-development failed: leader#0 crashed (exit status 1) and its recovery strategy is abort; party failed (leader#0 crashed (exit status 1) and its recovery strategy is abort)
+    "#]],
+    );
+    check(
+        feature_development(),
+        "launch\ndone leader#0\ncancel\nlaunch",
+        expect![[r#"
+        t0 launch => spawn leader#0
+        t1 done leader#0 => leader complete; spawn developer#0; spawn developer#1
+        t2 cancel => stop developer#0; stop developer#1; notify leader: party feature-development cancelled: cancelled; party cancelled (cancelled)
+        t3 launch => error: the party was already launched
+    "#]],
+    );
+}
+
+#[test]
+fn validation_names_what_is_wrong() {
+    let base = json!({
+        "name": "p",
+        "roles": { "a": { "agent": "x" }, "b": { "agent": "x" }, "c": { "agent": "x" } },
+        "flow": { "a": ["c"], "b": ["a"], "c": ["b"] }
+    });
+    let d: PartyDefinition = serde_json::from_value(base).unwrap();
+    assert_eq!(
+        d.validate(|_| true).unwrap_err().to_string(),
+        "the flow has a cycle: a -> b -> c -> a"
+    );
+    let mut d2 = d.clone();
+    d2.flow.clear();
+    assert_eq!(
+        d2.validate(|a| a != "x").unwrap_err(),
+        SpecError::UnknownAgent {
+            role: "a".into(),
+            agent: "x".into()
+        }
+    );
+    let mut d3 = d2.clone();
+    d3.roles.get_mut("a").unwrap().is_leader = true;
+    d3.roles.get_mut("c").unwrap().is_leader = true;
+    assert_eq!(
+        d3.validate(|_| true).unwrap_err(),
+        SpecError::TwoLeaders("a".into(), "c".into())
+    );
+    let mut d4 = d2.clone();
+    d4.flow.insert("b".into(), vec!["nope".into()]);
+    assert_eq!(
+        d4.validate(|_| true).unwrap_err(),
+        SpecError::UnknownFlowRole("nope".into())
+    );
+    let mut d5 = d2.clone();
+    d5.roles.get_mut("b").unwrap().count = 0;
+    assert_eq!(
+        d5.validate(|_| true).unwrap_err(),
+        SpecError::ZeroCount("b".into())
+    );
+    let mut d6 = d2.clone();
+    d6.name = "../etc".into();
+    assert!(matches!(d6.validate(|_| true), Err(SpecError::BadName(_))));
+    let mut d7 = d2;
+    d7.flow.insert("a".into(), vec!["a".into()]);
+    assert_eq!(
+        d7.validate(|_| true).unwrap_err().to_string(),
+        "the flow has a cycle: a -> a"
+    );
+    let bad: Result<PartyDefinition, _> = serde_json::from_value(json!({
+        "name": "p", "roles": { "a": { "agent": "x", "on_crash": "explode" } }
+    }));
+    assert!(bad.unwrap_err().to_string().contains("explode"));
+    let _ = (Signal::Proceed, Strategy::Restart);
+}

@@ -1,0 +1,356 @@
+//! Git isolation for party members and agents: a linked worktree on its own branch, or a local
+//! clone, created under the daemon's data dir. The only crate that touches git. Cleanup never
+//! throws away uncommitted or unmerged work unless forced. Names are checked, never escaped.
+
+use std::path::{Path, PathBuf};
+
+use git2::{BranchType, Repository, StatusOptions, WorktreeAddOptions, WorktreePruneOptions};
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    #[error("{0:?} is not a safe name for a branch or directory (letters, digits, '-', '_')")]
+    BadName(String),
+    #[error("{0} is not inside a git repository")]
+    NotARepo(PathBuf),
+    #[error("the repository at {0} has no commits yet; commit something before isolating agents")]
+    NoCommits(PathBuf),
+    #[error("{path} has uncommitted changes; pass force to delete them")]
+    Dirty { path: PathBuf },
+    #[error("branch {branch} has commits not merged into {base}; pass force to delete them")]
+    Unmerged { branch: String, base: String },
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// An isolated checkout for one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    pub path: PathBuf,
+    pub branch: String,
+}
+
+/// The names a member's checkout is made of; each must be safe.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberName<'a> {
+    pub party: &'a str,
+    pub role: &'a str,
+    pub index: u32,
+}
+
+fn safe(name: &str) -> Result<&str, WorktreeError> {
+    let ok = !name.is_empty()
+        && name.len() <= 80
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(name)
+    } else {
+        Err(WorktreeError::BadName(name.to_string()))
+    }
+}
+
+impl MemberName<'_> {
+    /// `troupe/<party>/<role>-<i>`.
+    pub fn branch(&self) -> Result<String, WorktreeError> {
+        Ok(format!(
+            "troupe/{}/{}-{}",
+            safe(self.party)?,
+            safe(self.role)?,
+            self.index
+        ))
+    }
+
+    /// `<base>/<party>/<role>-<i>`, always inside `base`.
+    pub fn dir(&self, base: &Path) -> Result<PathBuf, WorktreeError> {
+        Ok(base
+            .join(safe(self.party)?)
+            .join(format!("{}-{}", safe(self.role)?, self.index)))
+    }
+
+    fn worktree_name(&self) -> Result<String, WorktreeError> {
+        Ok(format!(
+            "troupe-{}-{}-{}",
+            safe(self.party)?,
+            safe(self.role)?,
+            self.index
+        ))
+    }
+}
+
+/// The main checkout of the repository containing `path`.
+pub fn repo_root(path: &Path) -> Result<PathBuf, WorktreeError> {
+    let repo =
+        Repository::discover(path).map_err(|_| WorktreeError::NotARepo(path.to_path_buf()))?;
+    let common = repo.commondir().to_path_buf();
+    let root = if common.ends_with(".git") {
+        common.parent().map(Path::to_path_buf)
+    } else {
+        repo.workdir().map(Path::to_path_buf)
+    };
+    root.ok_or_else(|| WorktreeError::NotARepo(path.to_path_buf()))
+}
+
+/// Creates (or reuses, after a restart) a linked worktree for the member on its own branch,
+/// starting at the main checkout's HEAD.
+pub fn ensure_worktree(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+) -> Result<Checkout, WorktreeError> {
+    let branch = name.branch()?;
+    let path = name.dir(base)?;
+    if path.join(".git").exists() {
+        return Ok(Checkout { path, branch });
+    }
+    let repo = Repository::open(repo_root)?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(|_| WorktreeError::NoCommits(repo_root.to_path_buf()))?;
+    let reference = match repo.find_branch(&branch, BranchType::Local) {
+        Ok(b) => b.into_reference(),
+        Err(_) => repo.branch(&branch, &head, false)?.into_reference(),
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let wt_name = name.worktree_name()?;
+    // A stale registration (its directory deleted by hand) would block the add.
+    if let Ok(stale) = repo.find_worktree(&wt_name) {
+        stale.prune(Some(WorktreePruneOptions::new().valid(true)))?;
+    }
+    let mut opts = WorktreeAddOptions::new();
+    opts.reference(Some(&reference));
+    repo.worktree(&wt_name, &path, Some(&opts))?;
+    Ok(Checkout { path, branch })
+}
+
+/// Creates (or reuses) a local clone for the member with its branch checked out.
+pub fn ensure_clone(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+) -> Result<Checkout, WorktreeError> {
+    let branch = name.branch()?;
+    let path = name.dir(base)?;
+    if path.join(".git").exists() {
+        return Ok(Checkout { path, branch });
+    }
+    let source = Repository::open(repo_root)?;
+    source
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(|_| WorktreeError::NoCommits(repo_root.to_path_buf()))?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let url = repo_root.to_string_lossy().into_owned();
+    let clone = git2::build::RepoBuilder::new().clone(&url, &path)?;
+    let head = clone.head()?.peel_to_commit()?;
+    let local = clone.branch(&branch, &head, false)?;
+    let refname = local
+        .get()
+        .name()
+        .ok_or_else(|| WorktreeError::BadName(branch.clone()))?
+        .to_string();
+    clone.set_head(&refname)?;
+    Ok(Checkout { path, branch })
+}
+
+/// Whether the checkout has uncommitted changes (untracked files count; ignored ones do not).
+pub fn is_dirty(path: &Path) -> Result<bool, WorktreeError> {
+    let repo = Repository::open(path)?;
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(true).include_ignored(false);
+    Ok(!repo.statuses(Some(&mut opts))?.is_empty())
+}
+
+/// Removes a member's worktree (and its branch, when merged). Refuses to lose uncommitted or
+/// unmerged work unless `force`.
+pub fn remove_worktree(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+    force: bool,
+) -> Result<(), WorktreeError> {
+    let path = name.dir(base)?;
+    let branch = name.branch()?;
+    let repo = Repository::open(repo_root)?;
+    if path.exists() && !force && is_dirty(&path)? {
+        return Err(WorktreeError::Dirty { path });
+    }
+    let merged = is_merged(&repo, &branch)?;
+    if !merged && !force {
+        let base_name = repo.head()?.shorthand().unwrap_or("HEAD").to_string();
+        return Err(WorktreeError::Unmerged {
+            branch,
+            base: base_name,
+        });
+    }
+    if let Ok(wt) = repo.find_worktree(&name.worktree_name()?) {
+        wt.prune(Some(
+            WorktreePruneOptions::new()
+                .valid(true)
+                .locked(force)
+                .working_tree(true),
+        ))?;
+    }
+    if path.exists() {
+        std::fs::remove_dir_all(&path)?;
+    }
+    if let Ok(mut b) = repo.find_branch(&branch, BranchType::Local) {
+        b.delete()?;
+    }
+    Ok(())
+}
+
+/// Removes a member's clone, refusing to lose uncommitted work, or commits not pushed back to
+/// the main repository, unless `force`.
+pub fn remove_clone(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+    force: bool,
+) -> Result<(), WorktreeError> {
+    let path = name.dir(base)?;
+    if !path.exists() {
+        return Ok(());
+    }
+    if !force {
+        if is_dirty(&path)? {
+            return Err(WorktreeError::Dirty { path });
+        }
+        let clone = Repository::open(&path)?;
+        let tip = clone.head()?.peel_to_commit()?.id();
+        let main = Repository::open(repo_root)?;
+        let main_head = main.head()?.peel_to_commit()?.id();
+        let known = main.find_commit(tip).is_ok()
+            && (tip == main_head || main.graph_descendant_of(main_head, tip)?);
+        if !known {
+            return Err(WorktreeError::Unmerged {
+                branch: name.branch()?,
+                base: main.head()?.shorthand().unwrap_or("HEAD").to_string(),
+            });
+        }
+    }
+    std::fs::remove_dir_all(&path)?;
+    Ok(())
+}
+
+fn is_merged(repo: &Repository, branch: &str) -> Result<bool, WorktreeError> {
+    let Ok(b) = repo.find_branch(branch, BranchType::Local) else {
+        return Ok(true);
+    };
+    let tip = b.get().peel_to_commit()?.id();
+    let head = repo.head()?.peel_to_commit()?.id();
+    Ok(tip == head || repo.graph_descendant_of(head, tip)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_with_commit(dir: &Path) -> Repository {
+        let repo = Repository::init(dir).unwrap();
+        std::fs::write(dir.join("README"), "hi\n").unwrap();
+        {
+            let mut index = repo.index().unwrap();
+            index.add_path(Path::new("README")).unwrap();
+            index.write().unwrap();
+            let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+            let sig = git2::Signature::now("t", "t@example.com").unwrap();
+            repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+                .unwrap();
+        }
+        repo
+    }
+
+    const NAME: MemberName<'static> = MemberName {
+        party: "feat-1",
+        role: "developer",
+        index: 0,
+    };
+
+    #[test]
+    fn worktree_lifecycle_keeps_unmerged_work_unless_forced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        repo_with_commit(&root);
+        let base = tmp.path().join("worktrees");
+
+        let co = ensure_worktree(&root, &base, NAME).unwrap();
+        assert_eq!(co.branch, "troupe/feat-1/developer-0");
+        assert_eq!(co.path, base.join("feat-1/developer-0"));
+        assert!(co.path.join("README").exists());
+        assert_eq!(repo_root(&co.path).unwrap(), root.canonicalize().unwrap());
+        // Reused on restart.
+        assert_eq!(ensure_worktree(&root, &base, NAME).unwrap(), co);
+
+        std::fs::write(co.path.join("new.txt"), "work").unwrap();
+        assert!(matches!(
+            remove_worktree(&root, &base, NAME, false),
+            Err(WorktreeError::Dirty { .. })
+        ));
+        // Commit it on the member's branch: now it is unmerged.
+        let wt = Repository::open(&co.path).unwrap();
+        let mut index = wt.index().unwrap();
+        index.add_path(Path::new("new.txt")).unwrap();
+        index.write().unwrap();
+        let tree = wt.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let parent = wt.head().unwrap().peel_to_commit().unwrap();
+        wt.commit(Some("HEAD"), &sig, &sig, "work", &tree, &[&parent])
+            .unwrap();
+        let err = remove_worktree(&root, &base, NAME, false).unwrap_err();
+        assert!(err.to_string().contains("not merged"), "{err}");
+        assert!(co.path.exists());
+
+        remove_worktree(&root, &base, NAME, true).unwrap();
+        assert!(!co.path.exists());
+    }
+
+    #[test]
+    fn clones_and_bad_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        repo_with_commit(&root);
+        let base = tmp.path().join("clones");
+        let co = ensure_clone(&root, &base, NAME).unwrap();
+        assert!(co.path.join("README").exists());
+        let clone = Repository::open(&co.path).unwrap();
+        assert_eq!(
+            clone.head().unwrap().shorthand(),
+            Some("troupe/feat-1/developer-0")
+        );
+        remove_clone(&root, &base, NAME, false).unwrap();
+        assert!(!co.path.exists());
+
+        let evil = MemberName {
+            party: "..",
+            role: "x",
+            index: 0,
+        };
+        assert!(matches!(evil.dir(&base), Err(WorktreeError::BadName(_))));
+        let evil = MemberName {
+            party: "p",
+            role: "a/../../b",
+            index: 0,
+        };
+        assert!(matches!(
+            ensure_worktree(&root, &base, evil),
+            Err(WorktreeError::BadName(_))
+        ));
+        let empty = tmp.path().join("empty");
+        Repository::init(&empty).unwrap();
+        assert!(matches!(
+            ensure_worktree(&empty, &base, NAME),
+            Err(WorktreeError::NoCommits(_))
+        ));
+    }
+}
