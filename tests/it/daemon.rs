@@ -127,8 +127,7 @@ fn api_schema_describes_every_operation() {
         .iter()
         .map(|op| op["name"].as_str().unwrap())
         .collect();
-    expect_test::expect![[r#"
-        register_session end_session heartbeat get_session list_sessions send_message send_to_parent send_to_child broadcast_to_children broadcast_to_party list_siblings discover_agents poll_messages mark_read list_events daemon_status shutdown_daemon"#]]
+    expect_test::expect!["register_session end_session heartbeat get_session list_sessions send_message send_to_parent send_to_child broadcast_to_children broadcast_to_party list_siblings discover_agents poll_messages mark_read list_events daemon_status shutdown_daemon create_agent_definition update_agent_definition get_agent_definition list_agent_definitions delete_agent_definition start_agent complete list_agents get_agent_result cancel_agent create_party_definition update_party_definition get_party_definition list_party_definitions delete_party_definition launch_party get_party_status signal_role override_recovery cancel_party list_parties reassign_task cleanup_party create_task escalate_task list_tasks list_notifications"]
     .assert_eq(&names.join(" "));
     for op in doc["operations"].as_array().unwrap() {
         assert_eq!(op["params"]["type"], "object", "{}", op["name"]);

@@ -1,10 +1,12 @@
-//! Troupe's engine: pure, deterministic state machines. Party definitions and their validation
-//! (`spec`), and the party scheduler (`party`): inputs in, actions out, time passed in. No IO,
+//! Troupe's engine: pure, deterministic state machines and definitions. Agent definitions
+//! (`agent`), party definitions and their validation (`spec`), and the party scheduler (`party`): inputs in, actions out, time passed in. No IO,
 //! no tokio, no clock reads — the daemon carries out the actions.
 
+pub mod agent;
 pub mod party;
 pub mod spec;
 
+pub use agent::{AgentDefinition, Isolation, Workflow};
 pub use party::{Action, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError};
 pub use spec::{
     NotifyTarget, PartyDefinition, RecoveryConfig, RoleDefinition, SpecError, Strategy,

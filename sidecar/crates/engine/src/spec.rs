@@ -148,7 +148,7 @@ pub fn is_safe_name(name: &str) -> bool {
 
 impl PartyDefinition {
     /// Checks the definition; `agent_exists` says whether an agent definition exists.
-    pub fn validate(&self, agent_exists: impl Fn(&str) -> bool) -> Result<(), SpecError> {
+    pub fn validate(&self, mut agent_exists: impl FnMut(&str) -> bool) -> Result<(), SpecError> {
         if !is_safe_name(&self.name) {
             return Err(SpecError::BadName(self.name.clone()));
         }

@@ -10,6 +10,7 @@ mod error;
 mod events;
 mod messages;
 mod model;
+mod orchestration;
 mod schema;
 mod sessions;
 mod writer;
@@ -28,6 +29,10 @@ pub use messages::{PollFilter, Recipients, SendOutcome};
 pub use model::{
     Event, Message, MessageType, NewEvent, NewMessage, NewSession, Priority, Project,
     RegisterOutcome, Session, SessionFilter, SessionStatus,
+};
+pub use orchestration::{
+    AgentRun, DefinitionKind, DefinitionRow, MemberRow, MemberState, NewNotification, NewRun,
+    Notification, PartyRow, PartyState, Put, RunStatus, Task,
 };
 pub use schema::{SCHEMA_VERSION, schema_sql};
 
@@ -137,7 +142,7 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// A fresh time-ordered id (UUID v7) for rows we create.
-pub(crate) fn new_id() -> String {
+/// A fresh time-ordered id (UUID v7), for rows and for anything named before it is stored.
+pub fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }

@@ -6,7 +6,10 @@ use rusqlite_migration::{M, Migrations};
 
 use crate::StoreError;
 
-const MIGRATIONS: &[M<'static>] = &[M::up(include_str!("migrations/0001_foundation.sql"))];
+const MIGRATIONS: &[M<'static>] = &[
+    M::up(include_str!("migrations/0001_foundation.sql")),
+    M::up(include_str!("migrations/0002_parties.sql")),
+];
 
 /// The schema version a fully migrated database has.
 pub const SCHEMA_VERSION: usize = MIGRATIONS.len();

@@ -95,7 +95,7 @@ fn upsert_project(conn: &Connection, root: &str, name: &str) -> Result<Project, 
         .query_row([root], project_from_row)?)
 }
 
-fn register(conn: &Connection, new: &NewSession) -> Result<RegisterOutcome, StoreError> {
+pub(crate) fn register(conn: &Connection, new: &NewSession) -> Result<RegisterOutcome, StoreError> {
     let project = upsert_project(conn, &new.project_root, &new.project_name)?;
     let depth = match &new.parent_session_id {
         Some(parent_id) => {

@@ -58,6 +58,9 @@ pub enum Command {
     /// Measure the daemon.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
+    /// The process the built-in demo agents run (inside a party).
+    #[command(hide = true)]
+    DemoMember,
 }
 
 #[derive(Debug, Args)]
@@ -212,6 +215,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Command::Demo => crate::demo::run().await,
             Command::Bench(cmd) => crate::bench::run(cmd, cli.json).await,
+            Command::DemoMember => crate::demo_member::run().await,
         }
     })
 }

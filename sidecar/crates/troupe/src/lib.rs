@@ -3,14 +3,19 @@
 
 pub mod api;
 pub mod bench;
+pub mod builtin;
 pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod demo;
+pub mod demo_member;
 pub mod hub;
 pub mod ops;
+pub mod orchestrator;
 pub mod paths;
 pub mod project;
+pub mod runner;
+pub mod system;
 
 /// Exit status of `troupe serve` when another daemon already holds the data dir.
 pub const EXIT_ALREADY_RUNNING: i32 = 3;

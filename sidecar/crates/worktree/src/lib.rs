@@ -241,6 +241,35 @@ pub fn remove_clone(
     Ok(())
 }
 
+/// Commits every change in the checkout at `path` (new files included) on its current branch;
+/// returns the new commit id, or `None` when there was nothing to commit.
+pub fn commit_all(path: &Path, message: &str) -> Result<Option<String>, WorktreeError> {
+    let repo = Repository::open(path)?;
+    let mut index = repo.index()?;
+    index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
+    index.write()?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    if let Some(p) = &parent
+        && p.tree_id() == tree.id()
+    {
+        return Ok(None);
+    }
+    let sig = repo
+        .signature()
+        .or_else(|_| git2::Signature::now("troupe", "troupe@localhost"))?;
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let id = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)?;
+    Ok(Some(id.to_string()))
+}
+
+/// Creates a repository at `path` with one commit of the files already there.
+pub fn init_repo(path: &Path, message: &str) -> Result<(), WorktreeError> {
+    Repository::init(path)?;
+    commit_all(path, message)?;
+    Ok(())
+}
+
 fn is_merged(repo: &Repository, branch: &str) -> Result<bool, WorktreeError> {
     let Ok(b) = repo.find_branch(branch, BranchType::Local) else {
         return Ok(true);

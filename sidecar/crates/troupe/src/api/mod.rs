@@ -155,6 +155,60 @@ operations! {
     daemon_status(NoParams) -> DaemonStatus;
     /// Stop the daemon after answering.
     shutdown_daemon(NoParams) -> ShutdownResult;
+    /// Store a new agent definition (runner, command, isolation, workflow, limits).
+    create_agent_definition(AgentDefinitionParams) -> DefinitionResult;
+    /// Replace an agent definition.
+    update_agent_definition(AgentDefinitionParams) -> DefinitionResult;
+    /// One agent definition by name.
+    get_agent_definition(NameParams) -> DefinitionResult;
+    /// Every agent definition.
+    list_agent_definitions(NoParams) -> DefinitionsResult;
+    /// Delete an agent definition.
+    delete_agent_definition(NameParams) -> DefinitionResult;
+    /// Start a subagent in a child session (refused past the depth limit).
+    start_agent(StartAgentParams) -> StartAgentResult;
+    /// End the caller's agent run with a structured result.
+    complete(CompleteParams) -> CompleteResult;
+    /// Agent runs, by parent session or party.
+    list_agents(ListAgentsParams) -> RunsResult;
+    /// One agent run with its result.
+    get_agent_result(RunIdParams) -> RunResult;
+    /// Stop a running subagent.
+    cancel_agent(RunIdParams) -> RunResult;
+    /// Store a new party definition (validated: agents exist, the flow is a DAG, one leader).
+    create_party_definition(PartyDefinitionParams) -> DefinitionResult;
+    /// Replace a party definition (parties already launched keep their snapshot).
+    update_party_definition(PartyDefinitionParams) -> DefinitionResult;
+    /// One party definition by name.
+    get_party_definition(NameParams) -> DefinitionResult;
+    /// Every party definition.
+    list_party_definitions(NoParams) -> DefinitionsResult;
+    /// Delete a party definition.
+    delete_party_definition(NameParams) -> DefinitionResult;
+    /// Launch a party from a stored definition in a project; its root roles start at once.
+    launch_party(LaunchPartyParams) -> LaunchPartyResult;
+    /// A party's roles, members, sessions, statuses, crash counts and tasks.
+    get_party_status(PartyIdParams) -> PartyStatusResult;
+    /// Tell a role to proceed (past crashed members), retry them, or abort the party.
+    signal_role(SignalRoleParams) -> PartyResult;
+    /// Change a role's recovery strategy while the party runs.
+    override_recovery(OverrideRecoveryParams) -> PartyResult;
+    /// Stop every member; the party ends cancelled.
+    cancel_party(PartyIdParams) -> PartyResult;
+    /// Parties, newest first, by project and status.
+    list_parties(ListPartiesParams) -> PartiesResult;
+    /// Move a party's task from one role to another.
+    reassign_task(ReassignTaskParams) -> TaskResult;
+    /// Remove a finished party's worktrees and clones (keeps unmerged or uncommitted work unless forced).
+    cleanup_party(CleanupPartyParams) -> CleanupResult;
+    /// Create a task.
+    create_task(CreateTaskParams) -> TaskResult;
+    /// Mark a task escalated: the person and the party's leader are notified; the party goes on.
+    escalate_task(EscalateTaskParams) -> TaskResult;
+    /// Tasks, optionally of one party.
+    list_tasks(ListTasksParams) -> TasksResult;
+    /// Durable notifications for the person (escalations, paused roles, finished parties).
+    list_notifications(ListNotificationsParams) -> NotificationsResult;
 }
 
 /// Every subscription.

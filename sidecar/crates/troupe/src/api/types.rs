@@ -266,3 +266,343 @@ pub struct DaemonStatus {
 pub struct ShutdownResult {
     pub stopping: bool,
 }
+
+// ---- Agents -------------------------------------------------------------------------------
+
+pub use troupe_engine::{AgentDefinition, PartyDefinition, Signal, Strategy};
+pub use troupe_store::{AgentRun, DefinitionRow, Notification, RunStatus, Task};
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDefinitionParams {
+    pub definition: AgentDefinition,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NameParams {
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct DefinitionResult {
+    pub definition: DefinitionRow,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct DefinitionsResult {
+    pub definitions: Vec<DefinitionRow>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartAgentParams {
+    /// The agent definition to run.
+    pub agent: String,
+    pub prompt: String,
+    /// The session starting it; the new session is its child (depth + 1).
+    pub parent_session_id: String,
+    #[serde(default)]
+    pub task: Option<String>,
+    /// Seconds; overrides the definition's timeout.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+    /// How to pass the parent's context (recorded with the prompt).
+    #[serde(default)]
+    pub session_context: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct StartAgentResult {
+    pub run_id: String,
+    pub session_id: String,
+    pub workdir: String,
+}
+
+/// How a run ended by its own account.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionStatus {
+    #[default]
+    Success,
+    Partial,
+    Blocked,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteParams {
+    /// The completing agent's session (the CLI fills it from TROUPE_SESSION_ID).
+    pub session_id: String,
+    /// The run; defaults to the session's run.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    pub output: String,
+    #[serde(default)]
+    pub status: CompletionStatus,
+    #[serde(default)]
+    pub artifacts: std::collections::BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub files_modified: Vec<String>,
+    #[serde(default)]
+    pub next_steps: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct CompleteResult {
+    pub run_id: String,
+    pub status: RunStatus,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListAgentsParams {
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    /// Only pending and running runs.
+    #[serde(default)]
+    pub active_only: bool,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RunsResult {
+    pub runs: Vec<AgentRun>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunIdParams {
+    pub run_id: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RunResult {
+    pub run: AgentRun,
+}
+
+// ---- Parties ------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PartyDefinitionParams {
+    pub definition: PartyDefinition,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchPartyParams {
+    /// The party definition.
+    pub name: String,
+    #[serde(default)]
+    pub task_id: Option<String>,
+    /// Free-form inputs handed to every member's prompt.
+    #[serde(default)]
+    pub inputs: Option<serde_json::Value>,
+    /// The project (its git root); or give `project_id`.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// The session launching it (members' sessions become its children).
+    #[serde(default)]
+    pub created_by_session_id: Option<String>,
+}
+
+/// A party, without its frozen definition.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PartySummary {
+    pub party_id: String,
+    pub name: String,
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub project_id: String,
+    pub repo_root: String,
+    pub task_id: Option<String>,
+    pub created_at: String,
+    pub completed_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct LaunchPartyResult {
+    pub party_id: String,
+    pub party: PartySummary,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PartyIdParams {
+    pub party_id: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RoleStatus {
+    pub role: String,
+    pub agent: String,
+    pub count: u32,
+    pub is_leader: bool,
+    pub depends_on: Vec<String>,
+    /// The recovery strategy in force (run-time override included).
+    pub on_crash: Strategy,
+    pub paused: bool,
+    /// pending, running, completed, paused, failed or cancelled.
+    pub status: String,
+    pub completed: usize,
+    pub running: usize,
+    pub crashes: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct MemberStatusView {
+    pub role: String,
+    pub index: i64,
+    pub status: String,
+    pub crash_count: i64,
+    pub attempts: i64,
+    pub session_id: Option<String>,
+    pub session_status: Option<SessionStatus>,
+    pub run_id: Option<String>,
+    pub run_status: Option<RunStatus>,
+    pub output: Option<String>,
+    pub workdir: Option<String>,
+    pub branch: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PartyStatusResult {
+    pub party: PartySummary,
+    pub roles: Vec<RoleStatus>,
+    pub members: Vec<MemberStatusView>,
+    pub tasks: Vec<Task>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRoleParams {
+    pub party_id: String,
+    pub role_name: String,
+    pub signal: Signal,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideRecoveryParams {
+    pub party_id: String,
+    pub role_name: String,
+    pub strategy: Strategy,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PartyResult {
+    pub party: PartySummary,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReassignTaskParams {
+    pub party_id: String,
+    pub task_id: String,
+    pub from_role: String,
+    pub to_role: String,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListPartiesParams {
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PartiesResult {
+    pub parties: Vec<PartySummary>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CleanupPartyParams {
+    pub party_id: String,
+    /// Delete uncommitted or unmerged work too.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct KeptCheckout {
+    pub workdir: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct CleanupResult {
+    pub removed: Vec<String>,
+    pub kept: Vec<KeptCheckout>,
+}
+
+// ---- Tasks and notifications --------------------------------------------------------------
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTaskParams {
+    pub title: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub project_id: Option<String>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub role_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct TaskResult {
+    pub task_id: String,
+    pub task: Task,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EscalateTaskParams {
+    pub task_id: String,
+    pub reason: String,
+    /// The escalating session (the CLI fills it from TROUPE_SESSION_ID).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTasksParams {
+    #[serde(default)]
+    pub party_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct TasksResult {
+    pub tasks: Vec<Task>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListNotificationsParams {
+    #[serde(default)]
+    pub since: Option<i64>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct NotificationsResult {
+    pub notifications: Vec<Notification>,
+    pub next_since: i64,
+}

@@ -49,7 +49,8 @@ pub struct Endpoint {
 /// The state every operation handler sees.
 pub struct Daemon {
     pub store: Store,
-    pub hub: Hub,
+    pub hub: Arc<Hub>,
+    pub orchestrator: crate::orchestrator::Orchestrator,
     pub config: Config,
     pub layout: Layout,
     pub ws_addr: SocketAddr,
@@ -102,9 +103,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let ws_addr = tcp.local_addr()?;
 
     let (shutdown, mut shutdown_rx) = watch::channel(false);
+    let hub = Arc::new(Hub::default());
+    crate::builtin::seed(&store).await?;
+    let orchestrator =
+        crate::orchestrator::start(store.clone(), hub.clone(), layout.clone()).await?;
     let daemon = Arc::new(Daemon {
         store: store.clone(),
-        hub: Hub::default(),
+        hub,
+        orchestrator,
         config: config.clone(),
         layout: layout.clone(),
         ws_addr,

@@ -1,6 +1,12 @@
 //! Operation handlers: one async function per operation in the registry, taking its params
 //! and returning its result. No wire formats here: the doors do the framing.
 
+mod agents;
+mod parties;
+
+pub use agents::*;
+pub use parties::*;
+
 use std::path::Path;
 use std::time::Duration;
 

@@ -1,0 +1,168 @@
+//! Agent definitions (seed 001): what runs (runner and command or model), how it is isolated,
+//! what its workflow allows, and the shape its `complete` result must have. Pure data and
+//! validation.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How a member's working directory is isolated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// The project's own checkout.
+    #[default]
+    None,
+    /// A git worktree on branch `troupe/<party>/<role>-<i>`.
+    Worktree,
+    /// A local clone.
+    Clone,
+}
+
+/// Tool policy and the completion contract.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Workflow {
+    /// Only these tools (all when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_tools: Vec<String>,
+    /// Fields `complete`'s `artifacts` must have: name → JSON type (string, integer, number,
+    /// boolean, array, object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_schema: Option<BTreeMap<String, String>>,
+}
+
+/// An agent definition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDefinition {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `process` (a command), later `wasm:<plugin>` and `acp:<agent>`.
+    #[serde(default = "process")]
+    pub runner: String,
+    /// argv for the `process` runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    #[serde(default)]
+    pub workflow: Workflow,
+    #[serde(default)]
+    pub isolation: Isolation,
+    /// Seconds before a run is stopped and counted as `timeout` (none: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Whether runs of this agent may start agents of their own.
+    #[serde(default)]
+    pub allow_nested_agents: bool,
+    /// Deepest session depth its runs may start (default 1: subagents cannot start subagents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_agent_depth: Option<u32>,
+    /// Extra environment for the process.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+fn process() -> String {
+    "process".into()
+}
+
+/// Runners this build can run.
+pub const RUNNERS: &[&str] = &["process"];
+
+impl AgentDefinition {
+    /// Checks the definition can run here.
+    pub fn validate(&self) -> Result<(), String> {
+        if !crate::spec::is_safe_name(&self.name) {
+            return Err(format!(
+                "agent name {:?} is not allowed (use letters, digits, '-' and '_')",
+                self.name
+            ));
+        }
+        match self.runner.as_str() {
+            "process" => match &self.command {
+                Some(argv) if !argv.is_empty() && !argv[0].is_empty() => {}
+                _ => {
+                    return Err(
+                        "the process runner needs a non-empty `command` (an argv array)".into(),
+                    );
+                }
+            },
+            other if other.starts_with("wasm:") || other.starts_with("acp:") => {
+                return Err(format!(
+                    "runner {other:?} is not available in this build (available: {})",
+                    RUNNERS.join(", ")
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "unknown runner {other:?} (expected process, wasm:<plugin> or acp:<agent>)"
+                ));
+            }
+        }
+        if let Some(t) = self.timeout_secs
+            && !(t > 0.0 && t.is_finite())
+        {
+            return Err(format!("timeout_secs must be a positive number, not {t}"));
+        }
+        if let Some(schema) = &self.workflow.completion_schema {
+            for (field, ty) in schema {
+                if !TYPES.contains(&ty.as_str()) {
+                    return Err(format!(
+                        "completion_schema field {field:?} has type {ty:?}; expected one of {}",
+                        TYPES.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The deepest session depth this agent's runs may start agents at.
+    pub fn nesting_limit(&self) -> u32 {
+        if self.allow_nested_agents {
+            self.max_agent_depth.unwrap_or(2).max(1)
+        } else {
+            1
+        }
+    }
+
+    /// Checks `complete`'s artifacts against the workflow's completion schema.
+    pub fn check_completion(&self, artifacts: &BTreeMap<String, Value>) -> Result<(), String> {
+        let Some(schema) = &self.workflow.completion_schema else {
+            return Ok(());
+        };
+        for (field, ty) in schema {
+            let Some(value) = artifacts.get(field) else {
+                return Err(format!(
+                    "artifacts.{field} is missing (the workflow requires a {ty})"
+                ));
+            };
+            let ok = match ty.as_str() {
+                "string" => value.is_string(),
+                "integer" => value.is_i64() || value.is_u64(),
+                "number" => value.is_number(),
+                "boolean" => value.is_boolean(),
+                "array" => value.is_array(),
+                "object" => value.is_object(),
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("artifacts.{field} must be a {ty}, not {value}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+const TYPES: &[&str] = &["string", "integer", "number", "boolean", "array", "object"];

@@ -1,0 +1,1096 @@
+//! The orchestrator: the daemon's single loop for agents and parties. Every input (a command
+//! from an operation, a run's exit) arrives as one closed `Event`; party inputs go to the pure
+//! engine, whose new state is persisted (with its timeline events) before its actions are
+//! carried out: spawn (isolation, run row, process), stop, notify. On start-up it rebuilds every
+//! live party from the store and adopts or buries the processes an earlier daemon left.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use troupe_engine::{
+    Action, AgentDefinition, Input, Isolation, Member, MemberStatus, NotifyTarget, Party,
+    PartyDefinition, PartyStatus, Signal, Strategy,
+};
+use troupe_store::{
+    AgentRun, MemberState, NewEvent, NewNotification, NewRun, NewSession, PartyRow, PartyState,
+    Priority, Recipients, RunStatus, Store,
+};
+
+use crate::api::ApiError;
+use crate::hub::Hub;
+use crate::paths::Layout;
+use crate::runner::{Exit, RunExit, Runner, SpawnSpec};
+
+/// How long a member that called `complete` may take to exit before it is stopped.
+const EXIT_GRACE_AFTER_COMPLETE: Duration = Duration::from_secs(5);
+
+type Reply = oneshot::Sender<Result<(), ApiError>>;
+
+/// Commands from operation handlers.
+#[derive(Debug)]
+pub enum Command {
+    Launch {
+        party_id: String,
+        reply: Reply,
+    },
+    Signal {
+        party_id: String,
+        role: String,
+        signal: Signal,
+        reply: Reply,
+    },
+    Override {
+        party_id: String,
+        role: String,
+        strategy: Strategy,
+        reply: Reply,
+    },
+    Cancel {
+        party_id: String,
+        reply: Reply,
+    },
+    /// Spawn a standalone run (`start_agent`); its row exists already.
+    StartRun {
+        run: Box<AgentRun>,
+        definition: Box<AgentDefinition>,
+        reply: Reply,
+    },
+    /// `complete` was recorded for this run.
+    RunCompleted {
+        run_id: String,
+    },
+    /// Stop a standalone run (`cancel_agent`); its row is already cancelled.
+    StopRun {
+        run_id: String,
+    },
+}
+
+/// Everything the loop reacts to.
+enum Event {
+    Command(Command),
+    Exit(RunExit),
+}
+
+/// The handle operation handlers use.
+#[derive(Debug, Clone)]
+pub struct Orchestrator {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Orchestrator {
+    /// Sends a command and waits for its answer.
+    pub async fn request(&self, make: impl FnOnce(Reply) -> Command) -> Result<(), ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(make(tx))
+            .map_err(|_| ApiError::Unavailable("the daemon is shutting down".into()))?;
+        rx.await
+            .map_err(|_| ApiError::Unavailable("the daemon is shutting down".into()))?
+    }
+
+    /// Sends a command that needs no answer.
+    pub fn tell(&self, command: Command) {
+        if self.commands.send(command).is_err() {
+            tracing::debug!("orchestrator gone; command dropped");
+        }
+    }
+}
+
+/// The frozen launch snapshot of a party: its definition and the agent definitions it uses.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Snapshot {
+    pub party: PartyDefinition,
+    pub agents: std::collections::BTreeMap<String, AgentDefinition>,
+}
+
+struct LiveParty {
+    party: Party,
+    row: PartyRow,
+    snapshot: Snapshot,
+}
+
+/// Where a party run belongs.
+#[derive(Debug, Clone)]
+struct MemberRef {
+    party_id: String,
+    role: String,
+    index: u32,
+    attempt: u32,
+}
+
+struct Loop {
+    store: Store,
+    hub: Arc<Hub>,
+    layout: Layout,
+    runner: Runner,
+    parties: HashMap<String, LiveParty>,
+    /// Runs of live parties, by run id.
+    members: HashMap<String, MemberRef>,
+    inputs: VecDeque<(String, Input)>,
+}
+
+/// Starts the loop; returns its handle after recovering the state an earlier daemon left.
+pub async fn start(store: Store, hub: Arc<Hub>, layout: Layout) -> anyhow::Result<Orchestrator> {
+    let (commands, mut command_rx) = mpsc::unbounded_channel();
+    let (exits, mut exit_rx) = mpsc::unbounded_channel();
+    let runner = Runner::new(layout.data_dir.join("runs"), exits);
+    let mut state = Loop {
+        store,
+        hub,
+        layout,
+        runner,
+        parties: HashMap::new(),
+        members: HashMap::new(),
+        inputs: VecDeque::new(),
+    };
+    state.recover().await?;
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                Some(c) = command_rx.recv() => Event::Command(c),
+                Some(e) = exit_rx.recv() => Event::Exit(e),
+                else => break,
+            };
+            state.handle(event).await;
+        }
+    });
+    Ok(Orchestrator { commands })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn parse_member_status(s: &str) -> MemberStatus {
+    serde_json::from_value(Value::String(s.into())).unwrap_or(MemberStatus::Failed)
+}
+
+fn parse_party_status(s: &str) -> PartyStatus {
+    serde_json::from_value(Value::String(s.into())).unwrap_or(PartyStatus::Failed)
+}
+
+/// A short, branch-safe label for a party: `<name>-<first 8 of its id>`.
+pub fn party_label(row: &PartyRow) -> String {
+    format!(
+        "{}-{}",
+        row.name,
+        &row.party_id[..8.min(row.party_id.len())]
+    )
+}
+
+impl Loop {
+    async fn handle(&mut self, event: Event) {
+        match event {
+            Event::Command(Command::Launch { party_id, reply }) => {
+                let result = self.launch(&party_id).await;
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::Signal {
+                party_id,
+                role,
+                signal,
+                reply,
+            }) => {
+                let result = self.input(&party_id, Input::Signal { role, signal }).await;
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::Override {
+                party_id,
+                role,
+                strategy,
+                reply,
+            }) => {
+                let result = self
+                    .input(&party_id, Input::OverrideRecovery { role, strategy })
+                    .await;
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::Cancel { party_id, reply }) => {
+                let result = self.input(&party_id, Input::Cancel).await;
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::StartRun {
+                run,
+                definition,
+                reply,
+            }) => {
+                let result = self
+                    .spawn_run(&run, &definition)
+                    .await
+                    .map_err(ApiError::Internal);
+                if let Err(e) = &result {
+                    self.bury(&run.run_id, RunStatus::Crashed, e.to_string())
+                        .await;
+                }
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::RunCompleted { run_id }) => self.run_completed(&run_id).await,
+            Event::Command(Command::StopRun { run_id }) => {
+                self.runner.stop(&run_id);
+            }
+            Event::Exit(exit) => self.run_exited(exit).await,
+        }
+        self.drain().await;
+    }
+
+    /// Applies an input from an operation: errors go back to the caller.
+    async fn input(&mut self, party_id: &str, input: Input) -> Result<(), ApiError> {
+        if !self.parties.contains_key(party_id) {
+            let (row, _) = self.store.get_party(party_id)?;
+            return Err(ApiError::Conflict(format!(
+                "party {party_id} is {}; it no longer runs",
+                row.status
+            )));
+        }
+        self.step(party_id, input).await
+    }
+
+    async fn launch(&mut self, party_id: &str) -> Result<(), ApiError> {
+        let (row, members) = self.store.get_party(party_id)?;
+        self.load(row, &members)?;
+        self.step(party_id, Input::Launch).await
+    }
+
+    /// Builds the engine's party from its rows and makes it live.
+    fn load(&mut self, row: PartyRow, members: &[troupe_store::MemberRow]) -> Result<(), ApiError> {
+        let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
+            .map_err(|e| ApiError::Internal(format!("party {} snapshot: {e}", row.party_id)))?;
+        let mut party = Party::new(snapshot.party.clone());
+        party.status = parse_party_status(&row.status);
+        party.overrides = serde_json::from_value(row.overrides.clone()).unwrap_or_default();
+        party.paused = serde_json::from_value(row.paused.clone()).unwrap_or_default();
+        party.members = members
+            .iter()
+            .map(|m| Member {
+                role: m.role_name.clone(),
+                index: u32::try_from(m.instance_index).unwrap_or(0),
+                status: parse_member_status(&m.status),
+                crash_count: u32::try_from(m.crash_count).unwrap_or(0),
+                attempts: u32::try_from(m.attempts).unwrap_or(0),
+                started_at_ms: m.started_at_ms.and_then(|v| u64::try_from(v).ok()),
+                finished_at_ms: m.finished_at_ms.and_then(|v| u64::try_from(v).ok()),
+            })
+            .collect();
+        self.parties.insert(
+            row.party_id.clone(),
+            LiveParty {
+                party,
+                row,
+                snapshot,
+            },
+        );
+        Ok(())
+    }
+
+    /// Processes inputs queued by earlier steps (a spawn that failed, a recovered exit).
+    async fn drain(&mut self) {
+        while let Some((party_id, input)) = self.inputs.pop_front() {
+            if self.parties.contains_key(&party_id)
+                && let Err(e) = self.step(&party_id, input).await
+            {
+                tracing::warn!(party = %party_id, error = %e, "queued party input failed");
+            }
+        }
+    }
+
+    /// One engine step: decide, persist, act.
+    async fn step(&mut self, party_id: &str, input: Input) -> Result<(), ApiError> {
+        let now = now_ms();
+        let Some(live) = self.parties.get_mut(party_id) else {
+            return Err(ApiError::NotFound {
+                what: "live party".into(),
+                id: party_id.into(),
+            });
+        };
+        let input_event = describe_input(&input);
+        let actions = live
+            .party
+            .step(input, now)
+            .map_err(|e| ApiError::Conflict(e.to_string()))?;
+        let row = live.row.clone();
+        let mut events = vec![NewEvent {
+            kind: input_event.0,
+            project_id: Some(row.project_id.clone()),
+            party_id: Some(party_id.to_string()),
+            data: input_event.1,
+            ..NewEvent::default()
+        }];
+        let mut notifications = Vec::new();
+        let mut reason = None;
+        for action in &actions {
+            let (kind, data) = match action {
+                Action::Spawn {
+                    role,
+                    index,
+                    attempt,
+                } => (
+                    "member_spawning",
+                    json!({ "role": role, "index": index, "attempt": attempt }),
+                ),
+                Action::Stop { role, index } => {
+                    ("member_stopping", json!({ "role": role, "index": index }))
+                }
+                Action::Notify { target, text } => {
+                    if *target == NotifyTarget::User
+                        || self_leaderless(live) && *target == NotifyTarget::Leader
+                    {
+                        notifications.push(NewNotification {
+                            project_id: Some(row.project_id.clone()),
+                            party_id: Some(party_id.to_string()),
+                            kind: "party".into(),
+                            text: format!("{}: {text}", row.name),
+                            data: json!({ "party_id": party_id }),
+                        });
+                    }
+                    ("notification", json!({ "target": target, "text": text }))
+                }
+                Action::RoleCompleted { role } => ("role_completed", json!({ "role": role })),
+                Action::Finished {
+                    status,
+                    reason: why,
+                } => {
+                    reason = Some(why.clone());
+                    notifications.push(NewNotification {
+                        project_id: Some(row.project_id.clone()),
+                        party_id: Some(party_id.to_string()),
+                        kind: "party_finished".into(),
+                        text: format!("party {} {}: {why}", row.name, status.as_str()),
+                        data: json!({ "party_id": party_id, "status": status }),
+                    });
+                    ("party_finished", json!({ "status": status, "reason": why }))
+                }
+            };
+            events.push(NewEvent {
+                kind: kind.into(),
+                project_id: Some(row.project_id.clone()),
+                party_id: Some(party_id.to_string()),
+                data,
+                ..NewEvent::default()
+            });
+        }
+        let state = PartyState {
+            status: live.party.status.as_str().into(),
+            status_reason: reason.or(row.status_reason.clone()),
+            overrides: serde_json::to_value(&live.party.overrides).unwrap_or(Value::Null),
+            paused: serde_json::to_value(&live.party.paused).unwrap_or(Value::Null),
+            members: live
+                .party
+                .members
+                .iter()
+                .map(|m| MemberState {
+                    role_name: m.role.clone(),
+                    instance_index: i64::from(m.index),
+                    status: m.status.as_str().into(),
+                    crash_count: i64::from(m.crash_count),
+                    attempts: i64::from(m.attempts),
+                    started_at_ms: m.started_at_ms.and_then(|v| i64::try_from(v).ok()),
+                    finished_at_ms: m.finished_at_ms.and_then(|v| i64::try_from(v).ok()),
+                })
+                .collect(),
+        };
+        self.store
+            .save_party_state(party_id.to_string(), state, events, notifications)
+            .await?;
+        for action in actions {
+            self.act(party_id, action).await;
+        }
+        Ok(())
+    }
+
+    async fn act(&mut self, party_id: &str, action: Action) {
+        match action {
+            Action::Spawn {
+                role,
+                index,
+                attempt,
+            } => {
+                if let Err(reason) = self.spawn_member(party_id, &role, index, attempt).await {
+                    tracing::warn!(party = %party_id, %role, index, %reason, "member did not start");
+                    self.inputs.push_back((
+                        party_id.to_string(),
+                        Input::Crashed {
+                            role,
+                            index,
+                            reason: format!("could not start: {reason}"),
+                        },
+                    ));
+                }
+            }
+            Action::Stop { role, index } => {
+                let runs: Vec<String> = self
+                    .members
+                    .iter()
+                    .filter(|(_, m)| m.party_id == party_id && m.role == role && m.index == index)
+                    .map(|(run, _)| run.clone())
+                    .collect();
+                for run in runs {
+                    self.runner.stop(&run);
+                }
+            }
+            Action::Notify { target, text } => self.notify(party_id, target, &text).await,
+            Action::RoleCompleted { .. } => {}
+            Action::Finished { status, .. } => {
+                if let Some(live) = self.parties.remove(party_id) {
+                    if let Some(task) = &live.row.task_id
+                        && status == PartyStatus::Completed
+                    {
+                        tracing::debug!(task = %task, "party task done");
+                    }
+                    self.sync_mirror(&live.row.project_id, Path::new(&live.row.repo_root));
+                }
+            }
+        }
+    }
+
+    /// Sends the engine's notification: to the live leader (or the person when there is none),
+    /// to every live member, or (already recorded) to the person.
+    async fn notify(&mut self, party_id: &str, target: NotifyTarget, text: &str) {
+        let Some(live) = self.parties.get(party_id) else {
+            return;
+        };
+        let row = live.row.clone();
+        let recipients = match target {
+            NotifyTarget::User => return,
+            NotifyTarget::Leader => match self.live_leader_session(party_id) {
+                Some(s) => Recipients::Session(s),
+                None => return, // recorded as a notification for the person instead
+            },
+            NotifyTarget::Party => Recipients::Party(party_id.to_string()),
+        };
+        let result = crate::system::send_system(
+            &self.store,
+            &self.hub,
+            &row.repo_root,
+            recipients,
+            format!("[{}] {text}", row.name),
+            Priority::High,
+            None,
+        )
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(party = %party_id, error = %e, "party notification not delivered");
+        }
+    }
+
+    fn live_leader_session(&self, party_id: &str) -> Option<String> {
+        let live = self.parties.get(party_id)?;
+        let leader = live.snapshot.party.leader()?;
+        let running = live
+            .party
+            .members
+            .iter()
+            .any(|m| m.role == leader && m.status == MemberStatus::Running);
+        if !running {
+            return None;
+        }
+        let run = self
+            .members
+            .iter()
+            .find(|(_, m)| m.party_id == party_id && m.role == leader)?
+            .0;
+        self.store.get_run(run).ok().map(|r| r.session_id)
+    }
+
+    async fn spawn_member(
+        &mut self,
+        party_id: &str,
+        role: &str,
+        index: u32,
+        attempt: u32,
+    ) -> Result<(), String> {
+        let live = self.parties.get(party_id).ok_or("the party is not live")?;
+        let row = live.row.clone();
+        let role_def = live
+            .snapshot
+            .party
+            .roles
+            .get(role)
+            .ok_or_else(|| format!("no role {role}"))?
+            .clone();
+        let agent = live
+            .snapshot
+            .agents
+            .get(&role_def.agent)
+            .ok_or_else(|| {
+                format!(
+                    "agent definition {} missing from the snapshot",
+                    role_def.agent
+                )
+            })?
+            .clone();
+        let repo_root = PathBuf::from(&row.repo_root);
+        let label = party_label(&row);
+        let (workdir, branch) = isolate(
+            &self.layout,
+            &repo_root,
+            agent.isolation,
+            &label,
+            role,
+            index,
+        )
+        .await?;
+        if agent.isolation != Isolation::None {
+            self.store
+                .set_member_checkout(
+                    party_id.into(),
+                    role.into(),
+                    i64::from(index),
+                    workdir.display().to_string(),
+                    branch.clone(),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let mut prompt = String::new();
+        for part in [agent.instructions.as_deref(), role_def.prompt.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            prompt.push_str(part);
+            prompt.push('\n');
+        }
+        if let Some(inputs) = &row.inputs {
+            prompt.push_str(&format!("Inputs: {inputs}\n"));
+        }
+        let project_name = repo_root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (run, _) = self
+            .store
+            .create_run(NewRun {
+                agent_name: agent.name.clone(),
+                definition: serde_json::to_value(&agent).map_err(|e| e.to_string())?,
+                session: NewSession {
+                    cli: agent.runner.clone(),
+                    cwd: workdir.display().to_string(),
+                    project_root: row.repo_root.clone(),
+                    project_name,
+                    external_id: None,
+                    parent_session_id: row.created_by_session_id.clone(),
+                    spawned_by_agent_id: None,
+                    party_id: Some(party_id.to_string()),
+                },
+                party: Some((party_id.to_string(), role.to_string(), i64::from(index))),
+                attempt: i64::from(attempt),
+                prompt,
+                task_id: row.task_id.clone(),
+                timeout_ms: agent.timeout_secs.map(|s| (s * 1000.0) as i64),
+                workdir: Some(workdir.display().to_string()),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        self.members.insert(
+            run.run_id.clone(),
+            MemberRef {
+                party_id: party_id.to_string(),
+                role: role.to_string(),
+                index,
+                attempt,
+            },
+        );
+        self.spawn_run(&run, &agent).await.inspect_err(|_| {
+            self.members.remove(&run.run_id);
+        })?;
+        if agent.isolation != Isolation::None {
+            self.sync_mirror(&row.project_id, &repo_root);
+        }
+        Ok(())
+    }
+
+    /// Starts a run's process and records it.
+    async fn spawn_run(&mut self, run: &AgentRun, agent: &AgentDefinition) -> Result<(), String> {
+        let argv = agent
+            .command
+            .clone()
+            .ok_or_else(|| format!("agent {} has no command", agent.name))?;
+        let workdir = PathBuf::from(run.workdir.clone().unwrap_or_else(|| ".".into()));
+        let env = member_env(
+            &self.layout,
+            run,
+            agent,
+            self.parties.get(run.party_id.as_deref().unwrap_or("")),
+        );
+        let timeout = agent.timeout_secs.map(Duration::from_secs_f64);
+        let (pid, start) = self
+            .runner
+            .spawn(SpawnSpec {
+                run_id: run.run_id.clone(),
+                argv,
+                cwd: workdir,
+                env,
+                timeout,
+            })
+            .map_err(|e| e.to_string())?;
+        self.store
+            .run_started(run.run_id.clone(), i64::from(pid), start)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Records a run's end (when nothing recorded it yet).
+    async fn bury(&self, run_id: &str, status: RunStatus, error: String) {
+        if let Err(e) = self
+            .store
+            .finish_run(run_id.to_string(), status, None, Some(error))
+            .await
+        {
+            tracing::warn!(run = %run_id, error = %e, "cannot record a run's end");
+        }
+    }
+
+    async fn run_exited(&mut self, exit: RunExit) {
+        let status = match exit.exit {
+            Exit::TimedOut => RunStatus::Timeout,
+            Exit::Stopped => RunStatus::Cancelled,
+            _ => RunStatus::Crashed,
+        };
+        let run = match self
+            .store
+            .finish_run(
+                exit.run_id.clone(),
+                status,
+                None,
+                Some(exit.exit.describe()),
+            )
+            .await
+        {
+            Ok((run, _)) => run,
+            Err(e) => {
+                tracing::warn!(run = %exit.run_id, error = %e, "run exit not recorded");
+                return;
+            }
+        };
+        self.after_run_end(&run, Some(&exit.exit)).await;
+    }
+
+    async fn run_completed(&mut self, run_id: &str) {
+        let Ok(run) = self.store.get_run(run_id) else {
+            return;
+        };
+        self.after_run_end(&run, None).await;
+        // Give the process a moment to exit by itself, then stop it.
+        if self.runner.is_running(run_id) {
+            let runner = self.runner.clone();
+            let run_id = run_id.to_string();
+            tokio::spawn(async move {
+                tokio::time::sleep(EXIT_GRACE_AFTER_COMPLETE).await;
+                runner.stop(&run_id);
+            });
+        }
+    }
+
+    /// Feeds a finished run to its party (if it is the member's current attempt), or tells a
+    /// standalone run's parent how it went.
+    async fn after_run_end(&mut self, run: &AgentRun, exit: Option<&Exit>) {
+        if let Some(m) = self.members.get(&run.run_id).cloned() {
+            let current = self
+                .parties
+                .get(&m.party_id)
+                .and_then(|live| {
+                    live.party
+                        .members
+                        .iter()
+                        .find(|x| x.role == m.role && x.index == m.index)
+                })
+                .is_some_and(|x| x.attempts == m.attempt && x.status == MemberStatus::Running);
+            if exit.is_some() {
+                self.members.remove(&run.run_id);
+            }
+            if current {
+                let input = if run.status.is_completed() {
+                    Input::Completed {
+                        role: m.role.clone(),
+                        index: m.index,
+                    }
+                } else {
+                    Input::Crashed {
+                        role: m.role.clone(),
+                        index: m.index,
+                        reason: run
+                            .error
+                            .clone()
+                            .unwrap_or_else(|| run.status.as_str().into()),
+                    }
+                };
+                if let Err(e) = self.step(&m.party_id, input).await {
+                    tracing::warn!(party = %m.party_id, error = %e, "member result not applied");
+                }
+            }
+            self.write_agent_state(run);
+            return;
+        }
+        if run.party_id.is_none() && (exit.is_none() || !run.status.is_completed()) {
+            self.tell_parent(run).await;
+            self.write_agent_state(run);
+        }
+    }
+
+    async fn tell_parent(&self, run: &AgentRun) {
+        let Some(parent) = &run.parent_session_id else {
+            return;
+        };
+        let output = run
+            .result
+            .as_ref()
+            .and_then(|r| r.get("output"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let text = match &run.error {
+            Some(e) if !run.status.is_completed() => {
+                format!(
+                    "agent {} ({}) ended {}: {e}",
+                    run.agent_name,
+                    run.run_id,
+                    run.status.as_str()
+                )
+            }
+            _ => format!(
+                "agent {} ({}) finished {}: {output}",
+                run.agent_name,
+                run.run_id,
+                run.status.as_str()
+            ),
+        };
+        let result = async {
+            let parent = self.store.get_session(parent)?;
+            let project = self.store.get_project(&parent.project_id)?;
+            crate::system::send_system(
+                &self.store,
+                &self.hub,
+                &project.root_path,
+                Recipients::Session(parent.session_id),
+                text,
+                Priority::Normal,
+                Some(format!("run-end-{}", run.run_id)),
+            )
+            .await
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::debug!(run = %run.run_id, error = %e, "parent not told about its agent");
+        }
+    }
+
+    /// Rebuilds live parties and runs after a (re)start.
+    async fn recover(&mut self) -> anyhow::Result<()> {
+        // 1. Runs an earlier daemon left: adopt the live processes, bury the rest.
+        for run in self.store.list_runs(None, None, true)? {
+            let alive = run
+                .pid
+                .and_then(|p| u32::try_from(p).ok())
+                .filter(|p| crate::runner::is_alive(*p, run.pid_start));
+            match alive {
+                Some(pid) => {
+                    let left = run
+                        .timeout_ms
+                        .map(|t| Duration::from_millis(u64::try_from(t).unwrap_or(0)));
+                    tracing::info!(run = %run.run_id, pid, "adopting a running agent");
+                    self.runner
+                        .adopt(run.run_id.clone(), pid, run.pid_start, left);
+                }
+                None if run.status == RunStatus::Pending => {
+                    self.bury(
+                        &run.run_id,
+                        RunStatus::Cancelled,
+                        "never started: the daemon stopped first".into(),
+                    )
+                    .await;
+                }
+                None => {
+                    self.bury(&run.run_id, RunStatus::Crashed, Exit::Vanished.describe())
+                        .await;
+                }
+            }
+        }
+        // 2. Live parties, from their rows.
+        for status in ["running", "pending"] {
+            for row in self.store.list_parties(None, Some(status))? {
+                let party_id = row.party_id.clone();
+                let (row, members) = self.store.get_party(&party_id)?;
+                if let Err(e) = self.load(row, &members) {
+                    tracing::error!(party = %party_id, error = %e, "cannot resume a party");
+                    continue;
+                }
+                if status == "pending" {
+                    self.inputs.push_back((party_id.clone(), Input::Launch));
+                    continue;
+                }
+                for m in &members {
+                    if m.status != "running" {
+                        continue;
+                    }
+                    let index = u32::try_from(m.instance_index).unwrap_or(0);
+                    let attempt = u32::try_from(m.attempts).unwrap_or(0);
+                    let run = m
+                        .agent_run_id
+                        .as_deref()
+                        .and_then(|r| self.store.get_run(r).ok());
+                    match run {
+                        // The spawn of this attempt never happened: do it now (not a crash).
+                        None => {
+                            self.spawn_or_queue(&party_id, &m.role_name, index, attempt)
+                                .await
+                        }
+                        Some(run) if run.attempt < i64::from(attempt) => {
+                            self.spawn_or_queue(&party_id, &m.role_name, index, attempt)
+                                .await
+                        }
+                        Some(run) => {
+                            self.members.insert(
+                                run.run_id.clone(),
+                                MemberRef {
+                                    party_id: party_id.clone(),
+                                    role: m.role_name.clone(),
+                                    index,
+                                    attempt,
+                                },
+                            );
+                            if run.status.is_completed() {
+                                self.inputs.push_back((
+                                    party_id.clone(),
+                                    Input::Completed {
+                                        role: m.role_name.clone(),
+                                        index,
+                                    },
+                                ));
+                            } else if run.status.is_finished() {
+                                self.inputs.push_back((
+                                    party_id.clone(),
+                                    Input::Crashed {
+                                        role: m.role_name.clone(),
+                                        index,
+                                        reason: run
+                                            .error
+                                            .clone()
+                                            .unwrap_or_else(|| run.status.as_str().into()),
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.drain().await;
+        Ok(())
+    }
+
+    async fn spawn_or_queue(&mut self, party_id: &str, role: &str, index: u32, attempt: u32) {
+        if let Err(reason) = self.spawn_member(party_id, role, index, attempt).await {
+            self.inputs.push_back((
+                party_id.to_string(),
+                Input::Crashed {
+                    role: role.into(),
+                    index,
+                    reason: format!("could not start: {reason}"),
+                },
+            ));
+        }
+    }
+
+    /// `.troupe/agents.jsonl` in the main checkout: one line per isolated agent run.
+    fn sync_mirror(&self, project_id: &str, repo_root: &Path) {
+        let runs = match self.store.list_runs_in_project(project_id) {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list runs for the mirror");
+                return;
+            }
+        };
+        let lines: Vec<String> = runs
+            .iter()
+            .filter(|r| {
+                r.workdir
+                    .as_deref()
+                    .is_some_and(|w| Path::new(w) != repo_root)
+            })
+            .filter_map(|r| serde_json::to_string(&mirror_line(r)).ok())
+            .collect();
+        if lines.is_empty() {
+            return;
+        }
+        if let Err(e) = write_mirror(
+            &repo_root.join(".troupe"),
+            "agents.jsonl",
+            &(lines.join("\n") + "\n"),
+        ) {
+            tracing::warn!(error = %e, "cannot write .troupe/agents.jsonl");
+        }
+    }
+
+    /// `.troupe/agent-state.json` in an isolated run's worktree.
+    fn write_agent_state(&self, run: &AgentRun) {
+        let Some(workdir) = &run.workdir else { return };
+        let Ok(run) = self.store.get_run(&run.run_id) else {
+            return;
+        };
+        let isolated = serde_json::from_value::<AgentDefinition>(run.definition.clone())
+            .is_ok_and(|d| d.isolation != Isolation::None);
+        if !isolated {
+            return;
+        }
+        let text = serde_json::to_string_pretty(&mirror_line(&run)).unwrap_or_default();
+        if let Err(e) = write_mirror(
+            &Path::new(workdir).join(".troupe"),
+            "agent-state.json",
+            &text,
+        ) {
+            tracing::debug!(error = %e, "cannot write agent-state.json");
+        }
+        if let Ok(project) = self.store.get_project(&run.project_id) {
+            self.sync_mirror(&run.project_id, Path::new(&project.root_path));
+        }
+    }
+}
+
+fn self_leaderless(live: &LiveParty) -> bool {
+    live.snapshot.party.leader().is_none()
+}
+
+fn describe_input(input: &Input) -> (String, Value) {
+    match input {
+        Input::Launch => ("party_launched".into(), json!({})),
+        Input::Completed { role, index } => (
+            "member_completed".into(),
+            json!({ "role": role, "index": index }),
+        ),
+        Input::Crashed {
+            role,
+            index,
+            reason,
+        } => (
+            "member_crashed".into(),
+            json!({ "role": role, "index": index, "reason": reason }),
+        ),
+        Input::Signal { role, signal } => (
+            "role_signalled".into(),
+            json!({ "role": role, "signal": signal }),
+        ),
+        Input::OverrideRecovery { role, strategy } => (
+            "recovery_overridden".into(),
+            json!({ "role": role, "strategy": strategy }),
+        ),
+        Input::Cancel => ("party_cancel_requested".into(), json!({})),
+    }
+}
+
+fn mirror_line(r: &AgentRun) -> Value {
+    json!({
+        "run_id": r.run_id, "agent": r.agent_name, "status": r.status,
+        "party_id": r.party_id, "role": r.role_name, "instance_index": r.instance_index,
+        "attempt": r.attempt, "session_id": r.session_id, "workdir": r.workdir,
+        "started_at": r.started_at, "completed_at": r.completed_at,
+        "output": r.result.as_ref().and_then(|x| x.get("output")),
+    })
+}
+
+/// Writes a derived view atomically, in a `.troupe` folder git ignores.
+fn write_mirror(dir: &Path, file: &str, text: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "*\n")?;
+    }
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(tmp, dir.join(file))
+}
+
+/// The member's working directory: the project itself, a worktree, or a clone.
+pub(crate) async fn isolate(
+    layout: &Layout,
+    repo_root: &Path,
+    isolation: Isolation,
+    label: &str,
+    role: &str,
+    index: u32,
+) -> Result<(PathBuf, Option<String>), String> {
+    let (base, clone) = match isolation {
+        Isolation::None => return Ok((repo_root.to_path_buf(), None)),
+        Isolation::Worktree => (layout.data_dir.join("worktrees"), false),
+        Isolation::Clone => (layout.data_dir.join("clones"), true),
+    };
+    let (root, label, role) = (repo_root.to_path_buf(), label.to_string(), role.to_string());
+    tokio::task::spawn_blocking(move || {
+        let name = troupe_worktree::MemberName {
+            party: &label,
+            role: &role,
+            index,
+        };
+        let checkout = if clone {
+            troupe_worktree::ensure_clone(&root, &base, name)
+        } else {
+            troupe_worktree::ensure_worktree(&root, &base, name)
+        };
+        checkout
+            .map(|c| (c.path, Some(c.branch)))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| format!("isolation task failed: {e}"))?
+}
+
+/// The environment a run's process gets: enough to call back with `troupe call …`.
+fn member_env(
+    layout: &Layout,
+    run: &AgentRun,
+    agent: &AgentDefinition,
+    party: Option<&LiveParty>,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("TROUPE_SESSION_ID".into(), run.session_id.clone()),
+        ("TROUPE_RUN_ID".into(), run.run_id.clone()),
+        ("TROUPE_AGENT".into(), run.agent_name.clone()),
+        ("TROUPE_PROMPT".into(), run.prompt.clone()),
+        ("TROUPE_HOME".into(), layout.data_dir.display().to_string()),
+        (
+            "TROUPE_RUNTIME_DIR".into(),
+            layout.runtime_dir.display().to_string(),
+        ),
+        (
+            "TROUPE_SOCKET".into(),
+            layout.socket_path().display().to_string(),
+        ),
+        (
+            "TROUPE_TOKEN_FILE".into(),
+            layout.token_path().display().to_string(),
+        ),
+        ("TROUPE_ATTEMPT".into(), run.attempt.to_string()),
+    ];
+    if let Some(workdir) = &run.workdir {
+        env.push(("TROUPE_WORKDIR".into(), workdir.clone()));
+    }
+    if let (Some(live), Some(role)) = (party, &run.role_name) {
+        env.push(("TROUPE_PARTY_ID".into(), live.row.party_id.clone()));
+        env.push(("TROUPE_PARTY_NAME".into(), live.row.name.clone()));
+        env.push(("TROUPE_ROLE".into(), role.clone()));
+        env.push((
+            "TROUPE_INSTANCE".into(),
+            run.instance_index.unwrap_or(0).to_string(),
+        ));
+        if let Some(task) = &run.task_id {
+            env.push(("TROUPE_TASK_ID".into(), task.clone()));
+        }
+    }
+    // Members find `troupe` first on their PATH: the binary that runs this daemon.
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        let path = std::env::var("PATH").unwrap_or_default();
+        env.push(("PATH".into(), format!("{}:{path}", dir.display())));
+    }
+    for (k, v) in &agent.env {
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}

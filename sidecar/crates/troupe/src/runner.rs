@@ -1,0 +1,266 @@
+//! The process runner: starts an agent's command in its own process group with the
+//! environment it needs to call back, enforces its timeout, stops it (SIGTERM to the group, then
+//! SIGKILL), watches processes adopted after a daemon restart, and reports every exit as an
+//! event. It knows nothing of parties or the store.
+
+use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, kill_process_group};
+use tokio::sync::{mpsc, oneshot};
+
+/// Grace between SIGTERM and SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How often an adopted process (not our child) is checked.
+const ADOPTED_POLL: Duration = Duration::from_millis(100);
+
+/// How a run's process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited by itself (code, or signal).
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// Stopped because its timeout passed.
+    TimedOut,
+    /// Stopped on request.
+    Stopped,
+    /// An adopted process is gone; its status is unknowable.
+    Vanished,
+}
+
+impl Exit {
+    pub fn describe(&self) -> String {
+        match self {
+            Exit::Exited { code: Some(c), .. } => format!("exit status {c}"),
+            Exit::Exited {
+                signal: Some(s), ..
+            } => format!("killed by signal {s}"),
+            Exit::Exited { .. } => "exited".into(),
+            Exit::TimedOut => "timeout".into(),
+            Exit::Stopped => "stopped".into(),
+            Exit::Vanished => "the process went away while the daemon was down".into(),
+        }
+    }
+}
+
+/// An exit, reported to the orchestrator.
+#[derive(Debug)]
+pub struct RunExit {
+    pub run_id: String,
+    pub exit: Exit,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    pub run_id: String,
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    exits: mpsc::UnboundedSender<RunExit>,
+    stops: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    log_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner").finish_non_exhaustive()
+    }
+}
+
+impl Runner {
+    pub fn new(log_dir: PathBuf, exits: mpsc::UnboundedSender<RunExit>) -> Runner {
+        Runner {
+            inner: Arc::new(Inner {
+                exits,
+                stops: Mutex::new(HashMap::new()),
+                log_dir,
+            }),
+        }
+    }
+
+    fn stops(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<()>>> {
+        self.inner
+            .stops
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts a run's process; returns its pid and start time (for recognising it later).
+    pub fn spawn(&self, spec: SpawnSpec) -> std::io::Result<(u32, Option<i64>)> {
+        let (program, args) = spec
+            .argv
+            .split_first()
+            .ok_or_else(|| std::io::Error::other("empty command"))?;
+        std::fs::create_dir_all(&self.inner.log_dir)?;
+        let log_path = self.inner.log_dir.join(format!("{}.log", spec.run_id));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .current_dir(&spec.cwd)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .kill_on_drop(false);
+        let mut child = cmd.spawn().map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot start {program:?} in {}: {e}", spec.cwd.display()),
+            )
+        })?;
+        let pid = child
+            .id()
+            .ok_or_else(|| std::io::Error::other("the process exited at once"))?;
+        let start = process_start_time(pid);
+        let (stop_tx, stop_rx) = oneshot::channel();
+        self.stops().insert(spec.run_id.clone(), stop_tx);
+        let runner = self.clone();
+        tokio::spawn(async move {
+            let exit = tokio::select! {
+                status = child.wait() => exit_of(status),
+                () = sleep_opt(spec.timeout) => { stop_group(pid, &mut child).await; Exit::TimedOut }
+                _ = stop_rx => { stop_group(pid, &mut child).await; Exit::Stopped }
+            };
+            runner.report(spec.run_id, exit);
+        });
+        Ok((pid, start))
+    }
+
+    /// Watches a process started by an earlier daemon (not our child): reports it when it is
+    /// gone, stops it on request or when `timeout` passes.
+    pub fn adopt(&self, run_id: String, pid: u32, start: Option<i64>, timeout: Option<Duration>) {
+        let (stop_tx, mut stop_rx) = oneshot::channel();
+        self.stops().insert(run_id.clone(), stop_tx);
+        let runner = self.clone();
+        tokio::spawn(async move {
+            let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+            let exit = loop {
+                if !is_alive(pid, start) {
+                    break Exit::Vanished;
+                }
+                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                    signal_group(pid, Signal::KILL);
+                    break Exit::TimedOut;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(ADOPTED_POLL) => {}
+                    _ = &mut stop_rx => { signal_group(pid, Signal::KILL); break Exit::Stopped; }
+                }
+            };
+            runner.report(run_id, exit);
+        });
+    }
+
+    /// Stops a run's process (its exit is still reported). False if it is not running.
+    pub fn stop(&self, run_id: &str) -> bool {
+        match self.stops().remove(run_id) {
+            Some(tx) => tx.send(()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Whether a process of this run is being watched.
+    pub fn is_running(&self, run_id: &str) -> bool {
+        self.stops().contains_key(run_id)
+    }
+
+    fn report(&self, run_id: String, exit: Exit) {
+        self.stops().remove(&run_id);
+        if self.inner.exits.send(RunExit { run_id, exit }).is_err() {
+            tracing::debug!("run exit after the orchestrator stopped");
+        }
+    }
+}
+
+async fn sleep_opt(timeout: Option<Duration>) {
+    match timeout {
+        Some(t) => tokio::time::sleep(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
+    match status {
+        Ok(s) => Exit::Exited {
+            code: s.code(),
+            signal: s.signal(),
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot wait for a run's process");
+            Exit::Vanished
+        }
+    }
+}
+
+fn signal_group(pid: u32, signal: Signal) {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    if let Err(e) = kill_process_group(pid, signal) {
+        // ESRCH: the group is already gone.
+        tracing::debug!(error = %e, "signalling a run's process group");
+    }
+}
+
+/// SIGTERM to the group, up to `TERM_GRACE` to exit, then SIGKILL; reaps the child.
+async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
+    signal_group(pid, Signal::TERM);
+    if tokio::time::timeout(TERM_GRACE, child.wait())
+        .await
+        .is_err()
+    {
+        signal_group(pid, Signal::KILL);
+        if let Err(e) = child.wait().await {
+            tracing::warn!(error = %e, "cannot reap a stopped run");
+        }
+    }
+    // Anything the agent started in its group goes too.
+    signal_group(pid, Signal::KILL);
+}
+
+/// The process's start time (clock ticks since boot, /proc/<pid>/stat field 22).
+pub fn process_start_time(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether `pid` is alive and (when known) is the same process that started at `start`.
+pub fn is_alive(pid: u32, start: Option<i64>) -> bool {
+    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat,
+        Err(_) => return false,
+    };
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // A zombie is as good as gone.
+    if fields.first() == Some(&"Z") {
+        return false;
+    }
+    match start {
+        Some(start) => fields.get(19).and_then(|f| f.parse::<i64>().ok()) == Some(start),
+        None => true,
+    }
+}
