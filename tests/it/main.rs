@@ -10,4 +10,5 @@ mod bad_input;
 mod daemon;
 mod durability;
 mod messaging;
+mod parties;
 mod tidy;

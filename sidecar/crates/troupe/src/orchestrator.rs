@@ -663,20 +663,20 @@ impl Loop {
             )
             .await
         {
-            Ok((run, _)) => run,
+            Ok(done) => done,
             Err(e) => {
                 tracing::warn!(run = %exit.run_id, error = %e, "run exit not recorded");
                 return;
             }
         };
-        self.after_run_end(&run, Some(&exit.exit)).await;
+        self.after_run_end(&run.0, Some(&exit.exit), run.1).await;
     }
 
     async fn run_completed(&mut self, run_id: &str) {
         let Ok(run) = self.store.get_run(run_id) else {
             return;
         };
-        self.after_run_end(&run, None).await;
+        self.after_run_end(&run, None, true).await;
         // Give the process a moment to exit by itself, then stop it.
         if self.runner.is_running(run_id) {
             let runner = self.runner.clone();
@@ -689,8 +689,13 @@ impl Loop {
     }
 
     /// Feeds a finished run to its party (if it is the member's current attempt), or tells a
-    /// standalone run's parent how it went.
-    async fn after_run_end(&mut self, run: &AgentRun, exit: Option<&Exit>) {
+    /// standalone run's parent how it went. `changed`: this event is what ended the run (not a
+    /// process exiting after its `complete`), so its mirrors need rewriting.
+    async fn after_run_end(&mut self, run: &AgentRun, exit: Option<&Exit>, changed: bool) {
+        // Mirror first: once the party's new state is visible, its files must be settled.
+        if changed && run.party_id.is_some() {
+            self.write_agent_state(run);
+        }
         if let Some(m) = self.members.get(&run.run_id).cloned() {
             let current = self
                 .parties
@@ -725,10 +730,9 @@ impl Loop {
                     tracing::warn!(party = %m.party_id, error = %e, "member result not applied");
                 }
             }
-            self.write_agent_state(run);
             return;
         }
-        if run.party_id.is_none() && (exit.is_none() || !run.status.is_completed()) {
+        if run.party_id.is_none() && changed {
             self.tell_parent(run).await;
             self.write_agent_state(run);
         }
@@ -930,6 +934,10 @@ impl Loop {
     /// `.troupe/agent-state.json` in an isolated run's worktree.
     fn write_agent_state(&self, run: &AgentRun) {
         let Some(workdir) = &run.workdir else { return };
+        // A checkout removed by cleanup is not brought back.
+        if !Path::new(workdir).exists() {
+            return;
+        }
         let Ok(run) = self.store.get_run(&run.run_id) else {
             return;
         };

@@ -394,10 +394,11 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
     let label = party_label(&row);
     let mut removed = Vec::new();
     let mut kept = Vec::new();
-    for m in members
-        .iter()
-        .filter(|m| m.workdir.is_some() && m.branch_name.is_some())
-    {
+    // Only checkouts still on disk (an earlier cleanup may have removed some).
+    let present = |m: &&troupe_store::MemberRow| {
+        m.branch_name.is_some() && m.workdir.as_deref().is_some_and(|w| Path::new(w).exists())
+    };
+    for m in members.iter().filter(present) {
         let Some(isolation) = snapshot
             .party
             .roles
