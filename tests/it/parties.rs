@@ -618,10 +618,8 @@ async fn subagents_depth_limit_complete_schema_timeout_and_cancel() {
     let reviewer = script(
         dir,
         "review.sh",
-        &format!(
-            "troupe call complete '{{\"output\":\"looks good\",\"artifacts\":{{\"issues_found\":\"none\"}}}}' 2>/dev/null && exit 0\n\
-         troupe call complete '{{\"output\":\"looks good\",\"artifacts\":{{\"issues_found\":0}},\"files_modified\":[\"a.rs\"]}}' >/dev/null"
-        ),
+        r#"troupe call complete '{"output":"looks good","artifacts":{"issues_found":"none"}}' 2>/dev/null && exit 0
+troupe call complete '{"output":"looks good","artifacts":{"issues_found":0},"files_modified":["a.rs"]}' >/dev/null"#,
     );
     agent(
         &c,

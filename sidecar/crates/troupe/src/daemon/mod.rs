@@ -93,10 +93,16 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 
     let socket_path = layout.socket_path();
     remove_if_present(&socket_path)?;
-    let unix = UnixListener::bind(&socket_path)
-        .with_context(|| format!("cannot listen on {}", socket_path.display()))?;
-    fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("cannot chmod {}", socket_path.display()))?;
+    // Bind under a temporary name, make it private, then rename it into place: a client never
+    // sees the socket with any other mode.
+    let staging = socket_path.with_extension("sock.new");
+    remove_if_present(&staging)?;
+    let unix = UnixListener::bind(&staging)
+        .with_context(|| format!("cannot listen on {}", staging.display()))?;
+    fs::set_permissions(&staging, fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot chmod {}", staging.display()))?;
+    fs::rename(&staging, &socket_path)
+        .with_context(|| format!("cannot move the socket to {}", socket_path.display()))?;
     let tcp = TcpListener::bind(config.ws_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.ws_addr))?;
