@@ -45,11 +45,11 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
             store.get_definition(DefinitionKind::Agent, name),
             Err(StoreError::NotFound { .. })
         ) {
-            let def = json!({
+            let def = normalized::<troupe_engine::AgentDefinition>(json!({
                 "name": name, "description": description, "runner": "process",
                 "command": ["troupe", "demo-member"], "isolation": isolation, "timeout_secs": 300,
                 "instructions": format!("You are the {name}."),
-            });
+            }))?;
             store
                 .put_definition(
                     DefinitionKind::Agent,
@@ -68,10 +68,19 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
             .put_definition(
                 DefinitionKind::Party,
                 "feature-development".into(),
-                feature_development(),
+                normalized::<troupe_engine::PartyDefinition>(feature_development())?,
                 Put::SeedBuiltin,
             )
             .await?;
     }
     Ok(())
+}
+
+/// The definition as the daemon stores user definitions: parsed (so it is valid) and written
+/// back with every default spelled out.
+fn normalized<T: serde::de::DeserializeOwned + serde::Serialize>(
+    value: serde_json::Value,
+) -> Result<serde_json::Value, StoreError> {
+    let parsed: T = serde_json::from_value(value)?;
+    Ok(serde_json::to_value(parsed)?)
 }

@@ -40,7 +40,11 @@ pub async fn run() -> anyhow::Result<()> {
         status["ws_url"].as_str().unwrap_or("?"),
     );
 
-    let result = run_demo(&client, &project).await;
+    let result = async {
+        run_demo(&client, &project).await?;
+        run_party(&client, scratch.path(), &layout).await
+    }
+    .await;
     // Whatever happened, stop the daemon we started.
     let _answer_or_hangup = client.call("shutdown_daemon", json!({})).await;
     drop(client);
@@ -220,6 +224,152 @@ async fn run_demo(client: &Client, project: &str) -> anyhow::Result<()> {
             short(e["session_id"].as_str().unwrap_or("")),
         );
     }
+    Ok(())
+}
+
+async fn run_party(
+    client: &Client,
+    scratch: &std::path::Path,
+    layout: &Layout,
+) -> anyhow::Result<()> {
+    println!(
+        "\n== 8. a party: the built-in feature-development template in a scratch git repository"
+    );
+    let repo = scratch.join("webapp");
+    std::fs::create_dir_all(&repo)?;
+    std::fs::write(repo.join("README.md"), "# webapp\n")?;
+    troupe_worktree::init_repo(&repo, "initial commit")
+        .context("cannot create the demo repository")?;
+    let repo_str = repo.display().to_string();
+    let you = client
+        .call(
+            "register_session",
+            json!({ "cli": "human", "cwd": repo_str }),
+        )
+        .await?["session_id"]
+        .as_str()
+        .context("no session_id")?
+        .to_string();
+    let def = client
+        .call(
+            "get_party_definition",
+            json!({ "name": "feature-development" }),
+        )
+        .await?;
+    for (role, r) in def["definition"]["definition"]["roles"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        println!(
+            "  role {:<10} agent {:<17} count {}  on_crash {}",
+            role,
+            r["agent"].as_str().unwrap_or("?"),
+            r["count"],
+            r["on_crash"].as_str().unwrap_or("(party default)")
+        );
+    }
+    let launched = client
+        .call(
+            "launch_party",
+            json!({ "name": "feature-development", "cwd": repo_str, "created_by_session_id": you }),
+        )
+        .await?;
+    let party = launched["party_id"]
+        .as_str()
+        .context("no party_id")?
+        .to_string();
+    println!("  launched party …{} — live progress:", short(&party));
+
+    let started = Instant::now();
+    let mut since = 0;
+    let status = loop {
+        let events = client
+            .call(
+                "list_events",
+                json!({ "party_id": party, "since": since, "limit": 1000 }),
+            )
+            .await?;
+        for e in events["events"].as_array().into_iter().flatten() {
+            let d = &e["data"];
+            let who = format!("{}#{}", d["role"].as_str().unwrap_or(""), d["index"]);
+            let line = match e["kind"].as_str().unwrap_or("") {
+                "member_spawning" if d["attempt"] == 1 => format!("start    {who}"),
+                "member_spawning" => format!("restart  {who} (attempt {})", d["attempt"]),
+                "member_completed" => format!("done     {who}"),
+                "member_crashed" => {
+                    format!("crashed  {who}: {}", d["reason"].as_str().unwrap_or(""))
+                }
+                "role_completed" => format!("role {} complete", d["role"].as_str().unwrap_or("")),
+                "notification" => format!(
+                    "notify {}: {}",
+                    d["target"].as_str().unwrap_or(""),
+                    d["text"].as_str().unwrap_or("")
+                ),
+                "party_finished" => format!(
+                    "party {}: {}",
+                    d["status"].as_str().unwrap_or(""),
+                    d["reason"].as_str().unwrap_or("")
+                ),
+                "task_escalated" => format!("escalated: {}", d["reason"].as_str().unwrap_or("")),
+                _ => continue,
+            };
+            println!("  {:>6.2}s  {line}", started.elapsed().as_secs_f64());
+        }
+        since = events["next_since"].as_i64().unwrap_or(since);
+        let s = client
+            .call("get_party_status", json!({ "party_id": party }))
+            .await?;
+        if !matches!(s["party"]["status"].as_str(), Some("running" | "pending")) {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            anyhow::bail!("the demo party did not finish within 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    println!("\n  member         status     attempts  where");
+    for m in status["members"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<14} {:<10} {:<9} {}",
+            format!("{}#{}", m["role"].as_str().unwrap_or(""), m["index"]),
+            m["status"].as_str().unwrap_or(""),
+            m["attempts"],
+            m["branch"].as_str().map_or_else(
+                || "the main checkout".to_string(),
+                |b| format!("branch {b}")
+            ),
+        );
+        if let Some(out) = m["output"].as_str() {
+            println!("  {:<14} └ {out}", "");
+        }
+    }
+    let notes = client
+        .call("list_notifications", json!({ "party_id": party }))
+        .await?;
+    println!("\n  notifications for you:");
+    for n in notes["notifications"].as_array().into_iter().flatten() {
+        println!(
+            "    [{}] {}",
+            n["kind"].as_str().unwrap_or(""),
+            n["text"].as_str().unwrap_or("")
+        );
+    }
+    let mirror = std::fs::read_to_string(repo.join(".troupe/agents.jsonl")).unwrap_or_default();
+    println!(
+        "\n  {} has one line per isolated agent run ({} lines); worktrees live under {}",
+        ".troupe/agents.jsonl",
+        mirror.lines().count(),
+        layout.data_dir.join("worktrees").display()
+    );
+    let cleanup = client
+        .call("cleanup_party", json!({ "party_id": party }))
+        .await?;
+    println!(
+        "  cleanup_party: removed {} checkouts, kept {} with unmerged work (cleanup never drops work unless forced)",
+        cleanup["removed"].as_array().map_or(0, Vec::len),
+        cleanup["kept"].as_array().map_or(0, Vec::len)
+    );
     Ok(())
 }
 
