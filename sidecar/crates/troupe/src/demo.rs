@@ -357,8 +357,7 @@ async fn run_party(
     }
     let mirror = std::fs::read_to_string(repo.join(".troupe/agents.jsonl")).unwrap_or_default();
     println!(
-        "\n  {} has one line per isolated agent run ({} lines); worktrees live under {}",
-        ".troupe/agents.jsonl",
+        "\n  .troupe/agents.jsonl has one line per isolated agent run ({} lines); worktrees live under {}",
         mirror.lines().count(),
         layout.data_dir.join("worktrees").display()
     );
