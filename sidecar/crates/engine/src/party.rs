@@ -432,25 +432,32 @@ impl Party {
         if self.status != PartyStatus::Running {
             return;
         }
+        // One pass over the members: which roles are untouched, which are done.
+        let mut untouched: BTreeMap<&str, bool> = BTreeMap::new();
+        let mut done: BTreeMap<&str, bool> = BTreeMap::new();
+        for m in &self.members {
+            let u = untouched.entry(&m.role).or_insert(true);
+            *u &= m.status == MemberStatus::Pending;
+            let d = done.entry(&m.role).or_insert(true);
+            *d &= m.status.is_done();
+        }
         let ready: Vec<String> = self
             .definition
             .roles
             .keys()
             .filter(|role| {
                 !self.paused.contains(*role)
-                    && self
-                        .members
-                        .iter()
-                        .filter(|m| &m.role == *role)
-                        .all(|m| m.status == MemberStatus::Pending)
+                    && untouched.get(role.as_str()).copied().unwrap_or(false)
                     && self
                         .definition
                         .deps(role)
                         .iter()
-                        .all(|dep| self.role_done(dep))
+                        .all(|dep| done.get(dep.as_str()).copied().unwrap_or(false))
             })
             .cloned()
             .collect();
+        let all_done = done.values().all(|d| *d);
+        let any_ready = !ready.is_empty();
         for role in ready {
             for m in self.members.iter_mut().filter(|m| m.role == role) {
                 m.status = MemberStatus::Running;
@@ -463,7 +470,7 @@ impl Party {
                 });
             }
         }
-        if self.members.iter().all(|m| m.status.is_done()) {
+        if all_done && !any_ready {
             self.status = PartyStatus::Completed;
             out.push(Action::Finished {
                 status: PartyStatus::Completed,

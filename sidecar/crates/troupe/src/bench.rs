@@ -18,6 +18,23 @@ use crate::paths::Layout;
 pub enum BenchCommand {
     /// Durable sends, delivery latency, start-up time and memory of the daemon.
     Messaging(MessagingArgs),
+    /// A party of many roles and members (trivial real processes): scheduling overhead.
+    Parties(PartiesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PartiesArgs {
+    /// Roles in the party.
+    #[arg(long, default_value_t = 200)]
+    pub roles: usize,
+    /// Members per role (count).
+    #[arg(long, default_value_t = 5)]
+    pub per_role: u32,
+    /// DAG layers: each role depends on two roles of the layer before.
+    #[arg(long, default_value_t = 10)]
+    pub layers: usize,
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
 }
 
 #[derive(Debug, Args)]
@@ -64,7 +81,10 @@ pub struct RunFigures {
 }
 
 pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
-    let BenchCommand::Messaging(args) = cmd;
+    let args = match cmd {
+        BenchCommand::Messaging(args) => args,
+        BenchCommand::Parties(args) => return crate::bench_parties::run(args, json).await,
+    };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");
     }
@@ -120,7 +140,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
 }
 
 /// Kills the benchmarked daemon if a run fails half-way.
-struct DaemonGuard(Child);
+pub(crate) struct DaemonGuard(pub(crate) Child);
 
 impl Drop for DaemonGuard {
     fn drop(&mut self) {
@@ -140,31 +160,7 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
     layout.prepare_dirs()?;
     let cwd = scratch.path().display().to_string();
 
-    // Start → ready: from spawning the process to the first answered call.
-    let spawned = Instant::now();
-    let child = Command::new(std::env::current_exe()?)
-        .args(["serve", "--data-dir"])
-        .arg(&layout.data_dir)
-        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
-        .env("TROUPE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("cannot start the daemon")?;
-    let mut daemon = DaemonGuard(child);
-    let first = loop {
-        if let Ok(client) = client::connect(&layout, false).await
-            && client.call("daemon_status", json!({})).await.is_ok()
-        {
-            break client;
-        }
-        if spawned.elapsed() > Duration::from_secs(10) {
-            bail!("the daemon did not become ready within 10 s");
-        }
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    };
-    let start_to_ready_ms = spawned.elapsed().as_secs_f64() * 1000.0;
+    let (mut daemon, first, start_to_ready_ms) = start_daemon(&layout).await?;
     let pid = daemon.0.id();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let idle_rss_kib = rss_kib(pid)?;
@@ -264,6 +260,35 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
     })
 }
 
+/// Starts a daemon on `layout` as a child process; returns it, a client, and the time from
+/// spawning it to its first answered call (ms).
+pub(crate) async fn start_daemon(layout: &Layout) -> anyhow::Result<(DaemonGuard, Client, f64)> {
+    let spawned = Instant::now();
+    let child = Command::new(std::env::current_exe()?)
+        .args(["serve", "--data-dir"])
+        .arg(&layout.data_dir)
+        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+        .env("TROUPE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot start the daemon")?;
+    let daemon = DaemonGuard(child);
+    let client = loop {
+        if let Ok(client) = client::connect(layout, false).await
+            && client.call("daemon_status", json!({})).await.is_ok()
+        {
+            break client;
+        }
+        if spawned.elapsed() > Duration::from_secs(10) {
+            bail!("the daemon did not become ready within 10 s");
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    };
+    Ok((daemon, client, spawned.elapsed().as_secs_f64() * 1000.0))
+}
+
 async fn register(client: &Client, cwd: &str) -> anyhow::Result<String> {
     let r = client
         .call("register_session", json!({ "cli": "bench", "cwd": cwd }))
@@ -274,7 +299,7 @@ async fn register(client: &Client, cwd: &str) -> anyhow::Result<String> {
         .context("no session_id")
 }
 
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+pub(crate) fn rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
@@ -284,7 +309,7 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
 }
 
 /// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name (which may contain spaces) start after the last ')'.
     let rest = stat
@@ -303,11 +328,11 @@ fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
     Ok(field(11)? + field(12)?)
 }
 
-fn ticks_per_second() -> f64 {
+pub(crate) fn ticks_per_second() -> f64 {
     rustix::param::clock_ticks_per_second() as f64
 }
 
-fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
+pub(crate) fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
     samples.sort_unstable();
     let at = |q: f64| {
         let idx = ((samples.len() as f64 - 1.0) * q).round() as usize;
@@ -316,7 +341,7 @@ fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
     (at(0.50), at(0.99))
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => 0.0,

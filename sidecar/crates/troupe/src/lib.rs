@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod bench_parties;
 pub mod builtin;
 pub mod cli;
 pub mod client;

@@ -310,6 +310,8 @@ impl Loop {
             });
         };
         let input_event = describe_input(&input);
+        // Only members the step changed are written back.
+        let before = live.party.members.clone();
         let actions = live
             .party
             .step(input, now)
@@ -384,7 +386,9 @@ impl Loop {
                 .party
                 .members
                 .iter()
-                .map(|m| MemberState {
+                .zip(&before)
+                .filter(|(now, was)| now != was)
+                .map(|(m, _)| MemberState {
                     role_name: m.role.clone(),
                     instance_index: i64::from(m.index),
                     status: m.status.as_str().into(),
@@ -398,8 +402,19 @@ impl Loop {
         self.store
             .save_party_state(party_id.to_string(), state, events, notifications)
             .await?;
+        let mut spawns = Vec::new();
         for action in actions {
-            self.act(party_id, action).await;
+            match action {
+                Action::Spawn {
+                    role,
+                    index,
+                    attempt,
+                } => spawns.push((role, index, attempt)),
+                other => self.act(party_id, other).await,
+            }
+        }
+        if !spawns.is_empty() {
+            self.spawn_members(party_id, spawns).await;
         }
         Ok(())
     }
@@ -411,17 +426,8 @@ impl Loop {
                 index,
                 attempt,
             } => {
-                if let Err(reason) = self.spawn_member(party_id, &role, index, attempt).await {
-                    tracing::warn!(party = %party_id, %role, index, %reason, "member did not start");
-                    self.inputs.push_back((
-                        party_id.to_string(),
-                        Input::Crashed {
-                            role,
-                            index,
-                            reason: format!("could not start: {reason}"),
-                        },
-                    ));
-                }
+                self.spawn_members(party_id, vec![(role, index, attempt)])
+                    .await;
             }
             Action::Stop { role, index } => {
                 let runs: Vec<String> = self
@@ -437,6 +443,7 @@ impl Loop {
             Action::Notify { target, text } => self.notify(party_id, target, &text).await,
             Action::RoleCompleted { .. } => {}
             Action::Finished { status, .. } => {
+                self.runner.close_log(&format!("party-{party_id}"));
                 if let Some(live) = self.parties.remove(party_id) {
                     if let Some(task) = &live.row.task_id
                         && status == PartyStatus::Completed
@@ -498,13 +505,16 @@ impl Loop {
         self.store.get_run(run).ok().map(|r| r.session_id)
     }
 
+    /// Starts one member: its checkout, its run (and session), its process. Touches nothing
+    /// but the store and the runner, so a step's spawns run concurrently (and their writes share
+    /// group commits). Returns the run id and whether the member is isolated.
     async fn spawn_member(
-        &mut self,
+        &self,
         party_id: &str,
         role: &str,
         index: u32,
         attempt: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(String, bool), String> {
         let live = self.parties.get(party_id).ok_or("the party is not live")?;
         let row = live.row.clone();
         let role_def = live
@@ -587,26 +597,62 @@ impl Loop {
             })
             .await
             .map_err(|e| e.to_string())?;
-        self.members.insert(
-            run.run_id.clone(),
-            MemberRef {
-                party_id: party_id.to_string(),
-                role: role.to_string(),
-                index,
-                attempt,
-            },
-        );
-        self.spawn_run(&run, &agent).await.inspect_err(|_| {
-            self.members.remove(&run.run_id);
-        })?;
-        if agent.isolation != Isolation::None {
-            self.sync_mirror(&row.project_id, &repo_root);
+        if let Err(e) = self.spawn_run(&run, &agent).await {
+            self.bury(
+                &run.run_id,
+                RunStatus::Crashed,
+                format!("could not start: {e}"),
+            )
+            .await;
+            return Err(e);
         }
-        Ok(())
+        Ok((run.run_id, agent.isolation != Isolation::None))
+    }
+
+    /// Spawns a step's members concurrently, then registers them; a member that cannot start
+    /// is reported to its party as crashed.
+    async fn spawn_members(&mut self, party_id: &str, spawns: Vec<(String, u32, u32)>) {
+        let results = futures_util::future::join_all(
+            spawns
+                .iter()
+                .map(|(role, index, attempt)| self.spawn_member(party_id, role, *index, *attempt)),
+        )
+        .await;
+        let mut isolated = false;
+        for ((role, index, attempt), result) in spawns.into_iter().zip(results) {
+            match result {
+                Ok((run_id, iso)) => {
+                    isolated |= iso;
+                    self.members.insert(
+                        run_id,
+                        MemberRef {
+                            party_id: party_id.to_string(),
+                            role,
+                            index,
+                            attempt,
+                        },
+                    );
+                }
+                Err(reason) => {
+                    tracing::warn!(party = %party_id, %role, index, %reason, "member did not start");
+                    self.inputs.push_back((
+                        party_id.to_string(),
+                        Input::Crashed {
+                            role,
+                            index,
+                            reason: format!("could not start: {reason}"),
+                        },
+                    ));
+                }
+            }
+        }
+        if isolated && let Some(live) = self.parties.get(party_id) {
+            self.sync_mirror(&live.row.project_id, Path::new(&live.row.repo_root));
+        }
     }
 
     /// Starts a run's process and records it.
-    async fn spawn_run(&mut self, run: &AgentRun, agent: &AgentDefinition) -> Result<(), String> {
+    async fn spawn_run(&self, run: &AgentRun, agent: &AgentDefinition) -> Result<(), String> {
         let argv = agent
             .command
             .clone()
@@ -623,6 +669,10 @@ impl Loop {
             .runner
             .spawn(SpawnSpec {
                 run_id: run.run_id.clone(),
+                log: match &run.party_id {
+                    Some(party) => format!("party-{party}"),
+                    None => run.run_id.clone(),
+                },
                 argv,
                 cwd: workdir,
                 env,
@@ -889,16 +939,8 @@ impl Loop {
     }
 
     async fn spawn_or_queue(&mut self, party_id: &str, role: &str, index: u32, attempt: u32) {
-        if let Err(reason) = self.spawn_member(party_id, role, index, attempt).await {
-            self.inputs.push_back((
-                party_id.to_string(),
-                Input::Crashed {
-                    role: role.into(),
-                    index,
-                    reason: format!("could not start: {reason}"),
-                },
-            ));
-        }
+        self.spawn_members(party_id, vec![(role.to_string(), index, attempt)])
+            .await;
     }
 
     /// `.troupe/agents.jsonl` in the main checkout: one line per isolated agent run.

@@ -60,6 +60,9 @@ pub struct RunExit {
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
     pub run_id: String,
+    /// The log file the process writes to: `runs/<log>.log` (a party's members share one:
+    /// creating a file per member costs more than the member on some disks).
+    pub log: String,
     pub argv: Vec<String>,
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
@@ -75,6 +78,7 @@ struct Inner {
     exits: mpsc::UnboundedSender<RunExit>,
     stops: Mutex<HashMap<String, oneshot::Sender<()>>>,
     log_dir: PathBuf,
+    logs: Mutex<HashMap<String, std::fs::File>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -90,6 +94,7 @@ impl Runner {
                 exits,
                 stops: Mutex::new(HashMap::new()),
                 log_dir,
+                logs: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -107,12 +112,17 @@ impl Runner {
             .argv
             .split_first()
             .ok_or_else(|| std::io::Error::other("empty command"))?;
-        std::fs::create_dir_all(&self.inner.log_dir)?;
-        let log_path = self.inner.log_dir.join(format!("{}.log", spec.run_id));
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)?;
+        let log = self.log_file(&spec.log)?;
+        {
+            use std::io::Write;
+            let mut header = log.try_clone()?;
+            writeln!(
+                header,
+                "=== run {} ({}) ===",
+                spec.run_id,
+                spec.argv.join(" ")
+            )?;
+        }
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .current_dir(&spec.cwd)
@@ -169,6 +179,35 @@ impl Runner {
             };
             runner.report(run_id, exit);
         });
+    }
+
+    /// A shared handle on `runs/<name>.log` (appending), opened once.
+    fn log_file(&self, name: &str) -> std::io::Result<std::fs::File> {
+        let mut logs = self
+            .inner
+            .logs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(file) = logs.get(name) {
+            return file.try_clone();
+        }
+        std::fs::create_dir_all(&self.inner.log_dir)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.inner.log_dir.join(format!("{name}.log")))?;
+        let handle = file.try_clone()?;
+        logs.insert(name.to_string(), file);
+        Ok(handle)
+    }
+
+    /// Closes a shared log (its processes keep their own handles).
+    pub fn close_log(&self, name: &str) {
+        self.inner
+            .logs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(name);
     }
 
     /// Stops a run's process (its exit is still reported). False if it is not running.

@@ -467,6 +467,9 @@ pub struct MemberStatusView {
     pub output: Option<String>,
     pub workdir: Option<String>,
     pub branch: Option<String>,
+    /// When the scheduler started and finished this member (ms since the epoch).
+    pub started_at_ms: Option<i64>,
+    pub finished_at_ms: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

@@ -280,6 +280,8 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
                 .map(str::to_string),
             workdir: m.workdir.clone(),
             branch: m.branch_name.clone(),
+            started_at_ms: m.started_at_ms,
+            finished_at_ms: m.finished_at_ms,
         });
     }
     let tasks = d.store.list_tasks(Some(&p.party_id))?;
