@@ -231,6 +231,34 @@ async fn seed_verification_crud_launch_parallelism_leader_status() {
         .unwrap();
     assert_eq!(listed["parties"][0]["party_id"], party.as_str());
 
+    // The leader's reassign_task moves a party task between roles.
+    let task = c
+        .call(
+            "create_task",
+            json!({ "party_id": party, "title": "docs", "role_name": "developer" }),
+        )
+        .await
+        .unwrap();
+    let moved = c
+        .call("reassign_task", json!({ "party_id": party, "task_id": task["task_id"], "from_role": "developer", "to_role": "qa" }))
+        .await
+        .unwrap();
+    assert_eq!(moved["task"]["role_name"], "qa");
+    let err = c
+        .call("reassign_task", json!({ "party_id": party, "task_id": task["task_id"], "from_role": "developer", "to_role": "leader" }))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("assigned to role qa, not developer"),
+        "{err}"
+    );
+    let err = c
+        .call("reassign_task", json!({ "party_id": party, "task_id": task["task_id"], "from_role": "qa", "to_role": "tester" }))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("has no role \"tester\""), "{err}");
+
     // Validation on write names what is wrong.
     let cyclic = json!({ "name": "loop", "roles": { "a": { "agent": "dev" }, "b": { "agent": "dev" } },
                          "flow": { "a": ["b"], "b": ["a"] } });
