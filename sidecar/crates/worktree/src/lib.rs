@@ -94,6 +94,32 @@ pub fn repo_root(path: &Path) -> Result<PathBuf, WorktreeError> {
     root.ok_or_else(|| WorktreeError::NotARepo(path.to_path_buf()))
 }
 
+/// The member's checkout (path and branch) and, unless it exists already (reused after a
+/// restart), the main repository and its HEAD commit to start it from.
+fn prepare(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+) -> Result<(Checkout, Option<(Repository, git2::Oid)>), WorktreeError> {
+    let checkout = Checkout {
+        path: name.dir(base)?,
+        branch: name.branch()?,
+    };
+    if checkout.path.join(".git").exists() {
+        return Ok((checkout, None));
+    }
+    let repo = Repository::open(repo_root)?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(|_| WorktreeError::NoCommits(repo_root.to_path_buf()))?
+        .id();
+    if let Some(parent) = checkout.path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    Ok((checkout, Some((repo, head))))
+}
+
 /// Creates (or reuses, after a restart) a linked worktree for the member on its own branch,
 /// starting at the main checkout's HEAD.
 pub fn ensure_worktree(
@@ -101,23 +127,16 @@ pub fn ensure_worktree(
     base: &Path,
     name: MemberName<'_>,
 ) -> Result<Checkout, WorktreeError> {
-    let branch = name.branch()?;
-    let path = name.dir(base)?;
-    if path.join(".git").exists() {
-        return Ok(Checkout { path, branch });
-    }
-    let repo = Repository::open(repo_root)?;
-    let head = repo
-        .head()
-        .and_then(|h| h.peel_to_commit())
-        .map_err(|_| WorktreeError::NoCommits(repo_root.to_path_buf()))?;
-    let reference = match repo.find_branch(&branch, BranchType::Local) {
-        Ok(b) => b.into_reference(),
-        Err(_) => repo.branch(&branch, &head, false)?.into_reference(),
+    let (checkout, fresh) = prepare(repo_root, base, name)?;
+    let Some((repo, head)) = fresh else {
+        return Ok(checkout);
     };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
+    let reference = match repo.find_branch(&checkout.branch, BranchType::Local) {
+        Ok(b) => b.into_reference(),
+        Err(_) => repo
+            .branch(&checkout.branch, &repo.find_commit(head)?, false)?
+            .into_reference(),
+    };
     let wt_name = name.worktree_name()?;
     // A stale registration (its directory deleted by hand) would block the add.
     if let Ok(stale) = repo.find_worktree(&wt_name) {
@@ -125,8 +144,8 @@ pub fn ensure_worktree(
     }
     let mut opts = WorktreeAddOptions::new();
     opts.reference(Some(&reference));
-    repo.worktree(&wt_name, &path, Some(&opts))?;
-    Ok(Checkout { path, branch })
+    repo.worktree(&wt_name, &checkout.path, Some(&opts))?;
+    Ok(checkout)
 }
 
 /// Creates (or reuses) a local clone for the member with its branch checked out.
@@ -135,30 +154,21 @@ pub fn ensure_clone(
     base: &Path,
     name: MemberName<'_>,
 ) -> Result<Checkout, WorktreeError> {
-    let branch = name.branch()?;
-    let path = name.dir(base)?;
-    if path.join(".git").exists() {
-        return Ok(Checkout { path, branch });
-    }
-    let source = Repository::open(repo_root)?;
-    source
-        .head()
-        .and_then(|h| h.peel_to_commit())
-        .map_err(|_| WorktreeError::NoCommits(repo_root.to_path_buf()))?;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+    let (checkout, fresh) = prepare(repo_root, base, name)?;
+    if fresh.is_none() {
+        return Ok(checkout);
     }
     let url = repo_root.to_string_lossy().into_owned();
-    let clone = git2::build::RepoBuilder::new().clone(&url, &path)?;
+    let clone = git2::build::RepoBuilder::new().clone(&url, &checkout.path)?;
     let head = clone.head()?.peel_to_commit()?;
-    let local = clone.branch(&branch, &head, false)?;
+    let local = clone.branch(&checkout.branch, &head, false)?;
     let refname = local
         .get()
         .name()
-        .ok_or_else(|| WorktreeError::BadName(branch.clone()))?
+        .ok_or_else(|| WorktreeError::BadName(checkout.branch.clone()))?
         .to_string();
     clone.set_head(&refname)?;
-    Ok(Checkout { path, branch })
+    Ok(checkout)
 }
 
 /// Whether the checkout has uncommitted changes (untracked files count; ignored ones do not).

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use troupe_engine::{AgentDefinition, Isolation};
-use troupe_store::{DefinitionKind, NewRun, NewSession, Put, RunStatus, SessionStatus};
+use troupe_store::{AgentRun, DefinitionKind, NewRun, NewSession, Put, RunStatus, SessionStatus};
 
 use crate::api::ApiError;
 use crate::api::types::*;
@@ -228,13 +228,7 @@ pub async fn complete(d: &Daemon, p: CompleteParams) -> Result<CompleteResult, A
         .store
         .finish_run(run.run_id, status, Some(result), None)
         .await?;
-    if !changed {
-        return Err(ApiError::Conflict(format!(
-            "run {} already ended as {}",
-            run.run_id,
-            run.status.as_str()
-        )));
-    }
+    let run = ended_now(run, changed)?;
     d.orchestrator.tell(Command::RunCompleted {
         run_id: run.run_id.clone(),
     });
@@ -276,15 +270,22 @@ pub async fn cancel_agent(d: &Daemon, p: RunIdParams) -> Result<RunResult, ApiEr
             Some("cancelled".into()),
         )
         .await?;
-    if !changed {
-        return Err(ApiError::Conflict(format!(
-            "run {} already ended as {}",
-            run.run_id,
-            run.status.as_str()
-        )));
-    }
+    let run = ended_now(run, changed)?;
     d.orchestrator.tell(Command::StopRun {
         run_id: run.run_id.clone(),
     });
     Ok(RunResult { run })
+}
+
+/// The run, if this call is what ended it; otherwise a conflict naming how it had ended.
+fn ended_now(run: AgentRun, changed: bool) -> Result<AgentRun, ApiError> {
+    if changed {
+        Ok(run)
+    } else {
+        Err(ApiError::Conflict(format!(
+            "run {} already ended as {}",
+            run.run_id,
+            run.status.as_str()
+        )))
+    }
 }
