@@ -5,6 +5,7 @@
 
 mod support;
 
+mod approvals;
 mod auth;
 mod bad_input;
 mod daemon;

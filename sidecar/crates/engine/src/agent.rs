@@ -68,6 +68,10 @@ pub struct AgentDefinition {
     /// Deepest session depth its runs may start (default 1: subagents cannot start subagents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_agent_depth: Option<u32>,
+    /// Seconds a permission request of this agent waits for a person before it is denied
+    /// (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_secs: Option<f64>,
     /// Extra environment for the process.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
@@ -114,6 +118,13 @@ impl AgentDefinition {
             && !(t > 0.0 && t.is_finite())
         {
             return Err(format!("timeout_secs must be a positive number, not {t}"));
+        }
+        if let Some(t) = self.approval_timeout_secs
+            && !(t > 0.0 && t.is_finite())
+        {
+            return Err(format!(
+                "approval_timeout_secs must be a positive number, not {t}"
+            ));
         }
         if let Some(schema) = &self.workflow.completion_schema {
             for (field, ty) in schema {

@@ -6,6 +6,7 @@
 //! (WAL, `synchronous=FULL`), so an acknowledged write survives a crash. Reads use pooled
 //! connections on the caller's thread.
 
+mod approvals;
 mod error;
 mod events;
 mod messages;
@@ -23,6 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
+pub use approvals::{Approval, ApprovalRule, Decision, NewApproval};
 pub use error::StoreError;
 pub use events::EventFilter;
 pub use messages::{PollFilter, Recipients, SendOutcome};

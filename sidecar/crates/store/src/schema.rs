@@ -9,6 +9,7 @@ use crate::StoreError;
 const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0001_foundation.sql")),
     M::up(include_str!("migrations/0002_parties.sql")),
+    M::up(include_str!("migrations/0003_approvals.sql")),
 ];
 
 /// The schema version a fully migrated database has.

@@ -30,6 +30,43 @@ CREATE TABLE agent_runs (
     started_at         TEXT,
     completed_at       TEXT
 ) STRICT;
+CREATE TABLE approval_rules (
+    id          TEXT PRIMARY KEY,
+    project_id  TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    party_id    TEXT,                      -- NULL: the whole project
+    tool_name   TEXT NOT NULL,             -- '*' for any tool
+    pattern     TEXT NOT NULL,             -- a glob over the request's subject
+    created_by  TEXT,
+    created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    revoked_at  TEXT
+) STRICT;
+CREATE TABLE approvals (
+    id                TEXT PRIMARY KEY,
+    request_key       TEXT,                -- the caller's key: a retried request is the same one
+    project_id        TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    session_id        TEXT NOT NULL REFERENCES sessions(id),
+    run_id            TEXT,
+    party_id          TEXT,
+    role_name         TEXT,
+    tool_name         TEXT NOT NULL,
+    input             TEXT NOT NULL,       -- JSON
+    subject           TEXT NOT NULL,       -- what rule patterns match: file path, command or input
+    file_path         TEXT,
+    start_line        INTEGER,
+    end_line          INTEGER,
+    diff              TEXT,
+    is_dangerous      INTEGER NOT NULL DEFAULT 0,
+    danger_reason     TEXT,
+    status            TEXT NOT NULL DEFAULT 'pending'
+                      CHECK (status IN ('pending', 'approved', 'denied', 'aborted')),
+    decision          TEXT,                -- approve, deny, abort, approve_pattern, timeout, rule
+    decided_by        TEXT,
+    reason            TEXT,
+    rule_id           TEXT,
+    expires_at_ms     INTEGER NOT NULL,
+    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    decided_at        TEXT
+) STRICT;
 CREATE TABLE events (
     seq         INTEGER PRIMARY KEY,
     at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
@@ -142,6 +179,10 @@ CREATE INDEX idx_agent_runs_parent ON agent_runs(parent_session_id) WHERE parent
 CREATE INDEX idx_agent_runs_party ON agent_runs(party_id) WHERE party_id IS NOT NULL;
 CREATE INDEX idx_agent_runs_session ON agent_runs(session_id);
 CREATE INDEX idx_agent_runs_status ON agent_runs(status) WHERE status IN ('pending', 'running');
+CREATE INDEX idx_approval_rules_project ON approval_rules(project_id) WHERE revoked_at IS NULL;
+CREATE UNIQUE INDEX idx_approvals_key ON approvals(session_id, request_key)
+    WHERE request_key IS NOT NULL;
+CREATE INDEX idx_approvals_pending ON approvals(created_at) WHERE status = 'pending';
 CREATE INDEX idx_events_party ON events(party_id, seq) WHERE party_id IS NOT NULL;
 CREATE INDEX idx_ism_idempotency ON inter_session_messages(from_session_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL;

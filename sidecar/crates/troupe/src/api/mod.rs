@@ -209,6 +209,16 @@ operations! {
     list_tasks(ListTasksParams) -> TasksResult;
     /// Durable notifications for the person (escalations, paused roles, finished parties).
     list_notifications(ListNotificationsParams) -> NotificationsResult;
+    /// Ask a person for permission and wait (long-poll; resume with approval_id): approved by a matching rule, decided, or denied on timeout.
+    request_permission(RequestPermissionParams) -> PermissionResult;
+    /// Permission requests, by status, party, session or project.
+    list_approvals(ListApprovalsParams) -> ApprovalsResult;
+    /// Answer a pending request: approve, deny, abort (deny and stop the agent) or approve_pattern.
+    decide_approval(DecideApprovalParams) -> ApprovalResult;
+    /// The approve-pattern rules, revoked ones included.
+    list_approval_rules(ListApprovalRulesParams) -> ApprovalRulesResult;
+    /// Revoke an approve-pattern rule.
+    revoke_approval_rule(RuleIdParams) -> ApprovalRuleResult;
 }
 
 /// Every subscription.

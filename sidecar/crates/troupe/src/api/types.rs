@@ -609,3 +609,135 @@ pub struct NotificationsResult {
     pub notifications: Vec<Notification>,
     pub next_since: i64,
 }
+
+// ---- Approvals ----------------------------------------------------------------------------
+
+pub use troupe_store::{Approval, ApprovalRule};
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestPermissionParams {
+    /// The asking session (the CLI fills it from TROUPE_SESSION_ID).
+    pub session_id: String,
+    /// Keep waiting on a request made earlier (after a reconnect) instead of asking again.
+    #[serde(default)]
+    pub approval_id: Option<String>,
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
+    /// The file the action touches, with its line range, and a diff preview for edits.
+    #[serde(default)]
+    pub file_path: Option<String>,
+    #[serde(default)]
+    pub start_line: Option<i64>,
+    #[serde(default)]
+    pub end_line: Option<i64>,
+    #[serde(default)]
+    pub diff: Option<String>,
+    #[serde(default)]
+    pub is_dangerous: bool,
+    #[serde(default)]
+    pub danger_reason: Option<String>,
+    /// The caller's key: asking again with it returns the same request.
+    #[serde(default)]
+    pub request_key: Option<String>,
+    /// How long this call waits for the decision (default 30000, max 300000); the request
+    /// itself stays pending until decided or timed out.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PermissionResult {
+    pub approval_id: String,
+    /// pending (call again with approval_id to keep waiting), approved, denied or aborted.
+    pub status: String,
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListApprovalsParams {
+    /// pending, approved, denied or aborted.
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ApprovalsResult {
+    pub approvals: Vec<Approval>,
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    Approve,
+    Deny,
+    /// Deny and stop the asking agent.
+    Abort,
+    /// Approve, and approve later matching requests automatically.
+    ApprovePattern,
+}
+
+/// Where an approve_pattern rule applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleScope {
+    Party,
+    Project,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideApprovalParams {
+    pub approval_id: String,
+    pub decision: DecisionKind,
+    /// For approve_pattern: a glob over the request's subject (file path, command or input);
+    /// default: the subject itself.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// For approve_pattern: the party (default when the request came from one) or the project.
+    #[serde(default)]
+    pub scope: Option<RuleScope>,
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ApprovalResult {
+    pub approval: Approval,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListApprovalRulesParams {
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ApprovalRulesResult {
+    pub rules: Vec<ApprovalRule>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleIdParams {
+    pub rule_id: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ApprovalRuleResult {
+    pub rule: ApprovalRule,
+}

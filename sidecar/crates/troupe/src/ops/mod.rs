@@ -2,9 +2,13 @@
 //! and returning its result. No wire formats here: the doors do the framing.
 
 mod agents;
+pub mod approvals;
 mod parties;
 
 pub use agents::*;
+pub use approvals::{
+    decide_approval, list_approval_rules, list_approvals, request_permission, revoke_approval_rule,
+};
 pub use parties::*;
 
 use std::path::Path;

@@ -1,0 +1,312 @@
+//! Approvals through a real daemon: a worker process asks (and long-polls) through the real
+//! CLI, a person answers (approve, deny, approve_pattern, abort), rules answer later requests,
+//! timeouts deny, and requests are answered in order per worker.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use troupe::client::Client;
+
+use crate::support::{TestDaemon, register};
+
+/// A worker that asks to write `out-<n>.txt` and writes it only when approved.
+const ASKER: &str = r#"#!/bin/sh
+F="out-$1.txt"
+field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -1; }
+R=$(troupe call request_permission "{\"tool_name\":\"write_file\",\"input\":{\"content\":\"hi\"},\"file_path\":\"$F\",\"start_line\":1,\"end_line\":1,\"diff\":\"+hi\",\"wait_ms\":20000}")
+A=$(echo "$R" | field approval_id)
+S=$(echo "$R" | field status)
+while [ "$S" = pending ]; do
+  S=$(troupe call request_permission "{\"approval_id\":\"$A\",\"wait_ms\":20000}" | field status)
+done
+if [ "$S" = approved ]; then echo hi > "$F"; troupe call complete "{\"output\":\"wrote $F\"}" >/dev/null
+else troupe call complete "{\"output\":\"not allowed: $S\"}" >/dev/null; fi
+"#;
+
+async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn pending_of(c: &Client, session: &str) -> Value {
+    wait_for("a pending approval", || async {
+        let r = c
+            .call(
+                "list_approvals",
+                json!({ "status": "pending", "session_id": session }),
+            )
+            .await
+            .unwrap();
+        r["approvals"].as_array().unwrap().first().cloned()
+    })
+    .await
+}
+
+async fn finished(c: &Client, run: &str) -> Value {
+    wait_for("the run to end", || async {
+        let r = c
+            .call("get_agent_result", json!({ "run_id": run }))
+            .await
+            .unwrap();
+        (!matches!(r["run"]["status"].as_str(), Some("pending" | "running")))
+            .then(|| r["run"].clone())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_wait_for_a_person_and_rules_answer_later_requests() {
+    let daemon = TestDaemon::start();
+    let c = daemon.client().await;
+    let project = daemon.project("repo");
+    let me = register(&c, "human", &project, None).await;
+    let script = daemon.dir.path().join("ask.sh");
+    std::fs::write(&script, ASKER).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, n, timeout) in [
+        ("asker1", "1", 300.0),
+        ("asker2", "2", 300.0),
+        ("asker3", "3", 300.0),
+        ("asker4", "4", 300.0),
+        ("asker5", "5", 0.5),
+        ("asker6", "6", 300.0),
+    ] {
+        c.call(
+            "create_agent_definition",
+            json!({ "definition": { "name": name, "command": [script.display().to_string(), n], "approval_timeout_secs": timeout } }),
+        )
+        .await
+        .unwrap();
+    }
+    let start = |agent: &'static str| {
+        let (c, me) = (&c, me.clone());
+        async move {
+            let r = c
+                .call(
+                    "start_agent",
+                    json!({ "agent": agent, "prompt": "write", "parent_session_id": me }),
+                )
+                .await
+                .unwrap();
+            (
+                r["run_id"].as_str().unwrap().to_string(),
+                r["session_id"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+
+    // Approve: the worker was waiting, proceeds, and its write lands.
+    let (run, session) = start("asker1").await;
+    let a = pending_of(&c, &session).await;
+    assert_eq!(a["tool_name"], "write_file");
+    assert_eq!(a["file_path"], "out-1.txt");
+    assert_eq!(
+        (a["start_line"].clone(), a["end_line"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(a["diff"], "+hi");
+    assert_eq!(a["run_id"], run.as_str());
+    let decided = c
+        .call(
+            "decide_approval",
+            json!({ "approval_id": a["approval_id"], "decision": "approve" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(decided["approval"]["status"], "approved");
+    let r = finished(&c, &run).await;
+    assert_eq!(r["result"]["output"], "wrote out-1.txt");
+    assert!(std::path::Path::new(&project).join("out-1.txt").exists());
+    let err = c
+        .call(
+            "decide_approval",
+            json!({ "approval_id": a["approval_id"], "decision": "deny" }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), Some("conflict"));
+    assert!(
+        err.to_string().contains("is already approved (approve)"),
+        "{err}"
+    );
+
+    // Deny: the worker hears it and does not write.
+    let (run, session) = start("asker2").await;
+    let a = pending_of(&c, &session).await;
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": a["approval_id"], "decision": "deny", "reason": "not now" }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        finished(&c, &run).await["result"]["output"],
+        "not allowed: denied"
+    );
+    assert!(!std::path::Path::new(&project).join("out-2.txt").exists());
+
+    // Approve pattern: approves this one and stores a rule that approves the next one.
+    let (run, session) = start("asker3").await;
+    let a = pending_of(&c, &session).await;
+    let err = c
+        .call("decide_approval", json!({ "approval_id": a["approval_id"], "decision": "approve_pattern", "pattern": "out-[.txt" }))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("is not a valid glob"), "{err}");
+    c.call("decide_approval", json!({ "approval_id": a["approval_id"], "decision": "approve_pattern", "pattern": "out-*.txt" }))
+        .await
+        .unwrap();
+    assert_eq!(
+        finished(&c, &run).await["result"]["output"],
+        "wrote out-3.txt"
+    );
+    let (run, session) = start("asker4").await;
+    assert_eq!(
+        finished(&c, &run).await["result"]["output"],
+        "wrote out-4.txt",
+        "no person needed"
+    );
+    let auto = c
+        .call("list_approvals", json!({ "session_id": session }))
+        .await
+        .unwrap();
+    assert_eq!(auto["approvals"][0]["decision"], "rule");
+    let rules = c.call("list_approval_rules", json!({})).await.unwrap();
+    let rule = rules["rules"][0].clone();
+    assert_eq!(
+        (rule["tool_name"].clone(), rule["pattern"].clone()),
+        (json!("write_file"), json!("out-*.txt"))
+    );
+
+    // Revoked, the rule answers nothing; with nobody answering, the request times out denied.
+    c.call(
+        "revoke_approval_rule",
+        json!({ "rule_id": rule["rule_id"] }),
+    )
+    .await
+    .unwrap();
+    let (run, session) = start("asker5").await;
+    assert_eq!(
+        finished(&c, &run).await["result"]["output"],
+        "not allowed: denied"
+    );
+    let timed_out = c
+        .call("list_approvals", json!({ "session_id": session }))
+        .await
+        .unwrap();
+    assert_eq!(timed_out["approvals"][0]["decision"], "timeout");
+
+    // Abort: the asking agent is stopped.
+    let (run, session) = start("asker6").await;
+    let a = pending_of(&c, &session).await;
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": a["approval_id"], "decision": "abort" }),
+    )
+    .await
+    .unwrap();
+    let r = finished(&c, &run).await;
+    assert_eq!(r["status"], "cancelled");
+    assert!(r["error"].as_str().unwrap().contains("aborted"), "{r}");
+
+    let err = c
+        .call(
+            "decide_approval",
+            json!({ "approval_id": "nope", "decision": "approve" }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), Some("not_found"));
+    let events = c
+        .call(
+            "list_events",
+            json!({ "kind": "approval_decided", "limit": 100 }),
+        )
+        .await
+        .unwrap();
+    // approve, deny, approve_pattern, timeout, abort (the rule's approval is recorded as it
+    // is asked).
+    assert_eq!(
+        events["events"].as_array().unwrap().len(),
+        5,
+        "every decision is on the timeline"
+    );
+}
+
+#[tokio::test]
+async fn requests_are_answered_in_order_per_worker_and_resume_by_key() {
+    let daemon = TestDaemon::start();
+    let c = daemon.client().await;
+    let project = daemon.project("repo");
+    let worker = register(&c, "codex", &project, None).await;
+    let ask = |tool: &'static str, key: &'static str| {
+        let (c, worker) = (&c, worker.clone());
+        async move {
+            c.call("request_permission", json!({ "session_id": worker, "tool_name": tool, "input": { "command": "ls" }, "request_key": key, "wait_ms": 0 }))
+                .await
+                .unwrap()
+        }
+    };
+    let first = ask("shell", "k1").await;
+    let second = ask("shell", "k2").await;
+    assert_eq!(first["status"], "pending");
+    let again = ask("shell", "k1").await;
+    assert_eq!(
+        again["approval_id"], first["approval_id"],
+        "the same key is the same request"
+    );
+    let err = c
+        .call(
+            "decide_approval",
+            json!({ "approval_id": second["approval_id"], "decision": "approve" }),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("decide that one before"), "{err}");
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": first["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": second["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+
+    let other = register(&c, "claude", &project, None).await;
+    let err = c
+        .call(
+            "request_permission",
+            json!({ "session_id": other, "approval_id": first["approval_id"], "wait_ms": 0 }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), Some("forbidden"));
+    let resumed = c
+        .call(
+            "request_permission",
+            json!({ "session_id": worker, "approval_id": first["approval_id"] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resumed["status"], "approved");
+    let err = c
+        .call("request_permission", json!({ "session_id": worker }))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("tool_name is required"), "{err}");
+}
