@@ -10,6 +10,7 @@ mod auth;
 mod bad_input;
 mod daemon;
 mod durability;
+mod editors;
 mod messaging;
 mod parties;
 mod tidy;

@@ -55,6 +55,8 @@ pub enum Command {
     Api(ApiCommand),
     /// Start a throwaway daemon and show sessions messaging each other.
     Demo,
+    /// Serve the Language Server Protocol on stdin/stdout (for editors).
+    Lsp,
     /// Measure the daemon.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
@@ -214,6 +216,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Demo => crate::demo::run().await,
+            Command::Lsp => crate::lsp::run(layout).await,
             Command::Bench(cmd) => crate::bench::run(cmd, cli.json).await,
             Command::DemoMember => crate::demo_member::run().await,
         }

@@ -109,6 +109,19 @@ impl Client {
             .map_err(|e| CallError::Transport(format!("unexpected reply to {op}: {e}")))
     }
 
+    /// Subscribes to any subscription of the registry; items arrive as JSON.
+    pub async fn subscribe(
+        &self,
+        name: &str,
+        args: Value,
+        unsubscribe: &str,
+    ) -> Result<Subscription<Value>, CallError> {
+        Ok(self
+            .rpc
+            .subscribe::<Value, _>(name, params(&args)?, unsubscribe)
+            .await?)
+    }
+
     /// Subscribes to a session's messages; each item is a `Message` as JSON.
     pub async fn subscribe_messages(&self, args: Value) -> Result<Subscription<Value>, CallError> {
         Ok(self

@@ -1,4 +1,5 @@
-//! Wake-ups for waiting readers: per session, the highest message `seq` committed for it.
+//! Wake-ups for waiting readers: per session, the highest message `seq` committed for it; per
+//! other key (`approvals`, `notifications`, `approval:<id>`), a change counter.
 //! Long-polls and subscriptions wait here, then read the messages themselves from the store,
 //! so a missed or coalesced wake-up can never lose or reorder a message.
 
@@ -41,6 +42,14 @@ impl Hub {
                     false
                 }
             });
+        }
+    }
+
+    /// Announces that something under `key` changed (approvals, notifications): the value only
+    /// counts changes.
+    pub fn bump(&self, key: &str) {
+        if let Some(tx) = self.lock().get(key) {
+            tx.send_modify(|n| *n += 1);
         }
     }
 

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod demo;
 pub mod demo_member;
 pub mod hub;
+pub mod lsp;
 pub mod ops;
 pub mod orchestrator;
 pub mod paths;

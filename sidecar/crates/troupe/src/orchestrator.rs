@@ -399,9 +399,13 @@ impl Loop {
                 })
                 .collect(),
         };
+        let notified = !notifications.is_empty();
         self.store
             .save_party_state(party_id.to_string(), state, events, notifications)
             .await?;
+        if notified {
+            self.hub.bump(crate::ops::approvals::NOTIFICATIONS_KEY);
+        }
         let mut spawns = Vec::new();
         for action in actions {
             match action {

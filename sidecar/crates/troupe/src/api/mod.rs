@@ -222,14 +222,32 @@ operations! {
 }
 
 /// Every subscription.
-pub static SUBSCRIPTIONS: &[Subscription] = &[Subscription {
-    name: "subscribe_messages",
-    notification: "message",
-    unsubscribe: "unsubscribe_messages",
-    summary: "Push each new message for a session, in delivery order, as a `message` notification.",
-    params_schema: || schemars::schema_for!(SubscribeMessagesParams),
-    item_schema: || schemars::schema_for!(Message),
-}];
+pub static SUBSCRIPTIONS: &[Subscription] = &[
+    Subscription {
+        name: "subscribe_messages",
+        notification: "message",
+        unsubscribe: "unsubscribe_messages",
+        summary: "Push each new message for a session, in delivery order, as a `message` notification.",
+        params_schema: || schemars::schema_for!(SubscribeMessagesParams),
+        item_schema: || schemars::schema_for!(Message),
+    },
+    Subscription {
+        name: "subscribe_approvals",
+        notification: "approvals",
+        unsubscribe: "unsubscribe_approvals",
+        summary: "Push the pending permission requests at once and after every change.",
+        params_schema: || schemars::schema_for!(SubscribeApprovalsParams),
+        item_schema: || schemars::schema_for!(ApprovalsResult),
+    },
+    Subscription {
+        name: "subscribe_notifications",
+        notification: "notification",
+        unsubscribe: "unsubscribe_notifications",
+        summary: "Push each new notification for the person (escalations, paused roles, finished parties).",
+        params_schema: || schemars::schema_for!(SubscribeNotificationsParams),
+        item_schema: || schemars::schema_for!(Notification),
+    },
+];
 
 /// Looks an operation up by name.
 pub fn operation(name: &str) -> Option<&'static Operation> {

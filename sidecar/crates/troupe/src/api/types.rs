@@ -741,3 +741,22 @@ pub struct RuleIdParams {
 pub struct ApprovalRuleResult {
     pub rule: ApprovalRule,
 }
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeApprovalsParams {
+    /// Only this project's requests (default: all).
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// Only the project of this directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeNotificationsParams {
+    /// Replay notifications after this seq first; without it, only new ones.
+    #[serde(default)]
+    pub since: Option<i64>,
+}

@@ -19,7 +19,10 @@ use troupe_store::PollFilter;
 
 use super::Daemon;
 use crate::api::error::unauthorized;
-use crate::api::types::SubscribeMessagesParams;
+use crate::api::types::{
+    ApprovalsResult, SubscribeApprovalsParams, SubscribeMessagesParams,
+    SubscribeNotificationsParams,
+};
 use crate::api::{OPERATIONS, SUBSCRIPTIONS, parse_params};
 
 /// Messages pushed to a subscriber per store read.
@@ -49,7 +52,7 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
             }
         })?;
     }
-    let [messages] = SUBSCRIPTIONS else {
+    let [messages, approvals, notifications] = SUBSCRIPTIONS else {
         anyhow::bail!("the registry's subscriptions and the JSON-RPC door are out of step");
     };
     let sub_daemon = daemon.clone();
@@ -100,6 +103,116 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
                         };
                         if sink.send(json).await.is_err() {
                             return; // the subscriber went away
+                        }
+                    }
+                    if full {
+                        continue;
+                    }
+                    tokio::select! {
+                        changed = wake.changed() => if changed.is_err() { return },
+                        _ = sink.closed() => return,
+                    }
+                }
+            }
+        },
+    )?;
+    let sub_daemon = daemon.clone();
+    module.register_subscription(
+        approvals.name,
+        approvals.notification,
+        approvals.unsubscribe,
+        move |params, pending, _, _| {
+            let daemon = sub_daemon.clone();
+            async move {
+                let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
+                let p: SubscribeApprovalsParams = match parse_params("subscribe_approvals", raw) {
+                    Ok(p) => p,
+                    Err(e) => return pending.reject(e.to_rpc()).await,
+                };
+                let project = match crate::ops::project_filter(
+                    &daemon,
+                    "subscribe_approvals",
+                    p.project_id,
+                    p.cwd,
+                ) {
+                    Ok(project) => project,
+                    Err(e) => return pending.reject(e.to_rpc()).await,
+                };
+                let mut wake = daemon.hub.watch(crate::ops::approvals::APPROVALS_KEY);
+                let Ok(sink) = pending.accept().await else {
+                    return;
+                };
+                loop {
+                    let list = match &project {
+                        // A project never seen has no requests.
+                        Some(None) => Ok(Vec::new()),
+                        Some(Some(id)) => {
+                            daemon
+                                .store
+                                .list_approvals(Some("pending"), Some(id), None, None)
+                        }
+                        None => daemon
+                            .store
+                            .list_approvals(Some("pending"), None, None, None),
+                    };
+                    let Ok(approvals) = list else { return };
+                    let Ok(json) = serde_json::value::to_raw_value(&ApprovalsResult { approvals })
+                    else {
+                        return;
+                    };
+                    if sink.send(json).await.is_err() {
+                        return;
+                    }
+                    tokio::select! {
+                        changed = wake.changed() => if changed.is_err() { return },
+                        _ = sink.closed() => return,
+                    }
+                }
+            }
+        },
+    )?;
+    let sub_daemon = daemon.clone();
+    module.register_subscription(
+        notifications.name,
+        notifications.notification,
+        notifications.unsubscribe,
+        move |params, pending, _, _| {
+            let daemon = sub_daemon.clone();
+            async move {
+                let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
+                let p: SubscribeNotificationsParams =
+                    match parse_params("subscribe_notifications", raw) {
+                        Ok(p) => p,
+                        Err(e) => return pending.reject(e.to_rpc()).await,
+                    };
+                let mut wake = daemon.hub.watch(crate::ops::approvals::NOTIFICATIONS_KEY);
+                let start = match p.since {
+                    Some(since) => Ok(since),
+                    None => daemon
+                        .store
+                        .list_notifications(0, None, i64::MAX)
+                        .map(|all| all.last().map_or(0, |n| n.seq)),
+                };
+                let Ok(mut cursor) = start else { return };
+                let Ok(sink) = pending.accept().await else {
+                    return;
+                };
+                loop {
+                    let Ok(batch) =
+                        daemon
+                            .store
+                            .list_notifications(cursor, None, SUBSCRIPTION_BATCH)
+                    else {
+                        return;
+                    };
+                    let full = batch.len() as i64 == SUBSCRIPTION_BATCH;
+                    for n in batch {
+                        cursor = n.seq;
+                        let Ok(json) = serde_json::value::to_raw_value(&n) else {
+                            return;
+                        };
+                        if sink.send(json).await.is_err() {
+                            return;
                         }
                     }
                     if full {

@@ -16,6 +16,11 @@ use crate::hub::Hub;
 use crate::ops::MAX_WAIT_MS;
 use crate::orchestrator::Command;
 
+/// The hub key bumped whenever a request appears or is decided.
+pub const APPROVALS_KEY: &str = "approvals";
+/// The hub key bumped whenever a notification for the person is recorded.
+pub const NOTIFICATIONS_KEY: &str = "notifications";
+
 /// How long a request waits for a person when its agent does not say.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 const DEFAULT_WAIT_MS: u64 = 30_000;
@@ -81,7 +86,10 @@ pub fn arm_timeout(
             })
             .await;
         match decided {
-            Ok(_) => hub.publish(&wake_key(&approval_id), 1),
+            Ok(_) => {
+                hub.publish(&wake_key(&approval_id), 1);
+                hub.bump(APPROVALS_KEY);
+            }
             // Someone decided first.
             Err(troupe_store::StoreError::Conflict(_)) => {}
             Err(e) => {
@@ -269,6 +277,7 @@ pub async fn decide_approval(
         })
         .await?;
     d.hub.publish(&wake_key(&decided.approval_id), 1);
+    d.hub.bump(APPROVALS_KEY);
     if p.decision == DecisionKind::Abort
         && let Some(run_id) = &decided.run_id
     {

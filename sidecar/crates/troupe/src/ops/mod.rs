@@ -68,6 +68,19 @@ fn project_of(
         .map(|p| p.project_id))
 }
 
+/// For filters: `None` when neither is given; `Some(None)` when `cwd`'s project was never seen.
+pub fn project_filter(
+    d: &Daemon,
+    op: &'static str,
+    project_id: Option<String>,
+    cwd: Option<String>,
+) -> Result<Option<Option<String>>, ApiError> {
+    if project_id.is_none() && cwd.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(project_of(d, op, project_id, cwd)?))
+}
+
 pub async fn register_session(
     d: &Daemon,
     p: RegisterSessionParams,

@@ -1,0 +1,8 @@
+-- troupe: LSP client configuration for Neovim >= 0.11 (vim.lsp.config / vim.lsp.enable).
+-- The server is `troupe lsp`; it starts the troupe daemon when needed.
+return {
+  cmd = { vim.g.troupe_bin or 'troupe', 'lsp' },
+  root_markers = { '.git' },
+  -- Permission requests can touch any file: attach everywhere.
+  filetypes = nil,
+}

