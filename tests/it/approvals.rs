@@ -310,3 +310,75 @@ async fn requests_are_answered_in_order_per_worker_and_resume_by_key() {
         .unwrap_err();
     assert!(err.to_string().contains("tool_name is required"), "{err}");
 }
+
+#[tokio::test]
+async fn editors_are_pushed_every_change_of_requests_and_notifications() {
+    let daemon = TestDaemon::start();
+    let c = daemon.client().await;
+    let project = daemon.project("repo");
+    let worker = register(&c, "codex", &project, None).await;
+    let mut approvals = c
+        .subscribe(
+            "subscribe_approvals",
+            json!({ "cwd": project }),
+            "unsubscribe_approvals",
+        )
+        .await
+        .unwrap();
+    let mut notes = c
+        .subscribe(
+            "subscribe_notifications",
+            json!({}),
+            "unsubscribe_notifications",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut approvals).await["approvals"],
+        json!([]),
+        "the current state first"
+    );
+    let asked = c
+        .call("request_permission", json!({ "session_id": worker, "tool_name": "shell", "input": { "command": "make" }, "wait_ms": 0 }))
+        .await
+        .unwrap();
+    let snapshot = next(&mut approvals).await;
+    assert_eq!(
+        snapshot["approvals"][0]["approval_id"],
+        asked["approval_id"]
+    );
+    assert_eq!(snapshot["approvals"][0]["subject"], "make");
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": asked["approval_id"], "decision": "deny" }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(next(&mut approvals).await["approvals"], json!([]));
+
+    let task = c
+        .call("create_task", json!({ "cwd": project, "title": "schema" }))
+        .await
+        .unwrap();
+    c.call(
+        "escalate_task",
+        json!({ "task_id": task["task_id"], "reason": "which database?" }),
+    )
+    .await
+    .unwrap();
+    let n = next(&mut notes).await;
+    assert_eq!(n["kind"], "escalation");
+    assert!(
+        n["text"].as_str().unwrap().contains("which database?"),
+        "{n}"
+    );
+}
+
+/// The next item of a subscription, within 10 s.
+async fn next(sub: &mut jsonrpsee_core::client::Subscription<Value>) -> Value {
+    tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("a push within 10 s")
+        .expect("the subscription is open")
+        .expect("a valid item")
+}

@@ -20,6 +20,8 @@ pub enum BenchCommand {
     Messaging(MessagingArgs),
     /// A party of many roles and members (trivial real processes): scheduling overhead.
     Parties(PartiesArgs),
+    /// The approval round trip through a real `troupe lsp`, excluding the human.
+    Approvals(crate::bench_approvals::ApprovalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -84,6 +86,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
     let args = match cmd {
         BenchCommand::Messaging(args) => args,
         BenchCommand::Parties(args) => return crate::bench_parties::run(args, json).await,
+        BenchCommand::Approvals(args) => return crate::bench_approvals::run(args, json).await,
     };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");
@@ -268,7 +271,10 @@ pub(crate) async fn start_daemon(layout: &Layout) -> anyhow::Result<(DaemonGuard
         .args(["serve", "--data-dir"])
         .arg(&layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
-        .env("TROUPE_LOG", "warn")
+        .env(
+            "TROUPE_LOG",
+            std::env::var("TROUPE_DAEMON_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())

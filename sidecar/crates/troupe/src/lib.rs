@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod bench_approvals;
 pub mod bench_parties;
 pub mod builtin;
 pub mod cli;

@@ -156,6 +156,7 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
                             .list_approvals(Some("pending"), None, None, None),
                     };
                     let Ok(approvals) = list else { return };
+                    tracing::debug!(pending = approvals.len(), "approvals snapshot");
                     let Ok(json) = serde_json::value::to_raw_value(&ApprovalsResult { approvals })
                     else {
                         return;

@@ -185,6 +185,9 @@ pub async fn request_permission(
                     approved_by_rule: rule.map(|r| r.rule_id),
                 })
                 .await?;
+            if created {
+                d.hub.bump(APPROVALS_KEY);
+            }
             if created && a.status == "pending" {
                 arm_timeout(
                     d.store.clone(),
@@ -192,7 +195,6 @@ pub async fn request_permission(
                     a.approval_id.clone(),
                     a.expires_at_ms,
                 );
-                d.hub.publish("approvals", 1 + now_ms());
             }
             a
         }

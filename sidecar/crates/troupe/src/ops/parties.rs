@@ -493,6 +493,7 @@ pub async fn escalate_task(d: &Daemon, p: EscalateTaskParams) -> Result<TaskResu
         .store
         .escalate_task(p.task_id, p.reason.clone(), p.session_id)
         .await?;
+    d.hub.bump(crate::ops::approvals::NOTIFICATIONS_KEY);
     if let Some(party_id) = &task.party_id {
         let (row, members) = d.store.get_party(party_id)?;
         let snapshot: Option<Snapshot> = serde_json::from_value(row.snapshot).ok();
