@@ -1059,6 +1059,9 @@ fn write_mirror(dir: &Path, file: &str, text: &str) -> std::io::Result<()> {
     std::fs::rename(tmp, dir.join(file))
 }
 
+/// Serialises git checkouts (see `isolate`).
+static GIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The member's working directory: the project itself, a worktree, or a clone.
 pub(crate) async fn isolate(
     layout: &Layout,
@@ -1075,6 +1078,9 @@ pub(crate) async fn isolate(
     };
     let (root, label, role) = (repo_root.to_path_buf(), label.to_string(), role.to_string());
     tokio::task::spawn_blocking(move || {
+        // git takes locks in the repository (refs, worktree admin dirs): one checkout at a
+        // time, even when a step spawns many members at once.
+        let _one_at_a_time = GIT_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let name = troupe_worktree::MemberName {
             party: &label,
             role: &role,
