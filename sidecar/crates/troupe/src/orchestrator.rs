@@ -1080,7 +1080,9 @@ pub(crate) async fn isolate(
     tokio::task::spawn_blocking(move || {
         // git takes locks in the repository (refs, worktree admin dirs): one checkout at a
         // time, even when a step spawns many members at once.
-        let _one_at_a_time = GIT_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _one_at_a_time = GIT_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let name = troupe_worktree::MemberName {
             party: &label,
             role: &role,

@@ -1,0 +1,248 @@
+// Troupe for VS Code: starts `troupe lsp` with vscode-languageclient, adds the "Troupe:" commands,
+// a status-bar count of pending permission requests, and a live picture of a party's DAG.
+// Approvals themselves arrive as diagnostics with quick fixes from the language server.
+import { execFile } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import * as vscode from 'vscode';
+import { ExecuteCommandRequest, LanguageClient, LanguageClientOptions, ServerOptions } from 'vscode-languageclient/node';
+
+let client: LanguageClient | undefined;
+
+/** The troupe binary: setting, then $TROUPE_BIN, then the bundled one, then PATH. */
+function findBinary(context: vscode.ExtensionContext): string {
+  const setting = vscode.workspace.getConfiguration('troupe').get<string>('path');
+  if (setting) {
+    return setting;
+  }
+  if (process.env.TROUPE_BIN) {
+    return process.env.TROUPE_BIN;
+  }
+  const bundled = path.join(context.extensionPath, 'bin', 'troupe');
+  return fs.existsSync(bundled) ? bundled : 'troupe';
+}
+
+/** `troupe --version`, or an error naming what went wrong. */
+function version(bin: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(bin, ['--version'], (err, stdout) => {
+      if (err) {
+        reject(new Error(`cannot run ${bin}: ${err.message}`));
+      } else {
+        resolve(stdout.trim());
+      }
+    });
+  });
+}
+
+/** Runs a daemon operation through the language server. */
+async function call<T = any>(operation: string, params: object = {}): Promise<T> {
+  if (!client) {
+    throw new Error('the Troupe language server is not running');
+  }
+  return client.sendRequest(ExecuteCommandRequest.type, { command: `troupe.${operation}`, arguments: [params] });
+}
+
+function report(err: unknown) {
+  vscode.window.showErrorMessage(`Troupe: ${err instanceof Error ? err.message : String(err)}`);
+}
+
+async function pickParty(): Promise<string | undefined> {
+  const { parties } = await call('list_parties');
+  const picked = await vscode.window.showQuickPick(
+    parties.map((p: any) => ({ label: p.name, description: p.status, detail: p.party_id, id: p.party_id })),
+    { title: 'Troupe: choose a party' },
+  );
+  return (picked as any)?.id;
+}
+
+export async function activate(context: vscode.ExtensionContext) {
+  const bin = findBinary(context);
+  const output = vscode.window.createOutputChannel('Troupe');
+  try {
+    const v = await version(bin);
+    output.appendLine(`using ${bin}: ${v}`);
+    if (!/^troupe \d+\.\d+\.\d+/.test(v)) {
+      throw new Error(`${bin} --version said "${v}", which is not troupe`);
+    }
+  } catch (err) {
+    report(err);
+    return;
+  }
+  const serverOptions: ServerOptions = { command: bin, args: ['lsp'] };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: 'file' }],
+    outputChannel: output,
+  };
+  client = new LanguageClient('troupe', 'Troupe', serverOptions, clientOptions);
+
+  const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 100);
+  status.command = 'troupe.pendingApprovals';
+  status.text = '$(shield) Troupe';
+  status.show();
+  context.subscriptions.push(status);
+
+  const commands: Record<string, () => Promise<void>> = {
+    'troupe.launchParty': async () => {
+      const { definitions } = await call('list_party_definitions');
+      const picked = await vscode.window.showQuickPick(definitions.map((d: any) => d.name), { title: 'Troupe: launch which party?' });
+      if (picked) {
+        const r = await call('launch_party', { name: picked });
+        PartyView.show(context, r.party_id);
+      }
+    },
+    'troupe.partyStatus': async () => {
+      const id = await pickParty();
+      if (id) {
+        PartyView.show(context, id);
+      }
+    },
+    'troupe.listAgents': async () => {
+      const { runs } = await call('list_agents');
+      output.appendLine(`${runs.length} agent runs`);
+      await vscode.window.showQuickPick(
+        runs.length
+          ? runs.map((r: any) => ({ label: `${r.agent_name} — ${r.status}`, description: r.role_name ?? '', detail: r.run_id }))
+          : [{ label: 'No agent runs yet' }],
+        { title: 'Troupe: agent runs' },
+      );
+    },
+    'troupe.sendMessage': async () => {
+      const from = await vscode.window.showInputBox({ prompt: 'From session id' });
+      const to = from && (await vscode.window.showInputBox({ prompt: 'To session id' }));
+      const content = to && (await vscode.window.showInputBox({ prompt: 'Message' }));
+      if (content) {
+        const r = await call('send_message', { from_session_id: from, to_session_id: to, content });
+        vscode.window.showInformationMessage(`Troupe: sent ${r.message_id}`);
+      }
+    },
+    'troupe.cancelParty': async () => {
+      const id = await pickParty();
+      if (id) {
+        const r = await call('cancel_party', { party_id: id });
+        vscode.window.showInformationMessage(`Troupe: party ${r.party.name} ${r.party.status}`);
+      }
+    },
+    'troupe.pendingApprovals': async () => {
+      const { approvals } = await call('list_approvals', { status: 'pending' });
+      const picked: any = await vscode.window.showQuickPick(
+        approvals.map((a: any) => ({ label: `${a.tool_name} ${a.subject}`, description: a.role_name ?? '', detail: a.approval_id, a })),
+        { title: `Troupe: ${approvals.length} pending requests` },
+      );
+      if (!picked) {
+        return;
+      }
+      const decision = await vscode.window.showQuickPick(['approve', 'deny', 'approve_pattern', 'abort'], { title: picked.label });
+      if (decision) {
+        await call('decide_approval', { approval_id: picked.a.approval_id, decision });
+      }
+    },
+    'troupe.startAgent': async () => {
+      const { definitions } = await call('list_agent_definitions');
+      const agent = await vscode.window.showQuickPick(definitions.map((d: any) => d.name), { title: 'Troupe: start which agent?' });
+      const parent = agent && (await vscode.window.showInputBox({ prompt: 'Parent session id' }));
+      const prompt = parent && (await vscode.window.showInputBox({ prompt: 'Prompt' }));
+      if (prompt) {
+        const r = await call('start_agent', { agent, parent_session_id: parent, prompt });
+        vscode.window.showInformationMessage(`Troupe: started run ${r.run_id}`);
+      }
+    },
+  };
+  for (const [name, fn] of Object.entries(commands)) {
+    context.subscriptions.push(vscode.commands.registerCommand(name, () => fn().catch(report)));
+  }
+
+  await client.start();
+  client.onNotification('troupe/approvals', (p: { pending: number }) => {
+    status.text = p.pending ? `$(shield) Troupe: ${p.pending} pending` : '$(shield) Troupe';
+  });
+  context.subscriptions.push({ dispose: () => client?.stop() });
+}
+
+export function deactivate(): Thenable<void> | undefined {
+  return client?.stop();
+}
+
+/** A live picture of a party: roles laid out by dependency depth, members coloured by state. */
+class PartyView {
+  static show(context: vscode.ExtensionContext, partyId: string) {
+    const panel = vscode.window.createWebviewPanel('troupeParty', 'Troupe party', vscode.ViewColumn.Beside, {});
+    let stopped = false;
+    panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
+    const tick = async () => {
+      if (stopped) {
+        return;
+      }
+      try {
+        panel.webview.html = render(await call('get_party_status', { party_id: partyId }));
+      } catch (err) {
+        panel.webview.html = `<p>${String(err)}</p>`;
+      }
+      setTimeout(tick, 500);
+    };
+    tick();
+  }
+}
+
+const COLOURS: Record<string, string> = {
+  pending: '#9e9e9e', running: '#2196f3', completed: '#4caf50', crashed: '#ff9800',
+  failed: '#f44336', cancelled: '#757575', skipped: '#cddc39',
+};
+
+function escape(s: string): string {
+  return s.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c] as string));
+}
+
+export function render(status: any): string {
+  const roles: any[] = status.roles;
+  const depth: Record<string, number> = {};
+  const depthOf = (name: string, seen: Set<string> = new Set()): number => {
+    if (depth[name] !== undefined) {
+      return depth[name];
+    }
+    const role = roles.find((r) => r.role === name);
+    const deps: string[] = role?.depends_on ?? [];
+    const d = deps.length && !seen.has(name) ? 1 + Math.max(...deps.map((x) => depthOf(x, new Set([...seen, name])))) : 0;
+    depth[name] = d;
+    return d;
+  };
+  roles.forEach((r) => depthOf(r.role));
+  const columns: Record<number, any[]> = {};
+  roles.forEach((r) => (columns[depth[r.role]] ??= []).push(r));
+  const pos: Record<string, { x: number; y: number }> = {};
+  const boxes: string[] = [];
+  const edges: string[] = [];
+  Object.entries(columns).forEach(([col, rs]) =>
+    rs.forEach((r, row) => {
+      const x = 20 + Number(col) * 220;
+      const y = 20 + row * 110;
+      pos[r.role] = { x, y };
+      const members = status.members.filter((m: any) => m.role === r.role);
+      const dots = members
+        .map((m: any, i: number) => `<circle cx="${x + 20 + i * 22}" cy="${y + 62}" r="8" fill="${COLOURS[m.status] ?? '#000'}"><title>${escape(`${m.role}#${m.index}: ${m.status}`)}</title></circle>`)
+        .join('');
+      boxes.push(
+        `<rect x="${x}" y="${y}" width="180" height="80" rx="8" fill="#1e1e1e" stroke="${COLOURS[r.status] ?? '#9e9e9e'}" stroke-width="3"/>` +
+          `<text x="${x + 10}" y="${y + 22}" fill="#fff" font-size="14">${escape(r.role)}${r.is_leader ? ' ★' : ''}</text>` +
+          `<text x="${x + 10}" y="${y + 40}" fill="#bbb" font-size="11">${escape(r.status)} · ${r.completed}/${r.count}</text>` +
+          dots,
+      );
+    }),
+  );
+  roles.forEach((r) =>
+    (r.depends_on ?? []).forEach((d: string) => {
+      const a = pos[d];
+      const b = pos[r.role];
+      if (a && b) {
+        edges.push(`<line x1="${a.x + 180}" y1="${a.y + 40}" x2="${b.x}" y2="${b.y + 40}" stroke="#888" stroke-width="2" marker-end="url(#arrow)"/>`);
+      }
+    }),
+  );
+  const width = 60 + (Math.max(0, ...Object.keys(columns).map(Number)) + 1) * 220;
+  const height = 60 + Math.max(...Object.values(columns).map((c) => c.length)) * 110;
+  return `<!DOCTYPE html><html><body style="background:#111;color:#eee;font-family:sans-serif">
+<h3 id="party-title">${escape(status.party.name)} — ${escape(status.party.status)}</h3>
+<svg id="party-dag" width="${width}" height="${height}" xmlns="http://www.w3.org/2000/svg">
+<defs><marker id="arrow" markerWidth="10" markerHeight="10" refX="9" refY="3" orient="auto"><path d="M0,0 L0,6 L9,3 z" fill="#888"/></marker></defs>
+${edges.join('')}${boxes.join('')}</svg></body></html>`;
+}
