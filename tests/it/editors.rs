@@ -184,3 +184,57 @@ async fn neovim_approve_pattern_answers_the_next_request_too() {
         .collect();
     assert_eq!(decisions, ["approve_pattern", "rule"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vscode_protocol_tier_with_vscode_jsonrpc() {
+    let s = scenario();
+    let run = start_worker(&s, "vscode-worker", false).await;
+    let vscode = workspace_root().join("editors/vscode");
+    assert!(
+        vscode.join("node_modules/vscode-jsonrpc").is_dir(),
+        "editors/vscode/node_modules is missing: run scripts/test (it runs npm ci there)"
+    );
+    let out = std::process::Command::new("node")
+        .arg(vscode.join("test/protocol.js"))
+        .current_dir(&vscode)
+        .env("TROUPE_BIN", BIN)
+        .env("TROUPE_HOME", &s.daemon.layout.data_dir)
+        .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
+        .env("TEST_ROOT", &s.project)
+        .env("TEST_FILE_NAME", "notes.txt")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "node: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(f["server"]["name"], "troupe");
+    assert_eq!(f["has_list_agents"], true);
+    assert_eq!(f["diagnostic"]["line"], 1);
+    assert_eq!(f["diagnostic"]["source"], "troupe");
+    assert_eq!(
+        f["actions"],
+        json!([
+            "Troupe: Approve",
+            "Troupe: Deny",
+            "Troupe: Approve pattern…",
+            "Troupe: Abort agent"
+        ])
+    );
+    assert_eq!(f["lenses"], 4);
+    assert_eq!(f["runs"], 1);
+    assert!(
+        f["unknown_command_error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown command"),
+        "{f}"
+    );
+    assert_eq!(f["decided"], "approved");
+    assert_eq!(f["cleared"], true);
+    assert_eq!(run_end(&s, &run).await["result"]["output"], "approved");
+    assert_eq!(notes(&s.project), "one\npatched 1\nthree\n");
+}
