@@ -238,3 +238,133 @@ async fn vscode_protocol_tier_with_vscode_jsonrpc() {
     assert_eq!(run_end(&s, &run).await["result"]["output"], "approved");
     assert_eq!(notes(&s.project), "one\npatched 1\nthree\n");
 }
+
+/// The code-server install `scripts/test` made ($TROUPE_TEST_CODE_SERVER).
+fn code_server_dir() -> PathBuf {
+    let dir = PathBuf::from(std::env::var_os("TROUPE_TEST_CODE_SERVER").expect(
+        "VS Code (code-server) is needed: run the tests with scripts/test (it installs it) or set TROUPE_TEST_CODE_SERVER",
+    ));
+    assert!(
+        dir.join(".installed").exists(),
+        "{} is not a finished code-server install",
+        dir.display()
+    );
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_party() {
+    let code_server = code_server_dir();
+    let daemon = TestDaemon::start();
+    let project = daemon.dir.path().join("webapp");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    troupe_worktree::init_repo(&project, "init").unwrap();
+    let project = std::fs::canonicalize(&project).unwrap();
+    let script = daemon.dir.path().join("edit.sh");
+    std::fs::write(&script, EDITOR_WORKER).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = Scenario {
+        daemon,
+        project: project.clone(),
+        script,
+    };
+
+    // A finished party to look at, and a worker waiting for a decision.
+    let c = s.daemon.client().await;
+    let party = c
+        .call(
+            "launch_party",
+            json!({ "name": "feature-development", "cwd": project.display().to_string() }),
+        )
+        .await
+        .unwrap();
+    let party_id = party["party_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let st = c
+            .call("get_party_status", json!({ "party_id": party_id }))
+            .await
+            .unwrap();
+        if st["party"]["status"] == "completed" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the party did not finish: {}",
+            st["party"]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let run = start_worker(&s, "vscode-e2e-worker", false).await;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e2e = s.daemon.dir.path().join("e2e");
+    std::fs::create_dir_all(&e2e).unwrap();
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vscode-party-view.png");
+    let vscode = workspace_root().join("editors/vscode");
+    let out = tokio::process::Command::new("node")
+        .arg(vscode.join("test/e2e.js"))
+        .current_dir(&vscode)
+        .env("CODE_SERVER_DIR", &code_server)
+        .env("E2E_DIR", &e2e)
+        .env("E2E_PORT", port.to_string())
+        .env("VSIX", vscode.join("troupe.vsix"))
+        .env("TEST_ROOT", &project)
+        .env("SCREENSHOT", &screenshot)
+        .env("TROUPE_BIN", BIN)
+        .env("TROUPE_HOME", &s.daemon.layout.data_dir)
+        .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "e2e: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f: Value = serde_json::from_str(text.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(
+        f["steps"],
+        json!([
+            "installed",
+            "workbench",
+            "list agents",
+            "diagnostic",
+            "approved",
+            "screenshot"
+        ])
+    );
+    assert!(
+        f["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str().unwrap().contains("vscode-e2e-worker")),
+        "{f}"
+    );
+    assert!(
+        f["quick_fixes"].to_string().contains("Troupe: Approve"),
+        "{f}"
+    );
+    assert_eq!(f["dag_roles"], 4, "{f}");
+    assert!(
+        f["party_title"]
+            .as_str()
+            .unwrap()
+            .contains("feature-development — completed"),
+        "{f}"
+    );
+    assert!(
+        std::fs::metadata(&screenshot).unwrap().len() > 10_000,
+        "a real screenshot"
+    );
+    assert_eq!(run_end(&s, &run).await["result"]["output"], "approved");
+    assert_eq!(notes(&project), "one\npatched 1\nthree\n");
+}

@@ -1,0 +1,151 @@
+// End-to-end test in a real VS Code: code-server 4.100.3 in headless Chromium, driven by
+// playwright-core. Installs the packaged troupe.vsix, runs "Troupe: List Agents" from the
+// palette, approves a worker's pending request from the quick-fix menu on the file it wants to
+// edit, and saves a screenshot of the party view. Set up and checked by tests/it/editors.rs;
+// prints one JSON line of findings.
+'use strict';
+const cp = require('child_process');
+const fs = require('fs');
+const path = require('path');
+const { chromium } = require(path.join(process.env.CODE_SERVER_DIR, 'node_modules/playwright-core'));
+
+const dir = process.env.E2E_DIR;
+const root = process.env.TEST_ROOT;
+const port = process.env.E2E_PORT;
+const entry = path.join(process.env.CODE_SERVER_DIR, 'node_modules/code-server/out/node/entry.js');
+const userData = path.join(dir, 'user');
+const extensions = path.join(dir, 'extensions');
+const findings = { steps: [] };
+const step = (s) => findings.steps.push(s);
+
+function codeServer(args, opts = {}) {
+  return cp.spawn(process.execPath, [entry, '--user-data-dir', userData, '--extensions-dir', extensions, ...args], {
+    env: { ...process.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...opts,
+  });
+}
+
+function run(args) {
+  return new Promise((resolve, reject) => {
+    const p = codeServer(args);
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.stderr.on('data', (d) => (out += d));
+    p.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`code-server ${args.join(' ')}: ${code}\n${out}`))));
+  });
+}
+
+async function retry(what, fn, ms = 60000) {
+  const deadline = Date.now() + ms;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      return await fn();
+    } catch (e) {
+      last = e;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  throw new Error(`${what}: ${last}`);
+}
+
+async function palette(page, command) {
+  await retry(`palette ${command}`, async () => {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ timeout: 3000 });
+    await input.fill('>' + command);
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: command }).first().waitFor({ timeout: 3000 });
+    await page.keyboard.press('Enter');
+  });
+}
+
+(async () => {
+  fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
+  fs.writeFileSync(path.join(userData, 'User/settings.json'), JSON.stringify({
+    'security.workspace.trust.enabled': false,
+    'workbench.startupEditor': 'none',
+    'telemetry.telemetryLevel': 'off',
+    'extensions.autoCheckUpdates': false,
+    'update.mode': 'none',
+  }));
+  await run(['--install-extension', process.env.VSIX]);
+  step('installed');
+  const cfg = path.join(dir, 'config.yaml');
+  fs.writeFileSync(cfg, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
+  const server = codeServer(['--config', cfg, '--disable-telemetry', '--disable-update-check', root]);
+  let log = '';
+  server.stdout.on('data', (d) => (log += d));
+  server.stderr.on('data', (d) => (log += d));
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await retry('code-server page', () => page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(root)}`, { timeout: 5000 }));
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
+    step('workbench');
+
+    // 1. "Troupe: List Agents" from the palette shows the worker's run.
+    await palette(page, 'Troupe: List Agents');
+    await page.locator('.quick-input-widget', { hasText: 'agent runs' }).waitFor({ timeout: 30000 });
+    findings.agents = await page.locator('.quick-input-list .monaco-list-row').allInnerTexts();
+    await page.keyboard.press('Escape');
+    step('list agents');
+
+    // 2. The pending request is a diagnostic on notes.txt; approve it from the quick-fix menu.
+    await retry('open notes.txt', async () => {
+      await page.keyboard.press('Escape');
+      await page.keyboard.press('Control+P');
+      const input = page.locator('.quick-input-widget input');
+      await input.waitFor({ timeout: 3000 });
+      await input.fill('notes.txt');
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: 'notes.txt' }).first().waitFor({ timeout: 3000 });
+      await page.keyboard.press('Enter');
+      await page.locator('.monaco-editor .view-lines', { hasText: 'three' }).waitFor({ timeout: 3000 });
+    });
+    await page.locator('.monaco-editor .squiggly-warning, .monaco-editor .squiggly-error').first().waitFor({ timeout: 60000 });
+    step('diagnostic');
+    await page.locator('.monaco-editor .view-line', { hasText: 'two' }).first().click();
+    await retry('quick fix menu', async () => {
+      await page.keyboard.press('Control+.');
+      await page.locator('.action-widget', { hasText: 'Troupe: Approve' }).first().waitFor({ timeout: 3000 });
+    });
+    findings.quick_fixes = await page.locator('.action-widget .monaco-list-row').allInnerTexts();
+    await page.keyboard.press('Enter');
+    await page.locator('.monaco-editor .squiggly-warning').first().waitFor({ state: 'detached', timeout: 30000 });
+    step('approved');
+
+    // 3. The party view: a picture of the DAG.
+    await palette(page, 'Troupe: Party Status');
+    await retry('choose the party', async () => {
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: 'feature-development' }).first().waitFor({ timeout: 3000 });
+      await page.keyboard.press('Enter');
+    });
+    const frame = await retry('party view', async () => {
+      for (const f of page.frames()) {
+        if (await f.locator('#party-dag').count()) {
+          return f;
+        }
+      }
+      throw new Error('no party view yet');
+    });
+    findings.party_title = await frame.locator('#party-title').innerText();
+    findings.dag_roles = await frame.locator('#party-dag rect').count();
+    await page.waitForTimeout(300);
+    await page.screenshot({ path: process.env.SCREENSHOT });
+    step('screenshot');
+  } finally {
+    await browser.close();
+    server.kill();
+  }
+  console.log(JSON.stringify(findings));
+  process.exit(0);
+})().catch((e) => {
+  console.log(JSON.stringify({ error: String(e), ...findings }));
+  process.exit(1);
+});
