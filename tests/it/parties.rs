@@ -175,7 +175,18 @@ async fn seed_verification_crud_launch_parallelism_leader_status() {
     assert!(names.contains(&"two-step"));
 
     // 3 + 4. Launch: leader, then both developers at once, then QA after both.
-    let party = launch(&c, "two-step", &project).await;
+    let task = c
+        .call("create_task", json!({ "cwd": project, "title": "ship it" }))
+        .await
+        .unwrap();
+    let launched = c
+        .call(
+            "launch_party",
+            json!({ "name": "two-step", "cwd": project, "task_id": task["task_id"] }),
+        )
+        .await
+        .unwrap();
+    let party = launched["party_id"].as_str().unwrap().to_string();
     let s = wait_party(&c, &party, "completed").await;
     for m in s["members"].as_array().unwrap() {
         assert_eq!(m["status"], "completed", "{m}");
@@ -184,6 +195,10 @@ async fn seed_verification_crud_launch_parallelism_leader_status() {
         assert_eq!(m["session_status"], "ended");
     }
     assert_eq!(members(&s, "developer").len(), 2);
+    assert_eq!(
+        s["tasks"][0]["status"], "done",
+        "the party's task is done when it completes"
+    );
     // The timeline shows the order: QA spawned only after both developers completed.
     let events = c
         .call("list_events", json!({ "party_id": party, "limit": 1000 }))

@@ -964,6 +964,22 @@ impl Store {
         .await
     }
 
+    /// Marks a task done (its party completed). An escalated task stays escalated: a person
+    /// still has to look at it.
+    pub async fn finish_task(&self, task_id: String) -> Result<Task, StoreError> {
+        self.write(move |conn| {
+            conn.execute(
+                &format!(
+                    "UPDATE tasks SET status = 'done', updated_at = {NOW} \
+                     WHERE id = ?1 AND status IN ('open', 'in_progress')"
+                ),
+                [&task_id],
+            )?;
+            load_task(conn, &task_id)
+        })
+        .await
+    }
+
     /// Moves a task of a party from one role to another.
     pub async fn reassign_task(
         &self,

@@ -53,7 +53,7 @@ impl Hub {
         }
     }
 
-    /// Forgets a session nobody waits on (after it ends).
+    /// Forgets a key nobody waits on (an ended session, a decided request).
     pub fn forget(&self, session_id: &str) {
         let mut map = self.lock();
         if map

@@ -451,8 +451,9 @@ impl Loop {
                 if let Some(live) = self.parties.remove(party_id) {
                     if let Some(task) = &live.row.task_id
                         && status == PartyStatus::Completed
+                        && let Err(e) = self.store.finish_task(task.clone()).await
                     {
-                        tracing::debug!(task = %task, "party task done");
+                        tracing::warn!(task = %task, error = %e, "cannot mark the party's task done");
                     }
                     self.sync_mirror(&live.row.project_id, Path::new(&live.row.repo_root));
                 }

@@ -210,6 +210,11 @@ pub async fn request_permission(
             Ok(Err(_)) | Err(_) => break,
         }
     }
+    // A decided request's wake-up key is not needed again.
+    drop(wake);
+    if current.status != "pending" {
+        d.hub.forget(&key);
+    }
     Ok(result(&current))
 }
 
