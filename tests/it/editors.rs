@@ -189,6 +189,20 @@ async fn neovim_approve_pattern_answers_the_next_request_too() {
 async fn vscode_protocol_tier_with_vscode_jsonrpc() {
     let s = scenario();
     let run = start_worker(&s, "vscode-worker", false).await;
+    // A quick party for $/progress: one member that completes at once.
+    let c = s.daemon.client().await;
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "quick", "command": ["sh", "-c", "troupe call complete '{\"output\":\"ok\"}'"] } }),
+    )
+    .await
+    .unwrap();
+    c.call(
+        "create_party_definition",
+        json!({ "definition": { "name": "quick-party", "roles": { "only": { "agent": "quick" } } } }),
+    )
+    .await
+    .unwrap();
     let vscode = workspace_root().join("editors/vscode");
     assert!(
         vscode.join("node_modules/vscode-jsonrpc").is_dir(),
@@ -202,6 +216,7 @@ async fn vscode_protocol_tier_with_vscode_jsonrpc() {
         .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
         .env("TEST_ROOT", &s.project)
         .env("TEST_FILE_NAME", "notes.txt")
+        .env("TEST_PARTY", "quick-party")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -235,6 +250,7 @@ async fn vscode_protocol_tier_with_vscode_jsonrpc() {
     );
     assert_eq!(f["decided"], "approved");
     assert_eq!(f["cleared"], true);
+    assert_eq!(f["progress"], json!(["begin", "end"]), "{f}");
     assert_eq!(run_end(&s, &run).await["result"]["output"], "approved");
     assert_eq!(notes(&s.project), "one\npatched 1\nthree\n");
 }

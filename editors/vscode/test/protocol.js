@@ -30,6 +30,15 @@ conn.onNotification('textDocument/publishDiagnostics', (p) => {
 conn.onNotification('troupe/approvals', (p) => {
   findings.last_count = p.pending;
 });
+const progress = [];
+conn.onRequest('window/workDoneProgress/create', (p) => {
+  findings.progress_token = p.token;
+  return null;
+});
+conn.onNotification('$/progress', (p) => {
+  progress.push(p.value.kind);
+  waiters.forEach((w) => w());
+});
 conn.onRequest(() => null);
 conn.listen();
 
@@ -80,6 +89,14 @@ function until(pred, ms = 20000) {
   findings.decided = decided.approval.status;
   await until(() => diagnostics.length > 0 && diagnostics[diagnostics.length - 1].length === 0);
   findings.cleared = true;
+  // A launched party reports $/progress until it ends.
+  const launched = await conn.sendRequest('workspace/executeCommand', {
+    command: 'troupe.launch_party',
+    arguments: [{ name: process.env.TEST_PARTY }],
+  });
+  findings.launched = launched.party.status;
+  await until(() => progress.includes('end'));
+  findings.progress = [progress[0], progress[progress.length - 1]];
   await conn.sendRequest('shutdown');
   conn.sendNotification('exit');
   console.log(JSON.stringify(findings));

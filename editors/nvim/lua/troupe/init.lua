@@ -67,8 +67,31 @@ M.subcommands = {
       vim.notify('troupe: party ' .. r.party.party_id .. ' ' .. r.party.status)
     end)
   end,
+  -- Pending requests, including those that touch no file: pick one, then a decision.
   approvals = function()
-    M.call('list_approvals', { status = 'pending' }, function(r) show('pending approvals', r.approvals) end)
+    M.call('list_approvals', { status = 'pending' }, function(r)
+      if #r.approvals == 0 then
+        vim.notify('troupe: no pending requests')
+        return
+      end
+      vim.ui.select(r.approvals, {
+        prompt = 'Troupe: pending requests',
+        format_item = function(a)
+          return string.format('%s %s (%s)', a.tool_name, a.subject, a.role_name or a.session_id)
+        end,
+      }, function(a)
+        if not a then
+          return
+        end
+        vim.ui.select({ 'approve', 'deny', 'approve_pattern', 'abort' }, { prompt = a.tool_name .. ' ' .. a.subject }, function(d)
+          if d then
+            M.call('decide_approval', { approval_id = a.approval_id, decision = d }, function(res)
+              vim.notify('troupe: ' .. res.approval.status)
+            end)
+          end
+        end)
+      end)
+    end)
   end,
   start = function(args)
     local agent, parent = args[1], args[2]
