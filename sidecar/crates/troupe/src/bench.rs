@@ -155,12 +155,7 @@ impl Drop for DaemonGuard {
 }
 
 async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
-    let scratch = tempfile::Builder::new().prefix("troupe-bench-").tempdir()?;
-    let layout = Layout {
-        data_dir: scratch.path().join("data"),
-        runtime_dir: scratch.path().join("run"),
-    };
-    layout.prepare_dirs()?;
+    let (scratch, layout) = crate::bench::scratch_layout("troupe-bench-")?;
     let cwd = scratch.path().display().to_string();
 
     let (mut daemon, first, start_to_ready_ms) = start_daemon(&layout).await?;
@@ -261,6 +256,17 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
         delivery_p99_us,
         rss_after_load_kib,
     })
+}
+
+/// A scratch directory with a fresh data dir and runtime dir in it.
+pub(crate) fn scratch_layout(prefix: &str) -> anyhow::Result<(tempfile::TempDir, Layout)> {
+    let scratch = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    let layout = Layout {
+        data_dir: scratch.path().join("data"),
+        runtime_dir: scratch.path().join("run"),
+    };
+    layout.prepare_dirs()?;
+    Ok((scratch, layout))
 }
 
 /// Starts a daemon on `layout` as a child process; returns it, a client, and the time from

@@ -13,7 +13,6 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::bench::{percentiles, start_daemon};
-use crate::paths::Layout;
 
 #[derive(Debug, Args)]
 pub struct ApprovalArgs {
@@ -92,14 +91,7 @@ impl Lsp {
 }
 
 pub async fn run(args: ApprovalArgs, json_out: bool) -> anyhow::Result<()> {
-    let scratch = tempfile::Builder::new()
-        .prefix("troupe-bench-approvals-")
-        .tempdir()?;
-    let layout = Layout {
-        data_dir: scratch.path().join("data"),
-        runtime_dir: scratch.path().join("run"),
-    };
-    layout.prepare_dirs()?;
+    let (scratch, layout) = crate::bench::scratch_layout("troupe-bench-approvals-")?;
     let project = scratch.path().join("project");
     std::fs::create_dir_all(project.join(".git"))?;
     std::fs::write(project.join("main.rs"), "fn main() {}\n")?;

@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 use troupe_engine::{Action, Input, Party, PartyDefinition};
 
 use crate::bench::{PartiesArgs, cpu_ticks, median, start_daemon, ticks_per_second};
-use crate::paths::Layout;
 
 /// The benchmark party: `layers` layers of roles; each role waits for two of the layer before.
 fn definition(args: &PartiesArgs) -> Value {
@@ -133,14 +132,7 @@ pub async fn run(args: PartiesArgs, json_out: bool) -> anyhow::Result<()> {
 }
 
 async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
-    let scratch = tempfile::Builder::new()
-        .prefix("troupe-bench-party-")
-        .tempdir()?;
-    let layout = Layout {
-        data_dir: scratch.path().join("data"),
-        runtime_dir: scratch.path().join("run"),
-    };
-    layout.prepare_dirs()?;
+    let (scratch, layout) = crate::bench::scratch_layout("troupe-bench-party-")?;
     let project = scratch.path().join("project");
     std::fs::create_dir_all(&project)?;
     let (mut daemon, c, _) = start_daemon(&layout).await?;

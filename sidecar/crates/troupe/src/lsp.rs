@@ -73,6 +73,19 @@ fn rpc_error(e: impl std::fmt::Display) -> RpcError {
 }
 
 impl Backend {
+    /// The pending requests on the document at `uri`.
+    fn pending_for(&self, uri: &Uri) -> Vec<Value> {
+        let Some(path) = uri.to_file_path().map(|p| p.into_owned()) else {
+            return Vec::new();
+        };
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        lock(&self.state)
+            .by_file
+            .get(&path)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     fn daemon(&self) -> RpcResult<Arc<Client>> {
         lock(&self.state)
             .daemon
@@ -220,20 +233,7 @@ impl LanguageServer for Backend {
     async fn did_close(&self, _: DidCloseTextDocumentParams) {}
 
     async fn code_action(&self, params: CodeActionParams) -> RpcResult<Option<CodeActionResponse>> {
-        let Some(path) = params
-            .text_document
-            .uri
-            .to_file_path()
-            .map(|p| p.into_owned())
-        else {
-            return Ok(None);
-        };
-        let path = std::fs::canonicalize(&path).unwrap_or(path);
-        let pending = lock(&self.state)
-            .by_file
-            .get(&path)
-            .cloned()
-            .unwrap_or_default();
+        let pending = self.pending_for(&params.text_document.uri);
         let mut actions = Vec::new();
         for a in pending
             .iter()
@@ -255,20 +255,7 @@ impl LanguageServer for Backend {
     }
 
     async fn code_lens(&self, params: CodeLensParams) -> RpcResult<Option<Vec<CodeLens>>> {
-        let Some(path) = params
-            .text_document
-            .uri
-            .to_file_path()
-            .map(|p| p.into_owned())
-        else {
-            return Ok(None);
-        };
-        let path = std::fs::canonicalize(&path).unwrap_or(path);
-        let pending = lock(&self.state)
-            .by_file
-            .get(&path)
-            .cloned()
-            .unwrap_or_default();
+        let pending = self.pending_for(&params.text_document.uri);
         let lenses = pending
             .iter()
             .flat_map(|a| {

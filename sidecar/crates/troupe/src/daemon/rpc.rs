@@ -63,10 +63,9 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
         move |params, pending, _, _| {
             let daemon = sub_daemon.clone();
             async move {
-                let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
-                let p: SubscribeMessagesParams = match parse_params("subscribe_messages", raw) {
+                let p: SubscribeMessagesParams = match subscription_params("subscribe_messages", &params) {
                     Ok(p) => p,
-                    Err(e) => return pending.reject(e.to_rpc()).await,
+                    Err(e) => return pending.reject(e).await,
                 };
                 // Watch before reading the cursor so nothing committed in between is missed.
                 let mut wake = daemon.hub.watch(&p.session_id);
@@ -124,11 +123,11 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
         move |params, pending, _, _| {
             let daemon = sub_daemon.clone();
             async move {
-                let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
-                let p: SubscribeApprovalsParams = match parse_params("subscribe_approvals", raw) {
-                    Ok(p) => p,
-                    Err(e) => return pending.reject(e.to_rpc()).await,
-                };
+                let p: SubscribeApprovalsParams =
+                    match subscription_params("subscribe_approvals", &params) {
+                        Ok(p) => p,
+                        Err(e) => return pending.reject(e).await,
+                    };
                 let project = match crate::ops::project_filter(
                     &daemon,
                     "subscribe_approvals",
@@ -180,11 +179,10 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
         move |params, pending, _, _| {
             let daemon = sub_daemon.clone();
             async move {
-                let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
                 let p: SubscribeNotificationsParams =
-                    match parse_params("subscribe_notifications", raw) {
+                    match subscription_params("subscribe_notifications", &params) {
                         Ok(p) => p,
-                        Err(e) => return pending.reject(e.to_rpc()).await,
+                        Err(e) => return pending.reject(e).await,
                     };
                 let mut wake = daemon.hub.watch(crate::ops::approvals::NOTIFICATIONS_KEY);
                 let start = match p.since {
@@ -228,6 +226,15 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
         },
     )?;
     Ok(module.into())
+}
+
+/// A subscription's params, or the error to reject it with.
+fn subscription_params<P: serde::de::DeserializeOwned>(
+    name: &'static str,
+    params: &jsonrpsee::types::Params<'_>,
+) -> Result<P, ErrorObjectOwned> {
+    let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
+    parse_params(name, raw).map_err(|e| e.to_rpc())
 }
 
 /// Server limits: the request body must hold the largest allowed message, JSON-escaped.
