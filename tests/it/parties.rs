@@ -956,3 +956,80 @@ async fn kill_9_mid_party_resumes_without_rerunning_or_double_spawning() {
         assert_eq!(m["status"], "completed", "{m}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_party_and_approvals_commands() {
+    let daemon = TestDaemon::start();
+    let c = daemon.client().await;
+    let project = daemon.project("repo");
+    agent(
+        &c,
+        "quick",
+        &script(daemon.dir.path(), "done.sh", COMPLETE),
+        json!({}),
+    )
+    .await;
+    party_def(
+        &c,
+        json!({ "name": "solo", "roles": { "only": { "agent": "quick" } } }),
+    )
+    .await;
+    let cwd = Some(Path::new(&project));
+    let out = crate::support::cli(&daemon.layout, &["party", "launch", "solo"], cwd);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let text = crate::support::stdout(&out);
+    assert!(
+        text.starts_with("party ") && text.contains(" solo — "),
+        "{text}"
+    );
+    let party = text.split_whitespace().nth(1).unwrap().to_string();
+    wait_party(&c, &party, "completed").await;
+    let listed = crate::support::stdout(&crate::support::cli(
+        &daemon.layout,
+        &["party", "list"],
+        cwd,
+    ));
+    assert!(
+        listed.contains(&party) && listed.contains("completed"),
+        "{listed}"
+    );
+    let status = crate::support::stdout(&crate::support::cli(
+        &daemon.layout,
+        &["party", "status", &party],
+        cwd,
+    ));
+    assert!(
+        status.contains("only") && status.contains("1/1 done"),
+        "{status}"
+    );
+
+    let worker = register(&c, "codex", &project, None).await;
+    let asked = c
+        .call("request_permission", json!({ "session_id": worker, "tool_name": "shell", "input": { "command": "rm -rf build" }, "wait_ms": 0 }))
+        .await
+        .unwrap();
+    let id = asked["approval_id"].as_str().unwrap();
+    let listed = crate::support::stdout(&crate::support::cli(
+        &daemon.layout,
+        &["approvals", "list"],
+        cwd,
+    ));
+    assert!(
+        listed.contains(id) && listed.contains("rm -rf build"),
+        "{listed}"
+    );
+    let out = crate::support::cli(&daemon.layout, &["approvals", "decide", id, "deny"], cwd);
+    assert_eq!(
+        crate::support::stdout(&out).trim(),
+        "denied",
+        "{}",
+        crate::support::stderr(&out)
+    );
+    let out = crate::support::cli(&daemon.layout, &["approvals", "decide", id, "approve"], cwd);
+    assert!(!out.status.success());
+    assert!(
+        crate::support::stderr(&out).contains("is already denied"),
+        "{}",
+        crate::support::stderr(&out)
+    );
+}

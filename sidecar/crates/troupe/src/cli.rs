@@ -50,6 +50,12 @@ pub enum Command {
     /// Send, poll and watch messages.
     #[command(subcommand)]
     Msg(MsgCommand),
+    /// Launch, follow, signal and cancel parties.
+    #[command(subcommand)]
+    Party(PartyCommand),
+    /// Answer the agents' permission requests.
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
     /// Describe the API.
     #[command(subcommand)]
     Api(ApiCommand),
@@ -146,6 +152,45 @@ pub enum MsgCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum PartyCommand {
+    /// Launch a party definition in this directory's project.
+    Launch {
+        #[arg(default_value = "feature-development")]
+        name: String,
+        #[arg(long)]
+        task: Option<String>,
+    },
+    /// Parties of this directory's project.
+    List,
+    /// One party's roles and members.
+    Status { party_id: String },
+    /// Tell a role to proceed, retry or abort.
+    Signal {
+        party_id: String,
+        role: String,
+        #[arg(value_parser = ["proceed", "retry", "abort"])]
+        signal: String,
+    },
+    /// Stop every member.
+    Cancel { party_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// Pending requests.
+    List,
+    /// Answer one.
+    Decide {
+        approval_id: String,
+        #[arg(value_parser = ["approve", "deny", "abort", "approve_pattern"])]
+        decision: String,
+        /// For approve_pattern: a glob over the file path or command.
+        #[arg(long)]
+        pattern: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum ApiCommand {
     /// Print the JSON Schema of every operation's params and result.
     Schema,
@@ -205,6 +250,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Call { operation, params } => call(&layout, &operation, &params).await,
             Command::Session(cmd) => session(&layout, cmd, cli.json).await,
             Command::Msg(cmd) => msg(&layout, cmd, cli.json).await,
+            Command::Party(cmd) => party(&layout, cmd, cli.json).await,
+            Command::Approvals(cmd) => approvals(&layout, cmd, cli.json).await,
             Command::Api(ApiCommand::Schema) => print_json(&crate::api::schema_document()),
             Command::Api(ApiCommand::List) => {
                 for op in crate::api::OPERATIONS {
@@ -487,6 +534,112 @@ async fn msg(layout: &Layout, cmd: MsgCommand, json: bool) -> anyhow::Result<()>
                 json,
             )
             .await?
+        }
+    }
+    Ok(())
+}
+
+async fn party(layout: &Layout, cmd: PartyCommand, json: bool) -> anyhow::Result<()> {
+    let client = client::connect(layout, true).await?;
+    let (op, args) = match cmd {
+        PartyCommand::Launch { name, task } => (
+            "launch_party",
+            json!({ "name": name, "task_id": task, "cwd": cwd_string()? }),
+        ),
+        PartyCommand::List => ("list_parties", json!({ "cwd": cwd_string()? })),
+        PartyCommand::Status { party_id } => ("get_party_status", json!({ "party_id": party_id })),
+        PartyCommand::Signal {
+            party_id,
+            role,
+            signal,
+        } => (
+            "signal_role",
+            json!({ "party_id": party_id, "role_name": role, "signal": signal }),
+        ),
+        PartyCommand::Cancel { party_id } => ("cancel_party", json!({ "party_id": party_id })),
+    };
+    let result = client.call(op, args).await?;
+    if json {
+        return print_json(&result);
+    }
+    if let Some(parties) = result["parties"].as_array() {
+        for p in parties {
+            println!(
+                "{}  {:<22} {:<10} {}",
+                p["party_id"].as_str().unwrap_or(""),
+                p["name"].as_str().unwrap_or(""),
+                p["status"].as_str().unwrap_or(""),
+                p["created_at"].as_str().unwrap_or("")
+            );
+        }
+        return Ok(());
+    }
+    let summary = if result["party"].is_object() {
+        &result["party"]
+    } else {
+        &result
+    };
+    println!(
+        "party {} {} — {}",
+        summary["party_id"].as_str().unwrap_or(""),
+        summary["name"].as_str().unwrap_or(""),
+        summary["status"].as_str().unwrap_or("")
+    );
+    for r in result["roles"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<12} {:<10} {}/{} done  on_crash {}{}",
+            r["role"].as_str().unwrap_or(""),
+            r["status"].as_str().unwrap_or(""),
+            r["completed"],
+            r["count"],
+            r["on_crash"].as_str().unwrap_or(""),
+            if r["crashes"].as_i64().unwrap_or(0) > 0 {
+                format!("  ({} crashes)", r["crashes"])
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(())
+}
+
+async fn approvals(layout: &Layout, cmd: ApprovalsCommand, json: bool) -> anyhow::Result<()> {
+    let client = client::connect(layout, true).await?;
+    match cmd {
+        ApprovalsCommand::List => {
+            let result = client
+                .call("list_approvals", json!({ "status": "pending" }))
+                .await?;
+            if json {
+                return print_json(&result);
+            }
+            for a in result["approvals"].as_array().into_iter().flatten() {
+                println!(
+                    "{}  {} {}  ({})",
+                    a["approval_id"].as_str().unwrap_or(""),
+                    a["tool_name"].as_str().unwrap_or(""),
+                    a["subject"].as_str().unwrap_or(""),
+                    a["role_name"]
+                        .as_str()
+                        .unwrap_or_else(|| a["session_id"].as_str().unwrap_or(""))
+                );
+            }
+        }
+        ApprovalsCommand::Decide {
+            approval_id,
+            decision,
+            pattern,
+        } => {
+            let result = client
+                .call(
+                    "decide_approval",
+                    json!({ "approval_id": approval_id, "decision": decision, "pattern": pattern }),
+                )
+                .await?;
+            if json {
+                return print_json(&result);
+            }
+            println!("{}", result["approval"]["status"].as_str().unwrap_or("?"));
         }
     }
     Ok(())
