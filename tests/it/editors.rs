@@ -384,3 +384,69 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
     assert_eq!(run_end(&s, &run).await["result"]["output"], "approved");
     assert_eq!(notes(&project), "one\npatched 1\nthree\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_door_follows_the_daemon_across_a_restart() {
+    let mut daemon = TestDaemon::start();
+    let project = PathBuf::from(daemon.project("repo"));
+    std::fs::write(project.join("main.rs"), "fn main() {}\n").unwrap();
+    let project = std::fs::canonicalize(&project).unwrap();
+    let c = daemon.client().await;
+    let worker = register(&c, "codex", &project.display().to_string(), None).await;
+    let mut lsp =
+        troupe::lsp_client::LspClient::start(Path::new(BIN), &daemon.layout, &project, "warn")
+            .await
+            .unwrap();
+
+    // The daemon stops (an upgrade, a crash); the next command starts a new one.
+    let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
+    daemon.child.take().unwrap().wait().unwrap();
+    drop(c);
+    let params = json!({ "session_id": worker, "tool_name": "write_file", "file_path": "main.rs", "wait_ms": 0 });
+    let out = crate::support::cli(
+        &daemon.layout,
+        &["call", "request_permission", &params.to_string()],
+        None,
+    );
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let asked: Value = serde_json::from_str(&crate::support::stdout(&out)).unwrap();
+    let c = troupe::client::connect(&daemon.layout, false)
+        .await
+        .unwrap();
+
+    // troupe lsp reconnects on its own and shows the request made after the restart.
+    let target = format!("file://{}", project.join("main.rs").display());
+    let diag = tokio::time::timeout(
+        Duration::from_secs(20),
+        lsp.until(|m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == target
+                && m["params"]["diagnostics"]
+                    .as_array()
+                    .is_some_and(|d| !d.is_empty())
+        }),
+    )
+    .await
+    .expect("a diagnostic after the restart")
+    .unwrap();
+    assert_eq!(
+        diag["params"]["diagnostics"][0]["code"],
+        asked["approval_id"]
+    );
+    let id = lsp
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "troupe.decide_approval",
+            "arguments": [{ "approval_id": asked["approval_id"], "decision": "approve" }] }),
+        )
+        .await
+        .unwrap();
+    let answer = lsp.until(|m| m["id"] == id).await.unwrap();
+    assert_eq!(
+        answer["result"]["approval"]["status"], "approved",
+        "{answer}"
+    );
+    lsp.stop().await.unwrap();
+    let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
+    crate::support::cli(&daemon.layout, &["stop"], None);
+}

@@ -812,6 +812,17 @@ impl Store {
                     m.finished_at_ms
                 ])?;
             }
+            if state.status == "completed" {
+                // The party's task is done with it (an escalated one still waits for a person).
+                conn.execute(
+                    &format!(
+                        "UPDATE tasks SET status = 'done', updated_at = {NOW} \
+                         WHERE id = (SELECT task_id FROM parties WHERE id = ?1) \
+                           AND status IN ('open', 'in_progress')"
+                    ),
+                    [&party_id],
+                )?;
+            }
             append_all(conn, &events)?;
             for n in &notifications {
                 add_notification(conn, n)?;
@@ -958,22 +969,6 @@ impl Store {
                     party_id: task.party_id.clone(),
                     data: serde_json::json!({ "task_id": task_id, "reason": reason }),
                 },
-            )?;
-            load_task(conn, &task_id)
-        })
-        .await
-    }
-
-    /// Marks a task done (its party completed). An escalated task stays escalated: a person
-    /// still has to look at it.
-    pub async fn finish_task(&self, task_id: String) -> Result<Task, StoreError> {
-        self.write(move |conn| {
-            conn.execute(
-                &format!(
-                    "UPDATE tasks SET status = 'done', updated_at = {NOW} \
-                     WHERE id = ?1 AND status IN ('open', 'in_progress')"
-                ),
-                [&task_id],
             )?;
             load_task(conn, &task_id)
         })

@@ -3,91 +3,20 @@
 //! over stdio as an LSP client), the editor decides (`workspace/executeCommand`), and the worker's
 //! call returns. Reports p50/p99 of ask → diagnostic and of the whole round trip.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use serde_json::json;
 
 use crate::bench::{percentiles, start_daemon};
+use crate::lsp_client::LspClient;
 
 #[derive(Debug, Args)]
 pub struct ApprovalArgs {
     /// Round trips measured (after a few warm-up ones).
     #[arg(long, default_value_t = 300)]
     pub rounds: usize,
-}
-
-struct Lsp {
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: i64,
-}
-
-impl Lsp {
-    async fn send(&mut self, msg: Value) -> anyhow::Result<()> {
-        let body = serde_json::to_vec(&msg)?;
-        self.stdin
-            .write_all(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes())
-            .await?;
-        self.stdin.write_all(&body).await?;
-        self.stdin.flush().await?;
-        Ok(())
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<i64> {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
-            .await?;
-        Ok(id)
-    }
-
-    async fn read(&mut self) -> anyhow::Result<Value> {
-        let v = self.read_inner().await?;
-        if std::env::var_os("TROUPE_BENCH_TRACE").is_some() {
-            eprintln!("<- {v}");
-        }
-        Ok(v)
-    }
-
-    async fn read_inner(&mut self) -> anyhow::Result<Value> {
-        let mut len = None;
-        loop {
-            let mut line = String::new();
-            if self.stdout.read_line(&mut line).await? == 0 {
-                bail!("troupe lsp closed its output");
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some(v) = line.strip_prefix("Content-Length: ") {
-                len = Some(v.parse::<usize>()?);
-            }
-        }
-        let mut body = vec![0; len.context("a message without Content-Length")?];
-        self.stdout.read_exact(&mut body).await?;
-        Ok(serde_json::from_slice(&body)?)
-    }
-
-    /// Reads until `pred` matches a message (answering the server's own requests on the way).
-    async fn until(&mut self, mut pred: impl FnMut(&Value) -> bool) -> anyhow::Result<Value> {
-        loop {
-            let msg = self.read().await?;
-            if pred(&msg) {
-                return Ok(msg);
-            }
-            if msg.get("method").is_some() && msg.get("id").is_some() {
-                let id = msg["id"].clone();
-                self.send(json!({ "jsonrpc": "2.0", "id": id, "result": null }))
-                    .await?;
-            }
-        }
-    }
 }
 
 pub async fn run(args: ApprovalArgs, json_out: bool) -> anyhow::Result<()> {
@@ -107,36 +36,9 @@ pub async fn run(args: ApprovalArgs, json_out: bool) -> anyhow::Result<()> {
         .context("no session_id")?
         .to_string();
 
-    let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .arg("lsp")
-        .env("TROUPE_HOME", &layout.data_dir)
-        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
-        .env(
-            "TROUPE_LOG",
-            std::env::var("TROUPE_LSP_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .context("cannot start troupe lsp")?;
-    let mut lsp = Lsp {
-        stdin: child.stdin.take().context("no stdin")?,
-        stdout: BufReader::new(child.stdout.take().context("no stdout")?),
-        next_id: 0,
-    };
+    let log = std::env::var("TROUPE_LSP_LOG").unwrap_or_else(|_| "warn".into());
+    let mut lsp = LspClient::start(&std::env::current_exe()?, &layout, &project, &log).await?;
     let root = format!("file://{}", project.display());
-    let init = lsp
-        .request(
-            "initialize",
-            json!({ "processId": null, "rootUri": root, "capabilities": {},
-            "workspaceFolders": [{ "uri": root, "name": "project" }] }),
-        )
-        .await?;
-    lsp.until(|m| m["id"] == init).await?;
-    lsp.send(json!({ "jsonrpc": "2.0", "method": "initialized", "params": {} }))
-        .await?;
     let target = format!("{root}/main.rs");
 
     let warmup = 20;
@@ -187,7 +89,7 @@ pub async fn run(args: ApprovalArgs, json_out: bool) -> anyhow::Result<()> {
             round.push(done);
         }
     }
-    let _bye = lsp.request("shutdown", json!(null)).await;
+    lsp.stop().await?;
     let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
     let _reaped = daemon.0.wait();
     let (d50, d99) = percentiles(&mut to_diag);

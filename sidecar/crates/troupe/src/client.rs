@@ -91,6 +91,11 @@ pub struct Client {
 }
 
 impl Client {
+    /// Whether the connection to the daemon is still up.
+    pub fn is_connected(&self) -> bool {
+        self.rpc.is_connected()
+    }
+
     /// Calls an operation with JSON params.
     pub async fn call(&self, op: &str, args: Value) -> Result<Value, CallError> {
         Ok(self.rpc.request::<Value, _>(op, params(&args)?).await?)
@@ -259,8 +264,13 @@ pub fn builder(token: &str) -> anyhow::Result<WsClientBuilder> {
 
 fn spawn_daemon(layout: &Layout) -> anyhow::Result<Child> {
     layout.prepare_dirs()?;
-    let exe =
-        std::env::current_exe().context("cannot find the troupe binary to start the daemon")?;
+    // $TROUPE_BIN lets a program other than `troupe` that links this library start the daemon.
+    let exe = match std::env::var_os("TROUPE_BIN") {
+        Some(bin) => std::path::PathBuf::from(bin),
+        None => {
+            std::env::current_exe().context("cannot find the troupe binary to start the daemon")?
+        }
+    };
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod demo_member;
 pub mod hub;
 pub mod lsp;
+pub mod lsp_client;
 pub mod ops;
 pub mod orchestrator;
 pub mod paths;

@@ -86,12 +86,21 @@ impl Backend {
             .unwrap_or_default()
     }
 
-    fn daemon(&self) -> RpcResult<Arc<Client>> {
-        lock(&self.state)
-            .daemon
-            .clone()
-            .ok_or_else(|| rpc_error("not connected to the troupe daemon"))
+    async fn daemon(&self) -> RpcResult<Arc<Client>> {
+        daemon(&self.layout, &self.state)
+            .await
+            .map_err(|e| rpc_error(format!("{e:#}")))
     }
+}
+
+/// The connection to the daemon, re-established (and the daemon restarted) when it was lost.
+async fn daemon(layout: &Layout, state: &Mutex<State>) -> anyhow::Result<Arc<Client>> {
+    if let Some(c) = lock(state).daemon.clone().filter(|c| c.is_connected()) {
+        return Ok(c);
+    }
+    let fresh = Arc::new(client::connect(layout, true).await?);
+    lock(state).daemon = Some(fresh.clone());
+    Ok(fresh)
 }
 
 /// The range a request covers (1-based inclusive lines → an LSP range).
@@ -219,9 +228,25 @@ impl LanguageServer for Backend {
     }
 
     async fn initialized(&self, _: InitializedParams) {
-        let (editor, state) = (self.editor.clone(), self.state.clone());
-        tokio::spawn(watch_approvals(editor.clone(), state.clone()));
-        tokio::spawn(watch_notifications(editor, state));
+        let (editor, state, layout) =
+            (self.editor.clone(), self.state.clone(), self.layout.clone());
+        tokio::spawn(async move {
+            // Follow the daemon across restarts: resubscribe whenever the connection drops.
+            loop {
+                match daemon(&layout, &state).await {
+                    Ok(d) => {
+                        tokio::join!(
+                            watch_approvals(editor.clone(), state.clone(), d.clone()),
+                            watch_notifications(editor.clone(), d),
+                        );
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), "cannot reach the troupe daemon")
+                    }
+                }
+                tokio::time::sleep(RECONNECT_DELAY).await;
+            }
+        });
     }
 
     async fn shutdown(&self) -> RpcResult<()> {
@@ -303,7 +328,7 @@ impl LanguageServer for Backend {
                 map.insert("cwd".into(), root.display().to_string().into());
             }
         }
-        let daemon = self.daemon()?;
+        let daemon = self.daemon().await?;
         let result = daemon.call(op.name, args).await.map_err(|e| RpcError {
             code: ErrorCode::ServerError(i64::from(e.code().unwrap_or(-32603))),
             message: e.to_string().into(),
@@ -318,13 +343,12 @@ impl LanguageServer for Backend {
     }
 }
 
-/// Keeps the diagnostics in step with the daemon's pending requests.
-async fn watch_approvals(editor: Editor, state: Arc<Mutex<State>>) {
-    let (daemon, root) = {
-        let s = lock(&state);
-        (s.daemon.clone(), s.root.clone())
-    };
-    let Some(daemon) = daemon else { return };
+/// How long to wait before reconnecting to a daemon that went away.
+const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+
+/// Keeps the diagnostics in step with the daemon's pending requests, until the connection ends.
+async fn watch_approvals(editor: Editor, state: Arc<Mutex<State>>, daemon: Arc<Client>) {
+    let root = lock(&state).root.clone();
     let params = match &root {
         Some(root) => json!({ "cwd": root.display().to_string() }),
         None => json!({}),
@@ -433,11 +457,8 @@ async fn workspace_path(
     Some(std::fs::canonicalize(&mapped).unwrap_or(mapped))
 }
 
-/// Shows escalations and finished parties as editor messages.
-async fn watch_notifications(editor: Editor, state: Arc<Mutex<State>>) {
-    let Some(daemon) = lock(&state).daemon.clone() else {
-        return;
-    };
+/// Shows escalations and finished parties as editor messages, until the connection ends.
+async fn watch_notifications(editor: Editor, daemon: Arc<Client>) {
     let Ok(mut sub) = daemon
         .subscribe(
             "subscribe_notifications",

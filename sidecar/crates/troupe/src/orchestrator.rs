@@ -446,15 +446,9 @@ impl Loop {
             }
             Action::Notify { target, text } => self.notify(party_id, target, &text).await,
             Action::RoleCompleted { .. } => {}
-            Action::Finished { status, .. } => {
+            Action::Finished { .. } => {
                 self.runner.close_log(&format!("party-{party_id}"));
                 if let Some(live) = self.parties.remove(party_id) {
-                    if let Some(task) = &live.row.task_id
-                        && status == PartyStatus::Completed
-                        && let Err(e) = self.store.finish_task(task.clone()).await
-                    {
-                        tracing::warn!(task = %task, error = %e, "cannot mark the party's task done");
-                    }
                     self.sync_mirror(&live.row.project_id, Path::new(&live.row.repo_root));
                 }
             }
