@@ -251,6 +251,13 @@ async fn vscode_protocol_tier_with_vscode_jsonrpc() {
     assert_eq!(f["decided"], "approved");
     assert_eq!(f["cleared"], true);
     assert_eq!(f["progress"], json!(["begin", "end"]), "{f}");
+    assert!(
+        f["shown"]
+            .as_str()
+            .unwrap()
+            .starts_with("Troupe: party quick-party completed"),
+        "{f}"
+    );
     assert_eq!(run_end(&s, &run).await["result"]["output"], "approved");
     assert_eq!(notes(&s.project), "one\npatched 1\nthree\n");
 }

@@ -39,6 +39,11 @@ conn.onNotification('$/progress', (p) => {
   progress.push(p.value.kind);
   waiters.forEach((w) => w());
 });
+const shown = [];
+conn.onNotification('window/showMessage', (p) => {
+  shown.push(p.message);
+  waiters.forEach((w) => w());
+});
 conn.onRequest(() => null);
 conn.listen();
 
@@ -97,6 +102,9 @@ function until(pred, ms = 20000) {
   findings.launched = launched.party.status;
   await until(() => progress.includes('end'));
   findings.progress = [progress[0], progress[progress.length - 1]];
+  // ... and its completion is shown as a message.
+  await until(() => shown.some((m) => m.includes('quick-party completed')));
+  findings.shown = shown.find((m) => m.includes('quick-party completed'));
   await conn.sendRequest('shutdown');
   conn.sendNotification('exit');
   console.log(JSON.stringify(findings));
