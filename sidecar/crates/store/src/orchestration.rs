@@ -1019,6 +1019,17 @@ impl Store {
         self.write(move |conn| add_notification(conn, &n)).await
     }
 
+    /// The newest notification's seq (0 when there is none).
+    pub fn latest_notification_seq(&self) -> Result<i64, StoreError> {
+        self.read(|conn| {
+            Ok(
+                conn.query_row("SELECT coalesce(max(seq), 0) FROM notifications", [], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
+    }
+
     /// Notifications after `since`, oldest first.
     pub fn list_notifications(
         &self,

@@ -63,55 +63,41 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
         move |params, pending, _, _| {
             let daemon = sub_daemon.clone();
             async move {
-                let p: SubscribeMessagesParams = match subscription_params("subscribe_messages", &params) {
-                    Ok(p) => p,
-                    Err(e) => return pending.reject(e).await,
-                };
+                let p: SubscribeMessagesParams =
+                    match subscription_params("subscribe_messages", &params) {
+                        Ok(p) => p,
+                        Err(e) => return pending.reject(e).await,
+                    };
                 // Watch before reading the cursor so nothing committed in between is missed.
-                let mut wake = daemon.hub.watch(&p.session_id);
+                let wake = daemon.hub.watch(&p.session_id);
                 let start = match p.since {
                     Some(since) => daemon.store.get_session(&p.session_id).map(|_| since),
                     None => daemon.store.latest_message_seq(&p.session_id),
                 };
-                let mut cursor = match start {
+                let cursor = match start {
                     Ok(cursor) => cursor,
                     Err(e) => return pending.reject(crate::api::ApiError::from(e).to_rpc()).await,
                 };
                 let Ok(sink) = pending.accept().await else {
                     return;
                 };
-                loop {
-                    let filter = PollFilter {
-                        session_id: p.session_id.clone(),
-                        since: Some(cursor),
-                        unread_only: false,
-                        limit: SUBSCRIPTION_BATCH,
-                    };
-                    let batch = match daemon.store.poll_messages(&filter) {
-                        Ok(batch) => batch,
-                        Err(e) => {
-                            tracing::warn!(error = %e, session = %p.session_id, "subscription read failed; closing it");
-                            return;
-                        }
-                    };
-                    let full = batch.len() as i64 == SUBSCRIPTION_BATCH;
-                    for message in batch {
-                        cursor = message.seq;
-                        let Ok(json) = serde_json::value::to_raw_value(&message) else {
-                            return;
-                        };
-                        if sink.send(json).await.is_err() {
-                            return; // the subscriber went away
-                        }
-                    }
-                    if full {
-                        continue;
-                    }
-                    tokio::select! {
-                        changed = wake.changed() => if changed.is_err() { return },
-                        _ = sink.closed() => return,
-                    }
-                }
+                let session = p.session_id.clone();
+                push_after(
+                    sink,
+                    wake,
+                    cursor,
+                    SUBSCRIPTION_BATCH,
+                    |after| {
+                        daemon.store.poll_messages(&PollFilter {
+                            session_id: session.clone(),
+                            since: Some(after),
+                            unread_only: false,
+                            limit: SUBSCRIPTION_BATCH,
+                        })
+                    },
+                    |m| m.seq,
+                )
+                .await;
             }
         },
     )?;
@@ -184,48 +170,70 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
                         Ok(p) => p,
                         Err(e) => return pending.reject(e).await,
                     };
-                let mut wake = daemon.hub.watch(crate::ops::approvals::NOTIFICATIONS_KEY);
+                let wake = daemon.hub.watch(crate::ops::approvals::NOTIFICATIONS_KEY);
                 let start = match p.since {
                     Some(since) => Ok(since),
-                    None => daemon
-                        .store
-                        .list_notifications(0, None, i64::MAX)
-                        .map(|all| all.last().map_or(0, |n| n.seq)),
+                    None => daemon.store.latest_notification_seq(),
                 };
-                let Ok(mut cursor) = start else { return };
+                let Ok(cursor) = start else { return };
                 let Ok(sink) = pending.accept().await else {
                     return;
                 };
-                loop {
-                    let Ok(batch) =
+                push_after(
+                    sink,
+                    wake,
+                    cursor,
+                    SUBSCRIPTION_BATCH,
+                    |after| {
                         daemon
                             .store
-                            .list_notifications(cursor, None, SUBSCRIPTION_BATCH)
-                    else {
-                        return;
-                    };
-                    let full = batch.len() as i64 == SUBSCRIPTION_BATCH;
-                    for n in batch {
-                        cursor = n.seq;
-                        let Ok(json) = serde_json::value::to_raw_value(&n) else {
-                            return;
-                        };
-                        if sink.send(json).await.is_err() {
-                            return;
-                        }
-                    }
-                    if full {
-                        continue;
-                    }
-                    tokio::select! {
-                        changed = wake.changed() => if changed.is_err() { return },
-                        _ = sink.closed() => return,
-                    }
-                }
+                            .list_notifications(after, None, SUBSCRIPTION_BATCH)
+                    },
+                    |n| n.seq,
+                )
+                .await;
             }
         },
     )?;
     Ok(module.into())
+}
+
+/// Pushes the rows after `cursor` in order, a batch at a time, then waits for `wake`; ends when
+/// the subscriber goes away, the hub drops the key, or a read fails.
+async fn push_after<T: serde::Serialize>(
+    sink: jsonrpsee::server::SubscriptionSink,
+    mut wake: tokio::sync::watch::Receiver<i64>,
+    mut cursor: i64,
+    batch: i64,
+    fetch: impl Fn(i64) -> Result<Vec<T>, troupe_store::StoreError>,
+    seq_of: impl Fn(&T) -> i64,
+) {
+    loop {
+        let rows = match fetch(cursor) {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "subscription read failed; closing it");
+                return;
+            }
+        };
+        let full = rows.len() as i64 == batch;
+        for row in rows {
+            cursor = seq_of(&row);
+            let Ok(json) = serde_json::value::to_raw_value(&row) else {
+                return;
+            };
+            if sink.send(json).await.is_err() {
+                return; // the subscriber went away
+            }
+        }
+        if full {
+            continue;
+        }
+        tokio::select! {
+            changed = wake.changed() => if changed.is_err() { return },
+            _ = sink.closed() => return,
+        }
+    }
 }
 
 /// A subscription's params, or the error to reject it with.
