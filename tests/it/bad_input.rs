@@ -251,3 +251,30 @@ fn a_panicking_handler_becomes_an_internal_error() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn an_oversized_websocket_request_is_refused_and_the_daemon_goes_on() {
+    let daemon = TestDaemon::start();
+    let ws = daemon.ws_client().await;
+    let huge = "x".repeat(8 * 1024 * 1024);
+    let err = ws
+        .call("daemon_status", json!({ "pad": huge }))
+        .await
+        .unwrap_err();
+    // Either a JSON-RPC "too big" error or the connection is closed on that client; never a
+    // daemon that stops serving others.
+    assert!(
+        err.code() == Some(-32007) || err.code().is_none(),
+        "unexpected error: {err}"
+    );
+    let other = daemon.client().await;
+    assert!(other.call("daemon_status", json!({})).await.is_ok());
+    // Hundreds of connections at once are fine too.
+    let mut clients = Vec::new();
+    for _ in 0..200 {
+        clients.push(daemon.client().await);
+    }
+    for c in &clients {
+        assert!(c.call("daemon_status", json!({})).await.is_ok());
+    }
+}
