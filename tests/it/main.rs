@@ -12,5 +12,7 @@ mod daemon;
 mod durability;
 mod editors;
 mod messaging;
+mod mock_llm;
 mod parties;
+mod plugins;
 mod tidy;

@@ -3,12 +3,11 @@
 //! subagents, and a kill -9 of the daemon in the middle of a party.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, register};
+use crate::support::{TestDaemon, register, wait_for};
 
 /// Writes an executable shell script and returns its path.
 fn script(dir: &Path, name: &str, body: &str) -> String {
@@ -35,22 +34,6 @@ async fn party_def(c: &Client, def: Value) {
     c.call("create_party_definition", json!({ "definition": def }))
         .await
         .unwrap();
-}
-
-/// Polls `f` until it returns Some, failing after `secs`.
-async fn wait_for<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn status(c: &Client, party: &str) -> Value {

@@ -54,6 +54,8 @@ impl TestDaemon {
             .args(&self.extra_args)
             .env("TROUPE_RUNTIME_DIR", &self.layout.runtime_dir)
             .env("TROUPE_LOG", "warn")
+            // A provider key only plugins' requests to granted hosts may carry.
+            .env("TROUPE_TEST_PROVIDER_KEY", "sk-test-troupe")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -226,4 +228,79 @@ fn wait_ready(layout: &Layout, child: &mut Child, deadline: Instant) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     });
+}
+
+/// Polls `f` until it returns Some, failing after `secs`.
+pub async fn wait_for<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Where the first-party plugins are built: `<target>/plugins/wasm32-wasip2/release`.
+/// They are built once per test run (`scripts/test` builds them first, so this is quick).
+pub fn built_plugins() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = workspace_root();
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target"))
+            .join("plugins");
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--release",
+                "--locked",
+                "--target",
+                "wasm32-wasip2",
+            ])
+            .arg("--manifest-path")
+            .arg(root.join("plugins/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "building the plugins failed (rustup target add wasm32-wasip2?):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target.join("wasm32-wasip2/release")
+    })
+}
+
+/// A folder under `parent` holding first-party plugin `name`'s manifest and component, as
+/// `troupe plugin install` expects.
+pub fn plugin_folder(parent: &Path, name: &str) -> PathBuf {
+    let src = workspace_root().join("plugins").join(name);
+    let manifest = std::fs::read_to_string(src.join("plugin.toml")).unwrap();
+    let component = manifest
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("component")
+                .map(|r| r.trim_start().trim_start_matches('=').trim())
+                .map(|r| r.split('"').nth(1).unwrap_or("").to_string())
+        })
+        .unwrap_or_else(|| format!("{}.wasm", name.replace('-', "_")));
+    let dir = parent.join(format!("pkg-{name}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plugin.toml"), manifest).unwrap();
+    std::fs::copy(
+        built_plugins().join(format!("{}.wasm", name.replace('-', "_"))),
+        dir.join(component),
+    )
+    .unwrap();
+    dir
 }

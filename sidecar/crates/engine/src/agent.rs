@@ -34,6 +34,36 @@ pub struct Workflow {
     /// boolean, array, object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_schema: Option<BTreeMap<String, String>>,
+    /// Tools whose calls need a person's approval (executor runs; default `write_file` and
+    /// `run_command`; approval rules still apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_tools: Option<Vec<String>>,
+}
+
+impl Workflow {
+    /// Whether the policy lets a run call `tool` at all.
+    pub fn permits(&self, tool: &str) -> Result<(), String> {
+        if self.blocked_tools.iter().any(|t| t == tool) {
+            return Err(format!("tool {tool} is blocked by this agent's workflow"));
+        }
+        if let Some(allowed) = &self.allowed_tools
+            && !allowed.iter().any(|t| t == tool)
+        {
+            return Err(format!(
+                "tool {tool} is not among this agent's allowed tools ({})",
+                allowed.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a call of `tool` needs a person's approval.
+    pub fn needs_approval(&self, tool: &str) -> bool {
+        match &self.approve_tools {
+            Some(list) => list.iter().any(|t| t == tool),
+            None => matches!(tool, "write_file" | "run_command"),
+        }
+    }
 }
 
 /// An agent definition.
@@ -43,7 +73,7 @@ pub struct AgentDefinition {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// `process` (a command), later `wasm:<plugin>` and `acp:<agent>`.
+    /// `process` (a command) or `wasm:<executor plugin>`; later `acp:<agent>`.
     #[serde(default = "process")]
     pub runner: String,
     /// argv for the `process` runner.
@@ -51,6 +81,13 @@ pub struct AgentDefinition {
     pub command: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// What it is good at (routers match requests against these).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// Config for a `wasm:` runner's plugin, over the plugin's defaults and the user's grant
+    /// config (e.g. `base_url`, `model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_config: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     #[serde(default)]
@@ -82,7 +119,7 @@ fn process() -> String {
 }
 
 /// Runners this build can run.
-pub const RUNNERS: &[&str] = &["process"];
+pub const RUNNERS: &[&str] = &["process", "wasm:<executor plugin>"];
 
 impl AgentDefinition {
     /// Checks the definition can run here.
@@ -102,7 +139,24 @@ impl AgentDefinition {
                     );
                 }
             },
-            other if other.starts_with("wasm:") || other.starts_with("acp:") => {
+            other if other.starts_with("wasm:") => {
+                let plugin = &other[5..];
+                if plugin.is_empty()
+                    || !plugin
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                {
+                    return Err(format!(
+                        "runner {other:?} must name an executor plugin: wasm:<name> with a-z, 0-9 and '-'"
+                    ));
+                }
+                if let Some(c) = &self.plugin_config
+                    && !c.is_object()
+                {
+                    return Err("plugin_config must be a JSON object".into());
+                }
+            }
+            other if other.starts_with("acp:") => {
                 return Err(format!(
                     "runner {other:?} is not available in this build (available: {})",
                     RUNNERS.join(", ")

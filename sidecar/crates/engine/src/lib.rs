@@ -7,7 +7,9 @@ pub mod party;
 pub mod spec;
 
 pub use agent::{AgentDefinition, Isolation, Workflow};
-pub use party::{Action, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError};
+pub use party::{
+    Action, Decision, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError,
+};
 pub use spec::{
     NotifyTarget, PartyDefinition, RecoveryConfig, RoleDefinition, SpecError, Strategy,
     is_safe_name,

@@ -19,6 +19,8 @@ pub enum MemberStatus {
     Completed,
     /// Crashed and waiting for a signal (its role is paused).
     Crashed,
+    /// Crashed; a recovery plugin is deciding (or its restart delay is running).
+    Recovering,
     /// Given up on (the party failed).
     Failed,
     Cancelled,
@@ -33,6 +35,7 @@ impl MemberStatus {
             MemberStatus::Running => "running",
             MemberStatus::Completed => "completed",
             MemberStatus::Crashed => "crashed",
+            MemberStatus::Recovering => "recovering",
             MemberStatus::Failed => "failed",
             MemberStatus::Cancelled => "cancelled",
             MemberStatus::Skipped => "skipped",
@@ -120,7 +123,22 @@ pub enum Input {
         role: String,
         strategy: Strategy,
     },
+    /// A recovery plugin's answer about a member it was consulted on (a restart's delay has
+    /// already passed).
+    RecoveryDecided {
+        role: String,
+        index: u32,
+        decision: Decision,
+    },
     Cancel,
+}
+
+/// What a recovery plugin decided (or the fallback when it failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Restart,
+    Pause { notify: NotifyTarget, why: String },
+    Abort { why: String },
 }
 
 /// What the caller must do.
@@ -140,6 +158,15 @@ pub enum Action {
     Notify {
         target: NotifyTarget,
         text: String,
+    },
+    /// Ask recovery plugin `plugin` about this crash, then feed back `RecoveryDecided`.
+    ConsultRecovery {
+        role: String,
+        index: u32,
+        plugin: String,
+        crash_count: u32,
+        retry_limit: u32,
+        reason: String,
     },
     /// Every instance of a role is done.
     RoleCompleted {
@@ -244,6 +271,18 @@ impl Party {
                 let notify = self.notify_target(&role);
                 let retries = self.retries(&role);
                 match strategy {
+                    Strategy::Plugin(plugin) => {
+                        let m = self.member_mut(&role, index)?;
+                        m.status = MemberStatus::Recovering;
+                        out.push(Action::ConsultRecovery {
+                            role,
+                            index,
+                            plugin,
+                            crash_count: crashes,
+                            retry_limit: retries,
+                            reason,
+                        });
+                    }
                     Strategy::Restart if crashes <= retries => {
                         let m = self.member_mut(&role, index)?;
                         m.attempts += 1;
@@ -306,7 +345,12 @@ impl Party {
                     Signal::Retry => {
                         let mut any = false;
                         for m in self.members.iter_mut().filter(|m| m.role == role) {
-                            if matches!(m.status, MemberStatus::Crashed | MemberStatus::Failed) {
+                            if matches!(
+                                m.status,
+                                MemberStatus::Crashed
+                                    | MemberStatus::Failed
+                                    | MemberStatus::Recovering
+                            ) {
                                 any = true;
                                 m.status = MemberStatus::Running;
                                 m.attempts += 1;
@@ -342,6 +386,59 @@ impl Party {
                 self.check_role(&role)?;
                 self.overrides.insert(role, strategy);
             }
+            Input::RecoveryDecided {
+                role,
+                index,
+                decision,
+            } => {
+                let m = self.member_mut(&role, index)?;
+                // Cancelled or signalled meanwhile: the answer is moot.
+                if m.status != MemberStatus::Recovering {
+                    return Ok(out);
+                }
+                let crashes = m.crash_count;
+                let notify = self.notify_target(&role);
+                match decision {
+                    Decision::Restart => {
+                        let m = self.member_mut(&role, index)?;
+                        m.status = MemberStatus::Running;
+                        m.attempts += 1;
+                        m.started_at_ms = Some(now_ms);
+                        m.finished_at_ms = None;
+                        let attempt = m.attempts;
+                        out.push(Action::Notify {
+                            target: notify,
+                            text: format!(
+                                "{role}#{index} crashed; its recovery plugin restarts it (crash {crashes})"
+                            ),
+                        });
+                        out.push(Action::Spawn {
+                            role,
+                            index,
+                            attempt,
+                        });
+                    }
+                    Decision::Pause { notify, why } => {
+                        let m = self.member_mut(&role, index)?;
+                        m.status = MemberStatus::Crashed;
+                        m.finished_at_ms = Some(now_ms);
+                        self.paused.insert(role.clone());
+                        out.push(Action::Notify {
+                            target: notify,
+                            text: format!(
+                                "{role}#{index} crashed {crashes} times; role {role} is paused because {why}: signal_role proceed, retry or abort"
+                            ),
+                        });
+                    }
+                    Decision::Abort { why } => {
+                        let m = self.member_mut(&role, index)?;
+                        m.status = MemberStatus::Failed;
+                        m.finished_at_ms = Some(now_ms);
+                        let why = format!("{role}#{index} crashed and {why}");
+                        self.end(PartyStatus::Failed, why, notify, now_ms, &mut out);
+                    }
+                }
+            }
             Input::Cancel => {
                 self.check_live()?;
                 let notify = self.definition.recovery.notify;
@@ -361,9 +458,14 @@ impl Party {
     pub fn strategy(&self, role: &str) -> Strategy {
         self.overrides
             .get(role)
-            .copied()
-            .or_else(|| self.definition.roles.get(role).and_then(|r| r.on_crash))
-            .unwrap_or(self.definition.recovery.on_crash)
+            .cloned()
+            .or_else(|| {
+                self.definition
+                    .roles
+                    .get(role)
+                    .and_then(|r| r.on_crash.clone())
+            })
+            .unwrap_or_else(|| self.definition.recovery.on_crash.clone())
     }
 
     fn notify_target(&self, role: &str) -> NotifyTarget {
@@ -498,7 +600,7 @@ impl Party {
                         index: m.index,
                     });
                 }
-                MemberStatus::Pending | MemberStatus::Crashed => {
+                MemberStatus::Pending | MemberStatus::Crashed | MemberStatus::Recovering => {
                     m.status = MemberStatus::Cancelled;
                 }
                 _ => {}

@@ -4,7 +4,7 @@
 use expect_test::{Expect, expect};
 use serde_json::json;
 
-use crate::{Action, Input, Party, PartyDefinition, Signal, SpecError, Strategy};
+use crate::{Action, Decision, Input, Party, PartyDefinition, Signal, SpecError, Strategy};
 
 fn def(v: serde_json::Value) -> PartyDefinition {
     let d: PartyDefinition = serde_json::from_value(v).unwrap();
@@ -42,6 +42,33 @@ fn parse(line: &str) -> Input {
             role: role.to_string(),
             strategy: serde_json::from_value(json!(strategy)).unwrap(),
         },
+        ["decide", m, "restart"] => {
+            let (role, index) = member(m);
+            Input::RecoveryDecided {
+                role,
+                index,
+                decision: Decision::Restart,
+            }
+        }
+        ["decide", m, "pause", why @ ..] => {
+            let (role, index) = member(m);
+            Input::RecoveryDecided {
+                role,
+                index,
+                decision: Decision::Pause {
+                    notify: crate::NotifyTarget::User,
+                    why: why.join(" "),
+                },
+            }
+        }
+        ["decide", m, "abort", why @ ..] => {
+            let (role, index) = member(m);
+            Input::RecoveryDecided {
+                role,
+                index,
+                decision: Decision::Abort { why: why.join(" ") },
+            }
+        }
         _ => panic!("bad script line {line:?}"),
     }
 }
@@ -60,6 +87,16 @@ fn render(a: &Action) -> String {
         } => format!("spawn {role}#{index} (attempt {attempt})"),
         Action::Stop { role, index } => format!("stop {role}#{index}"),
         Action::Notify { target, text } => format!("notify {target:?}: {text}").to_lowercase(),
+        Action::ConsultRecovery {
+            role,
+            index,
+            plugin,
+            crash_count,
+            retry_limit,
+            reason,
+        } => format!(
+            "ask {plugin} about {role}#{index} (crash {crash_count} of {retry_limit}: {reason})"
+        ),
         Action::RoleCompleted { role } => format!("{role} complete"),
         Action::Finished { status, reason } => format!("party {} ({reason})", status.as_str()),
     }
@@ -306,4 +343,66 @@ fn validation_names_what_is_wrong() {
     }));
     assert!(bad.unwrap_err().to_string().contains("explode"));
     let _ = (Signal::Proceed, Strategy::Restart);
+}
+
+#[test]
+fn a_recovery_plugin_decides_each_crash() {
+    let d = def(json!({
+        "name": "plugged",
+        "roles": {
+            "dev": { "agent": "x", "count": 2, "on_crash": "plugin:recovery-backoff" },
+            "qa": { "agent": "x" }
+        },
+        "flow": { "qa": ["dev"] },
+        "recovery": { "max_retries": 3 }
+    }));
+    check(
+        d,
+        "launch
+         crash dev#0 exit status 1
+         crash dev#0 late report
+         decide dev#0 restart
+         crash dev#1 exit status 2
+         decide dev#1 pause backoff gave up
+         done dev#0
+         signal dev proceed
+         crash qa#0 exit status 3
+         override qa plugin:strict
+         ",
+        expect![[r#"
+            t0 launch => spawn dev#0; spawn dev#1
+            t1 crash dev#0 exit status 1 => ask recovery-backoff about dev#0 (crash 1 of 3: exit status 1)
+            t2 crash dev#0 late report => -
+            t3 decide dev#0 restart => notify leader: dev#0 crashed; its recovery plugin restarts it (crash 1); spawn dev#0 (attempt 2)
+            t4 crash dev#1 exit status 2 => ask recovery-backoff about dev#1 (crash 1 of 3: exit status 2)
+            t5 decide dev#1 pause backoff gave up => notify user: dev#1 crashed 1 times; role dev is paused because backoff gave up: signal_role proceed, retry or abort
+            t6 done dev#0 => -
+            t7 signal dev proceed => dev complete; notify leader: role dev completed; spawn qa#0
+            t8 crash qa#0 exit status 3 => notify leader: qa#0 crashed (exit status 3); role qa is paused because its recovery strategy is pause: signal_role proceed, retry or abort
+            t9 override qa plugin:strict => -
+        "#]],
+    );
+    // An abort decision fails the party; a decision for a cancelled member is moot.
+    let d = def(json!({
+        "name": "plugged",
+        "roles": { "dev": { "agent": "x", "count": 2, "on_crash": "plugin:strict" } }
+    }));
+    check(
+        d,
+        "launch
+         crash dev#0 boom
+         decide dev#0 abort it gave up
+         decide dev#1 restart
+         ",
+        expect![[r#"
+            t0 launch => spawn dev#0; spawn dev#1
+            t1 crash dev#0 boom => ask strict about dev#0 (crash 1 of 2: boom)
+            t2 decide dev#0 abort it gave up => stop dev#1; notify leader: party plugged failed: dev#0 crashed and it gave up; party failed (dev#0 crashed and it gave up)
+            t3 decide dev#1 restart => -
+        "#]],
+    );
+    assert_eq!(
+        Strategy::parse("plugin:Bad").unwrap_err(),
+        "unknown recovery strategy \"plugin:Bad\": use restart, pause, abort or plugin:<name>"
+    );
 }

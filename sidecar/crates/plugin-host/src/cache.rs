@@ -16,7 +16,8 @@ pub enum Source {
     Cache,
 }
 
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }

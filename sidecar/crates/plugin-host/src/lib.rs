@@ -30,7 +30,7 @@ use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi_http::WasiHttpCtx;
 
 use crate::bindings::v0_1_0 as v0;
-pub use crate::cache::Source;
+pub use crate::cache::{Source, sha256_hex};
 pub use crate::grants::{Grants, PluginGrant};
 use crate::http_gate::{Budget, HttpGate};
 pub use crate::manifest::{Kind, Manifest, SUPPORTED_WIT};

@@ -44,6 +44,26 @@ impl Store {
     }
 
     /// Timeline entries matching `filter`, oldest first.
+    /// A party's latest `n` timeline entries, oldest first, as `kind: data` lines.
+    pub fn recent_party_events(&self, party_id: &str, n: u32) -> Result<Vec<String>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT kind, data FROM events WHERE party_id = ?1 ORDER BY seq DESC LIMIT ?2",
+            )?;
+            let mut lines = stmt
+                .query_map(rusqlite::params![party_id, n], |r| {
+                    Ok(format!(
+                        "{}: {}",
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            lines.reverse();
+            Ok(lines)
+        })
+    }
+
     pub fn list_events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(

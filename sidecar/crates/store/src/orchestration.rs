@@ -130,6 +130,14 @@ pub struct AgentRun {
     pub completed_at: Option<String>,
 }
 
+/// Tokens and money an executor spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+}
+
 /// A run to create, with its child session.
 #[derive(Debug, Clone)]
 pub struct NewRun {
@@ -665,6 +673,76 @@ impl Store {
             Ok((load_run(conn, &run_id)?, true))
         })
         .await
+    }
+
+    /// Adds an executor's usage to its run, every run above it (the runs whose sessions
+    /// started it, transitively) and its party.
+    pub async fn add_usage(&self, run_id: String, usage: Usage) -> Result<(), StoreError> {
+        self.write(move |conn| {
+            let mut add = conn.prepare_cached(
+                "INSERT INTO usage_totals (scope, id, input_tokens, output_tokens, cost_usd) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (scope, id) DO UPDATE SET \
+                 input_tokens = input_tokens + excluded.input_tokens, \
+                 output_tokens = output_tokens + excluded.output_tokens, \
+                 cost_usd = cost_usd + excluded.cost_usd",
+            )?;
+            let mut run = load_run(conn, &run_id)?;
+            if let Some(party) = &run.party_id {
+                add.execute(params![
+                    "party",
+                    party,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cost_usd
+                ])?;
+            }
+            // Up the chain of runs; the depth limit keeps it short, the cap keeps it finite.
+            for _ in 0..32 {
+                add.execute(params![
+                    "run",
+                    run.run_id,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cost_usd
+                ])?;
+                let Some(parent) = run.parent_session_id.clone() else {
+                    break;
+                };
+                let up: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT id FROM agent_runs WHERE session_id = ?1 \
+                         ORDER BY created_at DESC LIMIT 1",
+                    )?
+                    .query_row([parent], |r| r.get(0))
+                    .optional()?;
+                match up {
+                    Some(id) => run = load_run(conn, &id)?,
+                    None => break,
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Usage of a run (`scope` "run") or a party ("party"); zero when none was reported.
+    pub fn usage(&self, scope: &'static str, id: &str) -> Result<Usage, StoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT input_tokens, output_tokens, cost_usd FROM usage_totals \
+                     WHERE scope = ?1 AND id = ?2",
+                )?
+                .query_row(params![scope, id], |r| {
+                    Ok(Usage {
+                        input_tokens: r.get(0)?,
+                        output_tokens: r.get(1)?,
+                        cost_usd: r.get(2)?,
+                    })
+                })
+                .optional()?
+                .unwrap_or_default())
+        })
     }
 
     pub fn get_run(&self, run_id: &str) -> Result<AgentRun, StoreError> {

@@ -10,6 +10,7 @@ const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0001_foundation.sql")),
     M::up(include_str!("migrations/0002_parties.sql")),
     M::up(include_str!("migrations/0003_approvals.sql")),
+    M::up(include_str!("migrations/0004_usage.sql")),
 ];
 
 /// The schema version a fully migrated database has.

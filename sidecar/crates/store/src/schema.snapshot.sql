@@ -175,6 +175,14 @@ CREATE TABLE tasks (
     created_at         TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     updated_at         TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 ) STRICT;
+CREATE TABLE usage_totals (
+    scope          TEXT NOT NULL CHECK (scope IN ('run', 'party')),
+    id             TEXT NOT NULL,
+    input_tokens   INTEGER NOT NULL DEFAULT 0,
+    output_tokens  INTEGER NOT NULL DEFAULT 0,
+    cost_usd       REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (scope, id)
+) STRICT, WITHOUT ROWID;
 CREATE INDEX idx_agent_runs_parent ON agent_runs(parent_session_id) WHERE parent_session_id IS NOT NULL;
 CREATE INDEX idx_agent_runs_party ON agent_runs(party_id) WHERE party_id IS NOT NULL;
 CREATE INDEX idx_agent_runs_session ON agent_runs(session_id);

@@ -56,6 +56,9 @@ pub enum Command {
     /// Answer the agents' permission requests.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Install, inspect, grant and remove WebAssembly plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Describe the API.
     #[command(subcommand)]
     Api(ApiCommand),
@@ -191,6 +194,36 @@ pub enum ApprovalsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Installed plugins, and folders that failed to load.
+    List,
+    /// Install or upgrade the plugin in a folder (plugin.toml + its component).
+    Install { path: PathBuf },
+    /// Unload a plugin and delete it.
+    Remove { name: String },
+    /// One plugin's manifest, grant and hash.
+    Info { name: String },
+    /// Grant a plugin HTTP origins, a provider key variable or config.
+    Grant {
+        name: String,
+        /// An origin it may reach (repeat): api.openai.com, https://host:port, http://127.0.0.1:8080.
+        #[arg(long = "http")]
+        http: Vec<String>,
+        /// The environment variable (of the daemon) holding the provider key.
+        #[arg(long)]
+        key_env: Option<String>,
+        /// Let granted host names resolve to private addresses.
+        #[arg(long)]
+        allow_private: bool,
+        /// Config as a JSON object (replaces the granted config).
+        #[arg(long)]
+        config: Option<String>,
+    },
+    /// Ask a router plugin which agent should take a request.
+    Route { router: String, request: String },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum ApiCommand {
     /// Print the JSON Schema of every operation's params and result.
     Schema,
@@ -252,6 +285,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Msg(cmd) => msg(&layout, cmd, cli.json).await,
             Command::Party(cmd) => party(&layout, cmd, cli.json).await,
             Command::Approvals(cmd) => approvals(&layout, cmd, cli.json).await,
+            Command::Plugin(cmd) => plugin(&layout, cmd, cli.json).await,
             Command::Api(ApiCommand::Schema) => print_json(&crate::api::schema_document()),
             Command::Api(ApiCommand::List) => {
                 for op in crate::api::OPERATIONS {
@@ -601,6 +635,95 @@ async fn party(layout: &Layout, cmd: PartyCommand, json: bool) -> anyhow::Result
         );
     }
     Ok(())
+}
+
+fn plugin_line(p: &Value) -> String {
+    format!(
+        "{} {}  {}  wit {}  {}",
+        p["name"].as_str().unwrap_or(""),
+        p["version"].as_str().unwrap_or(""),
+        p["kind"].as_str().unwrap_or(""),
+        p["wit"].as_str().unwrap_or(""),
+        p["description"].as_str().unwrap_or("")
+    )
+}
+
+async fn plugin(layout: &Layout, cmd: PluginCommand, json: bool) -> anyhow::Result<()> {
+    let client = client::connect(layout, true).await?;
+    let result = match cmd {
+        PluginCommand::List => {
+            let r = client.call("list_plugins", json!({})).await?;
+            if !json {
+                for p in r["plugins"].as_array().into_iter().flatten() {
+                    println!("{}", plugin_line(p));
+                }
+                for b in r["broken"].as_array().into_iter().flatten() {
+                    println!(
+                        "{}  NOT LOADED: {}",
+                        b["dir"].as_str().unwrap_or(""),
+                        b["error"].as_str().unwrap_or("")
+                    );
+                }
+                return Ok(());
+            }
+            r
+        }
+        PluginCommand::Install { path } => {
+            let path = std::path::absolute(&path).context("resolving the plugin folder")?;
+            let r = client
+                .call("install_plugin", json!({ "path": path }))
+                .await?;
+            if !json {
+                println!("installed {}", plugin_line(&r["plugin"]));
+                return Ok(());
+            }
+            r
+        }
+        PluginCommand::Remove { name } => {
+            client
+                .call("remove_plugin", json!({ "name": name }))
+                .await?
+        }
+        PluginCommand::Info { name } => client.call("get_plugin", json!({ "name": name })).await?,
+        PluginCommand::Grant {
+            name,
+            http,
+            key_env,
+            allow_private,
+            config,
+        } => {
+            let config: Option<Value> = match config {
+                Some(c) => Some(serde_json::from_str(&c).context("--config is not JSON")?),
+                None => None,
+            };
+            let mut params = json!({ "name": name, "key_env": key_env, "config": config });
+            if !http.is_empty() {
+                params["allow_http"] = json!(http);
+            }
+            if allow_private {
+                params["allow_private"] = json!(true);
+            }
+            client.call("grant_plugin", params).await?
+        }
+        PluginCommand::Route { router, request } => {
+            let r = client
+                .call(
+                    "route_request",
+                    json!({ "router": router, "request": request }),
+                )
+                .await?;
+            if !json {
+                println!(
+                    "{}  ({})",
+                    r["agent"].as_str().unwrap_or(""),
+                    r["reason"].as_str().unwrap_or("")
+                );
+                return Ok(());
+            }
+            r
+        }
+    };
+    print_json(&result)
 }
 
 async fn approvals(layout: &Layout, cmd: ApprovalsCommand, json: bool) -> anyhow::Result<()> {

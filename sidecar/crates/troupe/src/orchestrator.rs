@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use troupe_engine::{
-    Action, AgentDefinition, Input, Isolation, Member, MemberStatus, NotifyTarget, Party,
+    Action, AgentDefinition, Decision, Input, Isolation, Member, MemberStatus, NotifyTarget, Party,
     PartyDefinition, PartyStatus, Signal, Strategy,
 };
 use troupe_store::{
@@ -66,6 +66,13 @@ pub enum Command {
     /// Stop a standalone run (`cancel_agent`); its row is already cancelled.
     StopRun {
         run_id: String,
+    },
+    /// A recovery plugin answered (after its restart delay, if any).
+    RecoveryDecided {
+        party_id: String,
+        role: String,
+        index: u32,
+        decision: Decision,
     },
 }
 
@@ -122,7 +129,15 @@ struct MemberRef {
     attempt: u32,
 }
 
+/// The daemon, once it exists (executor runs and recovery plugins need all of it).
+pub type DaemonCell = Arc<std::sync::OnceLock<std::sync::Weak<crate::daemon::Daemon>>>;
+
+/// Longest restart delay a recovery plugin may ask for.
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(3600);
+
 struct Loop {
+    daemon: DaemonCell,
+    commands: mpsc::UnboundedSender<Command>,
     store: Store,
     hub: Arc<Hub>,
     layout: Layout,
@@ -134,11 +149,18 @@ struct Loop {
 }
 
 /// Starts the loop; returns its handle after recovering the state an earlier daemon left.
-pub async fn start(store: Store, hub: Arc<Hub>, layout: Layout) -> anyhow::Result<Orchestrator> {
+pub async fn start(
+    store: Store,
+    hub: Arc<Hub>,
+    layout: Layout,
+    daemon: DaemonCell,
+) -> anyhow::Result<Orchestrator> {
     let (commands, mut command_rx) = mpsc::unbounded_channel();
     let (exits, mut exit_rx) = mpsc::unbounded_channel();
     let runner = Runner::new(layout.data_dir.join("runs"), exits);
     let mut state = Loop {
+        daemon,
+        commands: commands.clone(),
         store,
         hub,
         layout,
@@ -234,6 +256,26 @@ impl Loop {
             Event::Command(Command::RunCompleted { run_id }) => self.run_completed(&run_id).await,
             Event::Command(Command::StopRun { run_id }) => {
                 self.runner.stop(&run_id);
+            }
+            Event::Command(Command::RecoveryDecided {
+                party_id,
+                role,
+                index,
+                decision,
+            }) => {
+                if let Err(e) = self
+                    .input(
+                        &party_id,
+                        Input::RecoveryDecided {
+                            role,
+                            index,
+                            decision,
+                        },
+                    )
+                    .await
+                {
+                    tracing::debug!(party = %party_id, error = %e, "recovery decision not applied");
+                }
             }
             Event::Exit(exit) => self.run_exited(exit).await,
         }
@@ -354,6 +396,16 @@ impl Loop {
                     ("notification", json!({ "target": target, "text": text }))
                 }
                 Action::RoleCompleted { role } => ("role_completed", json!({ "role": role })),
+                Action::ConsultRecovery {
+                    role,
+                    index,
+                    plugin,
+                    crash_count,
+                    ..
+                } => (
+                    "recovery_consulting",
+                    json!({ "role": role, "index": index, "plugin": plugin, "crash_count": crash_count }),
+                ),
                 Action::Finished {
                     status,
                     reason: why,
@@ -446,6 +498,64 @@ impl Loop {
             }
             Action::Notify { target, text } => self.notify(party_id, target, &text).await,
             Action::RoleCompleted { .. } => {}
+            Action::ConsultRecovery {
+                role,
+                index,
+                plugin,
+                crash_count,
+                retry_limit,
+                reason,
+            } => {
+                let Some(live) = self.parties.get(party_id) else {
+                    return;
+                };
+                let notify = live
+                    .snapshot
+                    .party
+                    .roles
+                    .get(&role)
+                    .and_then(|r| r.notify)
+                    .unwrap_or(live.snapshot.party.recovery.notify);
+                let ctx = troupe_plugin_host::CrashContext {
+                    party: live.row.name.clone(),
+                    role: role.clone(),
+                    member: format!("{role}#{index}"),
+                    crash_count,
+                    retry_limit,
+                    exit_status: reason
+                        .strip_prefix("exit status ")
+                        .and_then(|c| c.parse().ok()),
+                    reason,
+                    recent_events: self
+                        .store
+                        .recent_party_events(party_id, 10)
+                        .unwrap_or_default(),
+                    strategy: format!("plugin:{plugin}"),
+                };
+                let daemon = self.daemon.get().cloned();
+                let commands = self.commands.clone();
+                let party_id = party_id.to_string();
+                tokio::spawn(async move {
+                    let decision = consult(daemon, &plugin, ctx, notify).await;
+                    let decision = match decision {
+                        Ok((Decision::Restart, delay)) => {
+                            tokio::time::sleep(delay.min(MAX_RESTART_DELAY)).await;
+                            Decision::Restart
+                        }
+                        Ok((d, _)) => d,
+                        Err(why) => {
+                            tracing::warn!(party = %party_id, %role, index, "{why}");
+                            Decision::Pause { notify, why }
+                        }
+                    };
+                    let _gone = commands.send(Command::RecoveryDecided {
+                        party_id,
+                        role,
+                        index,
+                        decision,
+                    });
+                });
+            }
             Action::Finished { .. } => {
                 self.runner.close_log(&format!("party-{party_id}"));
                 if let Some(live) = self.parties.remove(party_id) {
@@ -652,6 +762,30 @@ impl Loop {
 
     /// Starts a run's process and records it.
     async fn spawn_run(&self, run: &AgentRun, agent: &AgentDefinition) -> Result<(), String> {
+        if crate::executor::plugin_of(agent).is_some() {
+            let daemon = self
+                .daemon
+                .get()
+                .cloned()
+                .ok_or("the daemon is still starting")?;
+            // An in-daemon run carries the daemon's own pid: after a restart it reads as gone.
+            let pid = std::process::id();
+            self.store
+                .run_started(
+                    run.run_id.clone(),
+                    i64::from(pid),
+                    crate::runner::process_start_time(pid),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let timeout = agent.timeout_secs.map(Duration::from_secs_f64);
+            self.runner.spawn_task(
+                run.run_id.clone(),
+                timeout,
+                crate::executor::run(daemon, run.clone(), agent.clone()),
+            );
+            return Ok(());
+        }
         let argv = agent
             .command
             .clone()
@@ -878,6 +1012,12 @@ impl Loop {
                     continue;
                 }
                 for m in &members {
+                    // A crash whose recovery plugin had not answered: ask again.
+                    if m.status == "recovering" {
+                        self.reconsult(&party_id, &m.role_name, m.instance_index, m.crash_count)
+                            .await;
+                        continue;
+                    }
                     if m.status != "running" {
                         continue;
                     }
@@ -935,6 +1075,34 @@ impl Loop {
         }
         self.drain().await;
         Ok(())
+    }
+
+    async fn reconsult(&mut self, party_id: &str, role: &str, index: i64, crashes: i64) {
+        let Some(live) = self.parties.get(party_id) else {
+            return;
+        };
+        let strategy = live.party.strategy(role);
+        let retry_limit = live
+            .snapshot
+            .party
+            .roles
+            .get(role)
+            .and_then(|r| r.retry_attempts)
+            .unwrap_or(live.snapshot.party.recovery.max_retries);
+        if let Strategy::Plugin(plugin) = strategy {
+            self.act(
+                party_id,
+                Action::ConsultRecovery {
+                    role: role.to_string(),
+                    index: u32::try_from(index).unwrap_or(0),
+                    plugin,
+                    crash_count: u32::try_from(crashes).unwrap_or(0),
+                    retry_limit,
+                    reason: "the daemon restarted while its recovery was being decided".into(),
+                },
+            )
+            .await;
+        }
     }
 
     async fn spawn_or_queue(&mut self, party_id: &str, role: &str, index: u32, attempt: u32) {
@@ -1001,6 +1169,51 @@ impl Loop {
     }
 }
 
+/// Asks a recovery plugin; a plugin that cannot answer is an error the caller turns into a
+/// pause (a person decides), never a crash of the daemon.
+async fn consult(
+    daemon: Option<std::sync::Weak<crate::daemon::Daemon>>,
+    plugin: &str,
+    ctx: troupe_plugin_host::CrashContext,
+    notify: NotifyTarget,
+) -> Result<(Decision, Duration), String> {
+    use troupe_plugin_host::RecoveryDecision as R;
+    let daemon = daemon
+        .and_then(|d| d.upgrade())
+        .ok_or("the daemon is shutting down")?;
+    let host = daemon
+        .plugins
+        .host()
+        .map_err(|e| format!("its recovery plugin {plugin} is unavailable: {e}"))?
+        .clone();
+    drop(daemon);
+    let call = troupe_plugin_host::CallContext::default();
+    match host.recover(plugin, ctx, &call).await {
+        Ok(R::Restart { delay_ms }) => Ok((Decision::Restart, Duration::from_millis(delay_ms))),
+        Ok(R::Pause { notify: target }) => Ok((
+            Decision::Pause {
+                notify: match target {
+                    troupe_plugin_host::NotifyTarget::Leader => NotifyTarget::Leader,
+                    troupe_plugin_host::NotifyTarget::User => NotifyTarget::User,
+                    troupe_plugin_host::NotifyTarget::Party => NotifyTarget::Party,
+                },
+                why: format!("its recovery plugin {plugin} paused it"),
+            },
+            Duration::ZERO,
+        )),
+        Ok(R::Abort) => Ok((
+            Decision::Abort {
+                why: format!("its recovery plugin {plugin} aborted the party"),
+            },
+            Duration::ZERO,
+        )),
+        Err(e) => {
+            let _ = notify;
+            Err(format!("its recovery plugin failed ({e})"))
+        }
+    }
+}
+
 fn self_leaderless(live: &LiveParty) -> bool {
     live.snapshot.party.leader().is_none()
 }
@@ -1027,6 +1240,22 @@ fn describe_input(input: &Input) -> (String, Value) {
         Input::OverrideRecovery { role, strategy } => (
             "recovery_overridden".into(),
             json!({ "role": role, "strategy": strategy }),
+        ),
+        Input::RecoveryDecided {
+            role,
+            index,
+            decision,
+        } => (
+            "recovery_decided".into(),
+            match decision {
+                Decision::Restart => json!({ "role": role, "index": index, "decision": "restart" }),
+                Decision::Pause { notify, why } => json!({
+                    "role": role, "index": index, "decision": "pause", "notify": notify, "why": why
+                }),
+                Decision::Abort { why } => {
+                    json!({ "role": role, "index": index, "decision": "abort", "why": why })
+                }
+            },
         ),
         Input::Cancel => ("party_cancel_requested".into(), json!({})),
     }

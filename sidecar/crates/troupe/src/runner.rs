@@ -32,6 +32,10 @@ pub enum Exit {
     Stopped,
     /// An adopted process is gone; its status is unknowable.
     Vanished,
+    /// An in-daemon run (a WebAssembly executor) failed; why.
+    Failed(String),
+    /// An in-daemon run finished by itself.
+    Finished,
 }
 
 impl Exit {
@@ -45,6 +49,8 @@ impl Exit {
             Exit::TimedOut => "timeout".into(),
             Exit::Stopped => "stopped".into(),
             Exit::Vanished => "the process went away while the daemon was down".into(),
+            Exit::Failed(why) => why.clone(),
+            Exit::Finished => "finished".into(),
         }
     }
 }
@@ -154,6 +160,27 @@ impl Runner {
             runner.report(spec.run_id, exit);
         });
         Ok((pid, start))
+    }
+
+    /// Runs an in-daemon run (an executor's loop) as a task: reported like a process exit,
+    /// stopped (dropped) on request or when `timeout` passes.
+    pub fn spawn_task(
+        &self,
+        run_id: String,
+        timeout: Option<Duration>,
+        task: impl std::future::Future<Output = Exit> + Send + 'static,
+    ) {
+        let (stop_tx, stop_rx) = oneshot::channel();
+        self.stops().insert(run_id.clone(), stop_tx);
+        let runner = self.clone();
+        tokio::spawn(async move {
+            let exit = tokio::select! {
+                exit = task => exit,
+                () = sleep_opt(timeout) => Exit::TimedOut,
+                _ = stop_rx => Exit::Stopped,
+            };
+            runner.report(run_id, exit);
+        });
     }
 
     /// Watches a process started by an earlier daemon (not our child): reports it when it is

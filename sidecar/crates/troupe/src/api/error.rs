@@ -20,6 +20,7 @@ pub mod codes {
     pub const TOO_LARGE: i32 = -32023;
     pub const CONFLICT: i32 = -32024;
     pub const UNAVAILABLE: i32 = -32025;
+    pub const PLUGIN: i32 = -32026;
 }
 
 /// Why an operation failed.
@@ -43,6 +44,9 @@ pub enum ApiError {
     /// The daemon is shutting down or its store is closed.
     #[error("{0}")]
     Unavailable(String),
+    /// A plugin could not be loaded, or trapped, timed out or failed (the message names it).
+    #[error("{0}")]
+    Plugin(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -74,6 +78,7 @@ impl ApiError {
             ApiError::TooLarge { .. } => (codes::TOO_LARGE, "too_large"),
             ApiError::Conflict(_) => (codes::CONFLICT, "conflict"),
             ApiError::Unavailable(_) => (codes::UNAVAILABLE, "unavailable"),
+            ApiError::Plugin(_) => (codes::PLUGIN, "plugin"),
             ApiError::Internal(_) => (codes::INTERNAL, "internal"),
         }
     }
@@ -117,4 +122,18 @@ pub fn unauthorized(reason: &str) -> ErrorObjectOwned {
         format!("unauthorized: {reason}"),
         Some(serde_json::json!({ "kind": "unauthorized" })),
     )
+}
+
+impl From<troupe_plugin_host::PluginError> for ApiError {
+    fn from(e: troupe_plugin_host::PluginError) -> Self {
+        use troupe_plugin_host::PluginError as P;
+        match e {
+            P::NotFound(name) => ApiError::NotFound {
+                what: "plugin".into(),
+                id: name,
+            },
+            P::Host(m) => ApiError::Internal(m),
+            other => ApiError::Plugin(other.to_string()),
+        }
+    }
 }

@@ -219,6 +219,20 @@ operations! {
     list_approval_rules(ListApprovalRulesParams) -> ApprovalRulesResult;
     /// Revoke an approve-pattern rule.
     revoke_approval_rule(RuleIdParams) -> ApprovalRuleResult;
+    /// Installed plugins (recovery strategies, routers, executors), the folders that failed to
+    /// load and why, and the WIT versions this daemon supports.
+    list_plugins(NoParams) -> PluginsResult;
+    /// Install (or upgrade) the plugin in a folder holding plugin.toml and its component; it
+    /// replaces the installed one only if it loads.
+    install_plugin(InstallPluginParams) -> PluginResult;
+    /// Unload a plugin and delete its folder.
+    remove_plugin(NameParams) -> RemovePluginResult;
+    /// One plugin: manifest, hash, grant, where its code was loaded from.
+    get_plugin(NameParams) -> PluginResult;
+    /// Change what a plugin is granted: HTTP origins, provider key variable, config, limits.
+    grant_plugin(GrantPluginParams) -> PluginResult;
+    /// Ask a router plugin which agent should take a request.
+    route_request(RouteRequestParams) -> RouteResult;
 }
 
 /// Every subscription.

@@ -51,6 +51,7 @@ pub struct Daemon {
     pub store: Store,
     pub hub: Arc<Hub>,
     pub orchestrator: crate::orchestrator::Orchestrator,
+    pub plugins: Arc<crate::plugins::Plugins>,
     pub config: Config,
     pub layout: Layout,
     pub ws_addr: SocketAddr,
@@ -111,18 +112,32 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (shutdown, mut shutdown_rx) = watch::channel(false);
     let hub = Arc::new(Hub::default());
     crate::builtin::seed(&store).await?;
+    let cell: crate::orchestrator::DaemonCell = Arc::default();
     let orchestrator =
-        crate::orchestrator::start(store.clone(), hub.clone(), layout.clone()).await?;
+        crate::orchestrator::start(store.clone(), hub.clone(), layout.clone(), cell.clone())
+            .await?;
+    let plugins = crate::plugins::Plugins::new(&layout);
     let daemon = Arc::new(Daemon {
         store: store.clone(),
         hub,
         orchestrator,
+        plugins: plugins.clone(),
         config: config.clone(),
         layout: layout.clone(),
         ws_addr,
         started,
         shutdown,
     });
+    let _ = cell.set(Arc::downgrade(&daemon));
+    plugins.watch();
+    if plugins.any_installed() {
+        // Build the engine and load the plugins off the start-up path.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = plugins.host() {
+                tracing::error!("plugin host unavailable: {e}");
+            }
+        });
+    }
     let methods = rpc::build_module(&daemon)?;
     let server_config = rpc::server_config(config.max_message_bytes);
     let token: Arc<str> = token.into();

@@ -248,9 +248,9 @@ pub async fn list_agents(d: &Daemon, p: ListAgentsParams) -> Result<RunsResult, 
 }
 
 pub async fn get_agent_result(d: &Daemon, p: RunIdParams) -> Result<RunResult, ApiError> {
-    Ok(RunResult {
-        run: d.store.get_run(&p.run_id)?,
-    })
+    let run = d.store.get_run(&p.run_id)?;
+    let usage = d.store.usage("run", &run.run_id)?;
+    Ok(RunResult { run, usage })
 }
 
 pub async fn cancel_agent(d: &Daemon, p: RunIdParams) -> Result<RunResult, ApiError> {
@@ -274,7 +274,8 @@ pub async fn cancel_agent(d: &Daemon, p: RunIdParams) -> Result<RunResult, ApiEr
     d.orchestrator.tell(Command::StopRun {
         run_id: run.run_id.clone(),
     });
-    Ok(RunResult { run })
+    let usage = d.store.usage("run", &run.run_id)?;
+    Ok(RunResult { run, usage })
 }
 
 /// The run, if this call is what ended it; otherwise a conflict naming how it had ended.

@@ -4,12 +4,14 @@
 mod agents;
 pub mod approvals;
 mod parties;
+mod plugins;
 
 pub use agents::*;
 pub use approvals::{
     decide_approval, list_approval_rules, list_approvals, request_permission, revoke_approval_rule,
 };
 pub use parties::*;
+pub use plugins::*;
 
 use std::path::Path;
 use std::time::Duration;

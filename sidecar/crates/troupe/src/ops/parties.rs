@@ -239,9 +239,9 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
                 depends_on: snapshot.party.deps(name).to_vec(),
                 on_crash: overrides
                     .get(name)
-                    .copied()
-                    .or(r.on_crash)
-                    .unwrap_or(snapshot.party.recovery.on_crash),
+                    .cloned()
+                    .or_else(|| r.on_crash.clone())
+                    .unwrap_or_else(|| snapshot.party.recovery.on_crash.clone()),
                 paused: is_paused,
                 status: status.into(),
                 completed,
@@ -286,6 +286,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
     }
     let tasks = d.store.list_tasks(Some(&p.party_id))?;
     Ok(PartyStatusResult {
+        usage: d.store.usage("party", &p.party_id)?,
         party: summary(&row),
         roles,
         members: views,

@@ -1,0 +1,572 @@
+//! WebAssembly plugins through the real daemon: the first-party plugins built from source,
+//! installed with the CLI, hot-reloaded, granted; a router answering `route_request`; a
+//! recovery plugin deciding a real member's crashes; executor members (OpenAI- and
+//! Anthropic-style) driving a mock provider on loopback through the tool handler, with a
+//! blocked tool, an approval, an ungranted host and the key injected by the host.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use troupe::client::Client;
+
+use crate::mock_llm::{INPUT_TOKENS, MockLlm, OUTPUT_TOKENS, Reply};
+use crate::support::{TestDaemon, plugin_folder, register, stdout, wait_for};
+
+async fn install(d: &TestDaemon, name: &str) -> Value {
+    let dir = plugin_folder(d.dir.path(), name);
+    let out = d.cli(&["--json", "plugin", "install", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+/// A git repository with one commit.
+fn repo(path: &Path) -> String {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::write(path.join("README.md"), "# demo\nThe answer is 42.\n").unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "."],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(path)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    path.display().to_string()
+}
+
+async fn define(c: &Client, kind: &str, def: Value) {
+    c.call(
+        &format!("create_{kind}_definition"),
+        json!({ "definition": def }),
+    )
+    .await
+    .unwrap();
+}
+
+async fn grant_mock(c: &Client, plugin: &str, mock: &MockLlm, base_path: &str) {
+    c.call(
+        "grant_plugin",
+        json!({
+            "name": plugin,
+            "allow_http": [mock.base_url()],
+            "key_env": "TROUPE_TEST_PROVIDER_KEY",
+            "config": { "base_url": format!("{}{base_path}", mock.base_url()) },
+        }),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_install_list_route_hot_reload_and_refuse_bad_ones() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let installed = install(&d, "router-keyword").await;
+    assert_eq!(installed["plugin"]["kind"], "router");
+    assert_eq!(installed["plugin"]["wit"], "0.1.0");
+    install(&d, "recovery-backoff").await;
+
+    let out = d.cli(&["plugin", "list"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("router-keyword 0.1.0  router  wit 0.1.0"),
+        "{text}"
+    );
+    assert!(text.contains("recovery-backoff 0.1.0  recovery"), "{text}");
+
+    // The router chooses among explicit candidates, or among the agent definitions.
+    let r = c
+        .call(
+            "route_request",
+            json!({
+                "router": "router-keyword",
+                "request": "please review the security of this change",
+                "candidates": [
+                    { "name": "writer", "description": "writes docs", "capabilities": ["docs"] },
+                    { "name": "auditor", "description": "reviews code", "capabilities": ["security", "review"] },
+                ],
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["agent"], "auditor", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("security"), "{r}");
+    define(
+        &c,
+        "agent",
+        json!({ "name": "tester", "command": ["true"], "description": "runs the tests",
+                "capabilities": ["testing", "qa"] }),
+    )
+    .await;
+    let out = d.cli(&[
+        "plugin",
+        "route",
+        "router-keyword",
+        "add testing for the parser",
+    ]);
+    assert!(stdout(&out).starts_with("tester  ("), "{}", stdout(&out));
+
+    // Errors name what went wrong.
+    let err = c
+        .call(
+            "route_request",
+            json!({ "router": "recovery-backoff", "request": "x" }),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("plugin recovery-backoff@0.1.0 is a recovery plugin, not a router"),
+        "{err}"
+    );
+    let err = c
+        .call("route_request", json!({ "router": "nope", "request": "x" }))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("plugin nope not found"), "{err}");
+    let bad = d.dir.path().join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join("plugin.toml"), "name = \"bad\"\nversion = \"1\"\n").unwrap();
+    let out = d.cli(&["plugin", "install", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("bad plugin manifest"), "{err}");
+    // An unsupported WIT version is refused, and the installed version stays.
+    let newer = plugin_folder(&d.dir.path().join("newer"), "router-keyword");
+    let m = std::fs::read_to_string(newer.join("plugin.toml")).unwrap();
+    std::fs::write(
+        newer.join("plugin.toml"),
+        m.replace("wit = \"0.1.0\"", "wit = \"0.7.0\""),
+    )
+    .unwrap();
+    let err = c
+        .call("install_plugin", json!({ "path": newer }))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "targets WIT troupe:plugin@0.7.0, which this host does not support (it supports 0.1.0)"
+        ),
+        "{err}"
+    );
+    let still = c
+        .call("get_plugin", json!({ "name": "router-keyword" }))
+        .await
+        .unwrap();
+    assert_eq!(still["plugin"]["wit"], "0.1.0");
+
+    // Hot reload: a plugin folder copied in by hand is picked up; deleting it unloads it.
+    let src = plugin_folder(&d.dir.path().join("by-hand"), "template");
+    let dest = d.layout.data_dir.join("plugins/template");
+    std::fs::create_dir_all(&dest).unwrap();
+    for f in ["template.wasm", "plugin.toml"] {
+        std::fs::copy(src.join(f), dest.join(f)).unwrap();
+    }
+    wait_for("the hand-copied plugin to load", 20, || async {
+        let l = c.call("list_plugins", json!({})).await.unwrap();
+        l["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "template")
+            .then_some(())
+    })
+    .await;
+    std::fs::remove_dir_all(&dest).unwrap();
+    wait_for("the deleted plugin to unload", 20, || async {
+        let l = c.call("list_plugins", json!({})).await.unwrap();
+        (!l["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "template"))
+        .then_some(())
+    })
+    .await;
+
+    // A plugin gets no files, no environment and no sockets: the probe tries each (the port
+    // is the daemon's own WebSocket, which is listening) and reports what happened.
+    install(&d, "sandbox-probe").await;
+    let port = d.ws_addr().rsplit(':').next().unwrap().to_string();
+    let err = c
+        .call(
+            "route_request",
+            json!({ "router": "sandbox-probe", "request": "escape", "metadata": { "port": port },
+                    "candidates": [{ "name": "x" }] }),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    for attempt in [
+        "read /etc/passwd",
+        "list /",
+        "write /tmp/escape",
+        "connect 127.0.0.1",
+    ] {
+        assert!(
+            err.contains(&format!("{attempt}: refused")),
+            "{attempt}: {err}"
+        );
+    }
+    assert!(err.contains("environment: empty"), "{err}");
+    assert!(!err.contains("ALLOWED"), "{err}");
+
+    // A restarted daemon loads its plugins from the compile cache.
+    let mut d = d;
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    let p = c
+        .call("get_plugin", json!({ "name": "router-keyword" }))
+        .await
+        .unwrap();
+    assert_eq!(p["plugin"]["loaded_from"], "cache", "{p}");
+    let out = d.cli(&["plugin", "remove", "router-keyword"]);
+    assert!(out.status.success());
+    let err = c
+        .call("get_plugin", json!({ "name": "router-keyword" }))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("plugin router-keyword not found"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    install(&d, "executor-openai").await;
+    let mock = MockLlm::start(vec![
+        Reply::tool("read_file", json!({ "path": "README.md" })),
+        Reply::tool("run_command", json!({ "command": "rm -rf /" })),
+        Reply::tool("read_file", json!({ "path": "../../etc/passwd" })),
+        Reply::tool(
+            "write_file",
+            json!({ "path": "notes/answer.txt", "content": "42\n" }),
+        ),
+        Reply::tool(
+            "complete",
+            json!({ "summary": "wrote the answer", "artifacts": { "answer": 42 } }),
+        ),
+    ]);
+    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    define(
+        &c,
+        "agent",
+        json!({
+            "name": "gpt-dev",
+            "runner": "wasm:executor-openai",
+            "model": "mock-gpt",
+            "isolation": "worktree",
+            "workflow": {
+                "blocked_tools": ["run_command"],
+                "approve_tools": ["write_file"],
+                "completion_schema": { "answer": "integer" },
+            },
+        }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "solo", "roles": { "dev": { "agent": "gpt-dev", "prompt": "Find the answer in README.md and write it to notes/answer.txt." } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let r = c
+        .call("launch_party", json!({ "name": "solo", "cwd": project }))
+        .await
+        .unwrap();
+    let party = r["party_id"].as_str().unwrap().to_string();
+
+    // The write waits for a person, as any worker's would.
+    let approval = wait_for("the write_file approval", 30, || async {
+        let l = c
+            .call("list_approvals", json!({ "status": "pending" }))
+            .await
+            .unwrap();
+        l["approvals"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(approval["tool_name"], "write_file");
+    assert!(
+        approval["file_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("notes/answer.txt"),
+        "{approval}"
+    );
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+
+    let s = wait_for("the party to complete", 30, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["party"]["status"] != "running").then_some(s)
+    })
+    .await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    let member = &s["members"][0];
+    let workdir = member["workdir"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(Path::new(workdir).join("notes/answer.txt")).unwrap(),
+        "42\n"
+    );
+    // Five provider responses, each reporting usage: stored for the party (and the run).
+    assert_eq!(s["usage"]["input_tokens"], 5 * INPUT_TOKENS, "{s}");
+    assert_eq!(s["usage"]["output_tokens"], 5 * OUTPUT_TOKENS, "{s}");
+    let run = c
+        .call("get_agent_result", json!({ "run_id": member["run_id"] }))
+        .await
+        .unwrap();
+    assert_eq!(run["run"]["result"]["artifacts"]["answer"], 42, "{run}");
+    assert_eq!(run["usage"]["input_tokens"], 5 * INPUT_TOKENS);
+
+    let reqs = mock.requests();
+    assert_eq!(
+        reqs.len(),
+        5,
+        "{:?}",
+        reqs.iter().map(|r| r.summary()).collect::<Vec<_>>()
+    );
+    // The host added the key; the guest never had it.
+    for r in &reqs {
+        assert_eq!(r.path, "/v1/chat/completions");
+        assert_eq!(r.header("authorization"), Some("Bearer sk-test-troupe"));
+        assert_eq!(r.body["model"], "mock-gpt");
+    }
+    // What the model was told after each tool call.
+    let tool_results: Vec<String> = reqs[4].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tool_results.len(), 4, "{tool_results:?}");
+    assert!(
+        tool_results[0].contains("The answer is 42."),
+        "{tool_results:?}"
+    );
+    assert!(
+        tool_results[1].contains("tool run_command is blocked by this agent's workflow"),
+        "{tool_results:?}"
+    );
+    assert!(
+        tool_results[2].contains("../../etc/passwd is outside the working directory"),
+        "{tool_results:?}"
+    );
+    assert!(
+        tool_results[3].contains("wrote 3 bytes"),
+        "{tool_results:?}"
+    );
+    // The offered tools follow the workflow: no run_command.
+    let offered: Vec<&str> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"write_file") && !offered.contains(&"run_command"),
+        "{offered:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    install(&d, "executor-openai").await;
+    install(&d, "executor-anthropic").await;
+    let project = repo(&d.dir.path().join("proj"));
+    let parent = register(&c, "test", &project, None).await;
+
+    // Not granted: the request never leaves, and the run says why.
+    let mock = MockLlm::start(vec![Reply::text("unreachable")]);
+    c.call(
+        "grant_plugin",
+        json!({ "name": "executor-openai",
+                "config": { "base_url": format!("{}/v1", mock.base_url()) } }),
+    )
+    .await
+    .unwrap();
+    define(
+        &c,
+        "agent",
+        json!({ "name": "gpt", "runner": "wasm:executor-openai" }),
+    )
+    .await;
+    let r = c
+        .call(
+            "start_agent",
+            json!({ "agent": "gpt", "prompt": "hi", "parent_session_id": parent }),
+        )
+        .await
+        .unwrap();
+    let run = wait_for("the ungranted run to end", 30, || async {
+        let r = c
+            .call("get_agent_result", json!({ "run_id": r["run_id"] }))
+            .await
+            .unwrap();
+        (r["run"]["status"] != "running" && r["run"]["status"] != "pending").then_some(r)
+    })
+    .await;
+    assert_eq!(run["run"]["status"], "crashed", "{run}");
+    let error = run["run"]["error"].as_str().unwrap();
+    assert!(error.contains("plugin executor-openai@0.1.0"), "{error}");
+    assert!(error.contains("is not granted"), "{error}");
+    assert!(mock.requests().is_empty());
+
+    // Anthropic wire format; a denied approval goes back to the model as a tool error.
+    let mock = MockLlm::start(vec![
+        Reply::tool("write_file", json!({ "path": "x.txt", "content": "no" })),
+        Reply::text("I could not write it."),
+    ]);
+    grant_mock(&c, "executor-anthropic", &mock, "").await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "claude", "runner": "wasm:executor-anthropic", "model": "mock-claude",
+                "approval_timeout_secs": 30 }),
+    )
+    .await;
+    let r = c
+        .call(
+            "start_agent",
+            json!({ "agent": "claude", "prompt": "write x.txt", "parent_session_id": parent }),
+        )
+        .await
+        .unwrap();
+    let approval = wait_for("the approval", 30, || async {
+        let l = c
+            .call("list_approvals", json!({ "status": "pending" }))
+            .await
+            .unwrap();
+        l["approvals"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "deny", "reason": "not now" }),
+    )
+    .await
+    .unwrap();
+    let run = wait_for("the anthropic run to end", 30, || async {
+        let r = c
+            .call("get_agent_result", json!({ "run_id": r["run_id"] }))
+            .await
+            .unwrap();
+        (r["run"]["status"] != "running" && r["run"]["status"] != "pending").then_some(r)
+    })
+    .await;
+    assert_eq!(run["run"]["status"], "success", "{run}");
+    assert_eq!(run["run"]["result"]["output"], "I could not write it.");
+    assert!(
+        !Path::new(run["run"]["workdir"].as_str().unwrap())
+            .join("x.txt")
+            .exists()
+    );
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].path, "/v1/messages");
+    assert_eq!(reqs[0].header("x-api-key"), Some("sk-test-troupe"));
+    assert_eq!(reqs[0].header("anthropic-version"), Some("2023-06-01"));
+    let last = reqs[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let block = &last["content"][0];
+    assert_eq!(block["type"], "tool_result", "{last}");
+    assert_eq!(block["is_error"], true, "{last}");
+    assert!(block["content"].to_string().contains("denied"), "{last}");
+    assert_eq!(run["usage"]["output_tokens"], 2 * OUTPUT_TOKENS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovery_plugin_restarts_with_backoff_then_escalates() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    install(&d, "recovery-backoff").await;
+    c.call(
+        "grant_plugin",
+        json!({ "name": "recovery-backoff",
+                "config": { "base_delay_ms": 50, "give_up_after": 2, "escalate_to": "user" } }),
+    )
+    .await
+    .unwrap();
+    define(
+        &c,
+        "agent",
+        json!({ "name": "crasher", "command": ["sh", "-c", "exit 7"] }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "flaky", "roles": { "dev": { "agent": "crasher", "on_crash": "plugin:recovery-backoff" } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let r = c
+        .call("launch_party", json!({ "name": "flaky", "cwd": project }))
+        .await
+        .unwrap();
+    let party = r["party_id"].as_str().unwrap().to_string();
+    let s = wait_for("the role to pause", 30, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["roles"][0]["paused"] == true).then_some(s)
+    })
+    .await;
+    assert_eq!(s["roles"][0]["on_crash"], "plugin:recovery-backoff");
+    assert_eq!(s["members"][0]["crash_count"], 3, "{s}");
+    let events = c
+        .call("list_events", json!({ "party_id": party, "limit": 200 }))
+        .await
+        .unwrap();
+    let decided: Vec<String> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "recovery_decided")
+        .map(|e| e["data"]["decision"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(decided, ["restart", "restart", "pause"]);
+    let notes = c.call("list_notifications", json!({})).await.unwrap();
+    assert!(
+        notes
+            .to_string()
+            .contains("its recovery plugin recovery-backoff paused it"),
+        "{notes}"
+    );
+    c.call("cancel_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+}
