@@ -70,6 +70,35 @@ async fn grant_mock(c: &Client, plugin: &str, mock: &MockLlm, base_path: &str) {
     .unwrap();
 }
 
+/// `start_agent`: the new run's id.
+async fn start(c: &Client, agent: &str, prompt: &str, parent: &str) -> String {
+    let r = c
+        .call(
+            "start_agent",
+            json!({ "agent": agent, "prompt": prompt, "parent_session_id": parent }),
+        )
+        .await
+        .unwrap();
+    r["run_id"].as_str().unwrap().to_string()
+}
+
+/// Waits for a run to end; its `get_agent_result`.
+async fn wait_run(c: &Client, run_id: &str) -> Value {
+    wait_for(&format!("run {run_id} to end"), 30, || async {
+        let r = c
+            .call("get_agent_result", json!({ "run_id": run_id }))
+            .await
+            .unwrap();
+        (r["run"]["status"] != "running" && r["run"]["status"] != "pending").then_some(r)
+    })
+    .await
+}
+
+async fn run_to_end(c: &Client, agent: &str, prompt: &str, parent: &str) -> Value {
+    let run_id = start(c, agent, prompt, parent).await;
+    wait_run(c, &run_id).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugins_install_list_route_hot_reload_and_refuse_bad_ones() {
     let d = TestDaemon::start();
@@ -419,21 +448,7 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
         json!({ "name": "gpt", "runner": "wasm:executor-openai" }),
     )
     .await;
-    let r = c
-        .call(
-            "start_agent",
-            json!({ "agent": "gpt", "prompt": "hi", "parent_session_id": parent }),
-        )
-        .await
-        .unwrap();
-    let run = wait_for("the ungranted run to end", 30, || async {
-        let r = c
-            .call("get_agent_result", json!({ "run_id": r["run_id"] }))
-            .await
-            .unwrap();
-        (r["run"]["status"] != "running" && r["run"]["status"] != "pending").then_some(r)
-    })
-    .await;
+    let run = run_to_end(&c, "gpt", "hi", &parent).await;
     assert_eq!(run["run"]["status"], "crashed", "{run}");
     let error = run["run"]["error"].as_str().unwrap();
     assert!(error.contains("plugin executor-openai@0.1.0"), "{error}");
@@ -453,13 +468,7 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
                 "approval_timeout_secs": 30 }),
     )
     .await;
-    let r = c
-        .call(
-            "start_agent",
-            json!({ "agent": "claude", "prompt": "write x.txt", "parent_session_id": parent }),
-        )
-        .await
-        .unwrap();
+    let started = start(&c, "claude", "write x.txt", &parent).await;
     let approval = wait_for("the approval", 30, || async {
         let l = c
             .call("list_approvals", json!({ "status": "pending" }))
@@ -474,14 +483,7 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
     )
     .await
     .unwrap();
-    let run = wait_for("the anthropic run to end", 30, || async {
-        let r = c
-            .call("get_agent_result", json!({ "run_id": r["run_id"] }))
-            .await
-            .unwrap();
-        (r["run"]["status"] != "running" && r["run"]["status"] != "pending").then_some(r)
-    })
-    .await;
+    let run = wait_run(&c, &started).await;
     assert_eq!(run["run"]["status"], "success", "{run}");
     assert_eq!(run["run"]["result"]["output"], "I could not write it.");
     assert!(
@@ -505,6 +507,27 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
     assert_eq!(block["is_error"], true, "{last}");
     assert!(block["content"].to_string().contains("denied"), "{last}");
     assert_eq!(run["usage"]["output_tokens"], 2 * OUTPUT_TOKENS);
+
+    // A run's request budget: the second request is refused, the run fails saying so.
+    let mock = MockLlm::start(vec![
+        Reply::tool("list_files", json!({})),
+        Reply::text("never sent"),
+    ]);
+    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    c.call(
+        "grant_plugin",
+        json!({ "name": "executor-openai", "max_requests": 1 }),
+    )
+    .await
+    .unwrap();
+    let run = run_to_end(&c, "gpt", "look around", &parent).await;
+    assert_eq!(run["run"]["status"], "crashed", "{run}");
+    let error = run["run"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("the run's HTTP request budget is spent"),
+        "{error}"
+    );
+    assert_eq!(mock.requests().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,6 @@
 //! Tidy checks that run with the tests: every source file says what it is in a `//!` line,
-//! production code has no `unwrap()`, and the code is rustfmt-clean.
+//! production code has no `unwrap()`, the code is rustfmt-clean, and released WIT versions
+//! are frozen.
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +23,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn sources() -> Vec<PathBuf> {
     let root = workspace_root();
     let mut files = Vec::new();
-    for dir in ["sidecar", "tests"] {
+    for dir in ["sidecar", "tests", "plugins"] {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(files.len() > 10, "found the sources");
@@ -45,7 +46,11 @@ fn every_file_starts_with_a_doc_line() {
 fn no_unwrap_in_production_code() {
     let mut offenders = Vec::new();
     for file in sources() {
-        if file.components().any(|c| c.as_os_str() == "tests") || file.ends_with("tests.rs") {
+        if file
+            .components()
+            .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "benches")
+            || file.ends_with("tests.rs")
+        {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
@@ -74,5 +79,37 @@ fn code_is_formatted() {
         out.status.success(),
         "cargo fmt --check failed:\n{}",
         String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// A released WIT version is an ABI plugins were built against: never edit it, add a new
+/// version folder instead (and keep the host loading the old one).
+#[test]
+fn released_wit_versions_are_frozen() {
+    let released: &[(&str, &str)] = &[(
+        "0.1.0",
+        "c61c7f02544d07f51e50312789950d8443771b7a22d1537669e637e7da5e14ec",
+    )];
+    for (version, sha) in released {
+        let path = workspace_root().join(format!("wit/v{version}/plugin.wit"));
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            troupe_plugin_host::sha256_hex(&bytes),
+            *sha,
+            "{} changed: released WIT versions are frozen; add wit/v<next>/ instead",
+            path.display()
+        );
+        assert!(
+            troupe_plugin_host::SUPPORTED_WIT.contains(version),
+            "the host no longer loads released WIT {version}"
+        );
+    }
+    let folders = std::fs::read_dir(workspace_root().join("wit"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        folders,
+        released.len(),
+        "every WIT folder is a released, frozen version"
     );
 }

@@ -177,12 +177,10 @@ impl WasiHttpHooks for HttpGate {
             // A granted name must not lead somewhere private unless that was granted too (a
             // literal or `localhost` origin is itself the grant).
             if !allow_private {
-                let addrs = tokio::net::lookup_host((host.as_str(), port))
-                    .await
-                    .map_err(|_| HttpError::DestinationNotFound)?;
-                for a in addrs {
-                    if is_private(&a.ip()) {
-                        let why = format!("{host} resolves to the private address {}", a.ip());
+                match public_only(&host, port).await {
+                    Ok(()) => {}
+                    Err(None) => return Err(HttpError::DestinationNotFound),
+                    Err(Some(why)) => {
                         tracing::warn!(plugin = %label, "http request refused: {why}");
                         if let Ok(mut d) = denied.lock() {
                             d.push(why);
@@ -205,6 +203,23 @@ impl WasiHttpHooks for HttpGate {
             ))
         })
     }
+}
+
+/// Resolves `host`; refuses it when any address is private (`Err(Some(why))`) or when it
+/// does not resolve (`Err(None)`).
+pub(crate) async fn public_only(host: &str, port: u16) -> Result<(), Option<String>> {
+    let addrs = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|_| None)?;
+    for a in addrs {
+        if is_private(&a.ip()) {
+            return Err(Some(format!(
+                "{host} resolves to the private address {}",
+                a.ip()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn clamp(asked: Option<Duration>, max: Duration) -> Duration {

@@ -13,6 +13,8 @@ mod state;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wat_component;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -267,7 +269,12 @@ impl PluginHost {
             .total_memories(slots * 2)
             .total_tables(slots * 2)
             .total_stacks(slots)
-            .max_memory_size((MAX_MEMORY_MIB as usize) << 20);
+            .max_memory_size((MAX_MEMORY_MIB as usize) << 20)
+            // Reused slots keep their first pages mapped (zeroed, not decommitted): a fresh
+            // instance then costs no page faults for its stack and first heap pages.
+            .linear_memory_keep_resident(64 << 10)
+            .table_keep_resident(64 << 10)
+            .async_stack_keep_resident(256 << 10);
         let mut config = Config::new();
         config
             .epoch_interruption(true)
@@ -618,14 +625,7 @@ impl PluginHost {
         };
         let (mut store, limits) = self.store(&plugin, call, None);
         let request = wit::Request { text, metadata };
-        let wit_candidates: Vec<wit::Candidate> = candidates
-            .iter()
-            .map(|c| wit::Candidate {
-                name: c.name.clone(),
-                description: c.description.clone(),
-                capabilities: c.capabilities.clone(),
-            })
-            .collect();
+        let wit_candidates = wit_candidates(&candidates);
         let timeout = limits.call_timeout_ms;
         let out = bounded(&mut store, &label, &limits, timeout, async |store| {
             let instance = pre.instantiate_async(&mut *store).await?;
@@ -740,6 +740,115 @@ impl PluginHost {
             }
         }
     }
+}
+
+/// The phases of router calls, measured by `benches/plugins.rs`.
+#[derive(Debug, Default)]
+pub struct RouterTimings {
+    /// A fresh store (its WASI context, limits, config) alone.
+    pub store: Vec<Duration>,
+    /// A fresh store and a pooled instance from the `InstancePre`.
+    pub instantiate: Vec<Duration>,
+    /// A call on an instance that already exists.
+    pub warm_call: Vec<Duration>,
+    /// The first call on a fresh instance (the guest's own start-up included).
+    pub first_call: Vec<Duration>,
+    /// What `route` costs: store, instance, call, result conversion.
+    pub full_call: Vec<Duration>,
+}
+
+impl PluginHost {
+    /// Times `n` of each phase of a router call (for the benchmark, not the daemon).
+    #[doc(hidden)]
+    pub async fn bench_router(
+        &self,
+        name: &str,
+        candidates: Vec<Candidate>,
+        text: &str,
+        n: usize,
+    ) -> Result<RouterTimings, PluginError> {
+        use v0::router::exports::troupe::plugin::routing as wit;
+        let plugin = self.plugin(name, Kind::Router)?;
+        let Pre::RouterV0_1(pre) = &plugin.pre else {
+            return Err(host_err("router plugin without router bindings"));
+        };
+        let call = CallContext::default();
+        let mut t = RouterTimings::default();
+        for _ in 0..n {
+            let started = Instant::now();
+            let store = self.store(&plugin, &call, None);
+            t.store.push(started.elapsed());
+            drop(store);
+        }
+        for _ in 0..n {
+            let started = Instant::now();
+            let (mut store, _) = self.store(&plugin, &call, None);
+            store.set_epoch_deadline(100);
+            pre.instantiate_async(&mut store).await.map_err(host_err)?;
+            t.instantiate.push(started.elapsed());
+        }
+        let request = wit::Request {
+            text: text.to_string(),
+            metadata: Vec::new(),
+        };
+        let wit_candidates = wit_candidates(&candidates);
+        let (mut store, _) = self.store(&plugin, &call, None);
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = pre.instantiate_async(&mut store).await.map_err(host_err)?;
+        for _ in 0..n {
+            let started = Instant::now();
+            let out = instance
+                .troupe_plugin_routing()
+                .call_route(&mut store, &request, &wit_candidates)
+                .await
+                .map_err(host_err)?;
+            t.warm_call.push(started.elapsed());
+            if out.is_err() {
+                return Err(host_err("the router refused the benchmark request"));
+            }
+        }
+        for _ in 0..n {
+            let (mut store, _) = self.store(&plugin, &call, None);
+            store.set_epoch_deadline(100);
+            let instance = pre.instantiate_async(&mut store).await.map_err(host_err)?;
+            let started = Instant::now();
+            instance
+                .troupe_plugin_routing()
+                .call_route(&mut store, &request, &wit_candidates)
+                .await
+                .map_err(host_err)?
+                .map_err(host_err)?;
+            t.first_call.push(started.elapsed());
+        }
+        for _ in 0..n {
+            let started = Instant::now();
+            self.route(
+                name,
+                text.to_string(),
+                Vec::new(),
+                candidates.clone(),
+                &call,
+            )
+            .await?;
+            t.full_call.push(started.elapsed());
+        }
+        Ok(t)
+    }
+}
+
+fn wit_candidates(
+    candidates: &[Candidate],
+) -> Vec<v0::router::exports::troupe::plugin::routing::Candidate> {
+    candidates
+        .iter()
+        .map(
+            |c| v0::router::exports::troupe::plugin::routing::Candidate {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                capabilities: c.capabilities.clone(),
+            },
+        )
+        .collect()
 }
 
 /// Per-store limits the call wrapper needs.

@@ -6,36 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
-const WIT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../wit/v0.1.0");
-
-/// Encodes core `wat` as a component of `world` in the WIT at `wit` (a dir or inline text).
-fn component(wit: Wit<'_>, world: &str, wat: &str) -> Vec<u8> {
-    let mut resolve = wit_parser::Resolve::default();
-    let pkg = match wit {
-        Wit::Dir(dir) => resolve.push_dir(dir).unwrap().0,
-        Wit::Inline(text) => resolve.push_str("inline.wit", text).unwrap(),
-    };
-    let world = resolve.select_world(&[pkg], Some(world)).unwrap();
-    let mut module = wat::parse_str(wat).unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .validate(true)
-        .encode()
-        .unwrap()
-}
-
-enum Wit<'a> {
-    Dir(&'a str),
-    Inline(&'a str),
-}
+use crate::wat_component::{WIT_DIR, Wit, component};
 
 /// Writes a plugin folder (manifest + component) under `root`.
 fn plugin_dir(root: &Path, manifest: &str, wasm: &[u8]) -> PathBuf {
@@ -470,4 +441,41 @@ fn grants_parse_origins_and_refuse_plain_http_to_remote_hosts() {
     );
     assert!(Origin::parse("https://a.com/path").is_err());
     assert!(Origin::parse("https://user@a.com").is_err());
+}
+
+#[tokio::test]
+async fn granted_names_that_resolve_to_private_addresses_are_refused() {
+    let why = crate::http_gate::public_only("localhost", 443)
+        .await
+        .unwrap_err()
+        .unwrap();
+    assert!(
+        why.starts_with("localhost resolves to the private address "),
+        "{why}"
+    );
+    assert_eq!(
+        crate::http_gate::public_only("no-such-host.invalid", 443).await,
+        Err(None)
+    );
+    use std::net::IpAddr;
+    for private in [
+        "10.1.2.3",
+        "192.168.0.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "fd00::1",
+        "fe80::1",
+        "::ffff:127.0.0.1",
+    ] {
+        assert!(
+            crate::grants::is_private(&private.parse::<IpAddr>().unwrap()),
+            "{private}"
+        );
+    }
+    for public in ["8.8.8.8", "2606:4700::1111"] {
+        assert!(
+            !crate::grants::is_private(&public.parse::<IpAddr>().unwrap()),
+            "{public}"
+        );
+    }
 }
