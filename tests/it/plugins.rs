@@ -228,6 +228,36 @@ async fn plugins_install_list_route_hot_reload_and_refuse_bad_ones() {
     })
     .await;
 
+    // A copy under another folder name is refused, and the real plugin stays loaded.
+    let copy = d.layout.data_dir.join("plugins/router-keyword-copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    let src = d.layout.data_dir.join("plugins/router-keyword");
+    for f in ["router_keyword.wasm", "plugin.toml"] {
+        std::fs::copy(src.join(f), copy.join(f)).unwrap();
+    }
+    let broken = wait_for("the copy to be refused", 20, || async {
+        let l = c.call("list_plugins", json!({})).await.unwrap();
+        l["broken"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(broken["dir"], "router-keyword-copy");
+    assert!(
+        broken["error"]
+            .as_str()
+            .unwrap()
+            .contains("a plugin's folder must carry its name"),
+        "{broken}"
+    );
+    let r = c
+        .call(
+            "route_request",
+            json!({ "router": "router-keyword", "request": "add testing" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["agent"], "tester");
+    std::fs::remove_dir_all(&copy).unwrap();
+
     // A plugin gets no files, no environment and no sockets: the probe tries each (the port
     // is the daemon's own WebSocket, which is listening) and reports what happened.
     install(&d, "sandbox-probe").await;

@@ -123,11 +123,12 @@ pub enum Input {
         role: String,
         strategy: Strategy,
     },
-    /// A recovery plugin's answer about a member it was consulted on (a restart's delay has
-    /// already passed).
+    /// A recovery plugin's answer about a member's crash number `crash_count` (a restart's
+    /// delay has already passed). An answer about an earlier crash is ignored.
     RecoveryDecided {
         role: String,
         index: u32,
+        crash_count: u32,
         decision: Decision,
     },
     Cancel,
@@ -389,11 +390,12 @@ impl Party {
             Input::RecoveryDecided {
                 role,
                 index,
+                crash_count,
                 decision,
             } => {
                 let m = self.member_mut(&role, index)?;
-                // Cancelled or signalled meanwhile: the answer is moot.
-                if m.status != MemberStatus::Recovering {
+                // Cancelled, signalled or crashed again meanwhile: the answer is moot.
+                if m.status != MemberStatus::Recovering || m.crash_count != crash_count {
                     return Ok(out);
                 }
                 let crashes = m.crash_count;

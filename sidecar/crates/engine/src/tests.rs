@@ -42,17 +42,19 @@ fn parse(line: &str) -> Input {
             role: role.to_string(),
             strategy: serde_json::from_value(json!(strategy)).unwrap(),
         },
-        ["decide", m, "restart"] => {
+        ["decide", m, n, "restart"] => {
             let (role, index) = member(m);
             Input::RecoveryDecided {
+                crash_count: n.parse().unwrap(),
                 role,
                 index,
                 decision: Decision::Restart,
             }
         }
-        ["decide", m, "pause", why @ ..] => {
+        ["decide", m, n, "pause", why @ ..] => {
             let (role, index) = member(m);
             Input::RecoveryDecided {
+                crash_count: n.parse().unwrap(),
                 role,
                 index,
                 decision: Decision::Pause {
@@ -61,9 +63,10 @@ fn parse(line: &str) -> Input {
                 },
             }
         }
-        ["decide", m, "abort", why @ ..] => {
+        ["decide", m, n, "abort", why @ ..] => {
             let (role, index) = member(m);
             Input::RecoveryDecided {
+                crash_count: n.parse().unwrap(),
                 role,
                 index,
                 decision: Decision::Abort { why: why.join(" ") },
@@ -361,10 +364,11 @@ fn a_recovery_plugin_decides_each_crash() {
         "launch
          crash dev#0 exit status 1
          crash dev#0 late report
-         decide dev#0 restart
+         decide dev#0 1 restart
          crash dev#1 exit status 2
-         decide dev#1 pause backoff gave up
+         decide dev#1 1 pause backoff gave up
          done dev#0
+         decide dev#0 1 restart
          signal dev proceed
          crash qa#0 exit status 3
          override qa plugin:strict
@@ -373,13 +377,14 @@ fn a_recovery_plugin_decides_each_crash() {
             t0 launch => spawn dev#0; spawn dev#1
             t1 crash dev#0 exit status 1 => ask recovery-backoff about dev#0 (crash 1 of 3: exit status 1)
             t2 crash dev#0 late report => -
-            t3 decide dev#0 restart => notify leader: dev#0 crashed; its recovery plugin restarts it (crash 1); spawn dev#0 (attempt 2)
+            t3 decide dev#0 1 restart => notify leader: dev#0 crashed; its recovery plugin restarts it (crash 1); spawn dev#0 (attempt 2)
             t4 crash dev#1 exit status 2 => ask recovery-backoff about dev#1 (crash 1 of 3: exit status 2)
-            t5 decide dev#1 pause backoff gave up => notify user: dev#1 crashed 1 times; role dev is paused because backoff gave up: signal_role proceed, retry or abort
+            t5 decide dev#1 1 pause backoff gave up => notify user: dev#1 crashed 1 times; role dev is paused because backoff gave up: signal_role proceed, retry or abort
             t6 done dev#0 => -
-            t7 signal dev proceed => dev complete; notify leader: role dev completed; spawn qa#0
-            t8 crash qa#0 exit status 3 => notify leader: qa#0 crashed (exit status 3); role qa is paused because its recovery strategy is pause: signal_role proceed, retry or abort
-            t9 override qa plugin:strict => -
+            t7 decide dev#0 1 restart => -
+            t8 signal dev proceed => dev complete; notify leader: role dev completed; spawn qa#0
+            t9 crash qa#0 exit status 3 => notify leader: qa#0 crashed (exit status 3); role qa is paused because its recovery strategy is pause: signal_role proceed, retry or abort
+            t10 override qa plugin:strict => -
         "#]],
     );
     // An abort decision fails the party; a decision for a cancelled member is moot.
@@ -391,14 +396,16 @@ fn a_recovery_plugin_decides_each_crash() {
         d,
         "launch
          crash dev#0 boom
-         decide dev#0 abort it gave up
-         decide dev#1 restart
+         decide dev#0 2 restart
+         decide dev#0 1 abort it gave up
+         decide dev#1 1 restart
          ",
         expect![[r#"
             t0 launch => spawn dev#0; spawn dev#1
             t1 crash dev#0 boom => ask strict about dev#0 (crash 1 of 2: boom)
-            t2 decide dev#0 abort it gave up => stop dev#1; notify leader: party plugged failed: dev#0 crashed and it gave up; party failed (dev#0 crashed and it gave up)
-            t3 decide dev#1 restart => -
+            t2 decide dev#0 2 restart => -
+            t3 decide dev#0 1 abort it gave up => stop dev#1; notify leader: party plugged failed: dev#0 crashed and it gave up; party failed (dev#0 crashed and it gave up)
+            t4 decide dev#1 1 restart => -
         "#]],
     );
     assert_eq!(

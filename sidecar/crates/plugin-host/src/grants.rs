@@ -172,7 +172,11 @@ pub fn is_private(ip: &IpAddr) -> bool {
                 || v4.is_link_local()
                 || v4.is_unspecified()
                 || v4.is_broadcast()
+                || v4.is_multicast()
+                || o[0] == 0
+                || o[0] >= 240
                 || (o[0] == 100 && (64..128).contains(&o[1]))
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
         }
         IpAddr::V6(v6) => {
             let s = v6.segments();
@@ -180,9 +184,22 @@ pub fn is_private(ip: &IpAddr) -> bool {
                 || v6.is_unspecified()
                 || (s[0] & 0xfe00) == 0xfc00
                 || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xff00) == 0xff00
                 || v6
                     .to_ipv4_mapped()
                     .is_some_and(|v4| is_private(&IpAddr::V4(v4)))
+                // NAT64 (64:ff9b::/96) and 6to4 (2002::/16) embed an IPv4 address.
+                || (s[0] == 0x64
+                    && s[1] == 0xff9b
+                    && s[2..6] == [0, 0, 0, 0]
+                    && is_private(&IpAddr::V4(embedded_v4(s[6], s[7]))))
+                || (s[0] == 0x2002 && is_private(&IpAddr::V4(embedded_v4(s[1], s[2]))))
         }
     }
+}
+
+fn embedded_v4(hi: u16, lo: u16) -> std::net::Ipv4Addr {
+    let [a, b] = hi.to_be_bytes();
+    let [c, d] = lo.to_be_bytes();
+    std::net::Ipv4Addr::new(a, b, c, d)
 }

@@ -100,10 +100,7 @@ impl HttpGate {
     }
 
     fn deny(&self, why: String) -> HttpError {
-        tracing::warn!(plugin = %self.label, "http request refused: {why}");
-        if let Ok(mut d) = self.denied.lock() {
-            d.push(why);
-        }
+        note_denied(&self.denied, &self.label, why);
         HttpError::HttpRequestDenied
     }
 }
@@ -138,12 +135,13 @@ impl WasiHttpHooks for HttpGate {
             return Box::new(async { Err(HttpError::HttpRequestUriInvalid) });
         };
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        if let Some(why) = self.refusal(https, &host, port) {
-            let err = self.deny(why);
-            return Box::new(async move { Err(err) });
-        }
+        // Refused requests count too: a guest cannot spin on them for free.
         if !Budget::take(&self.budget.requests_left, 1) {
             let err = self.deny("the run's HTTP request budget is spent".into());
+            return Box::new(async move { Err(err) });
+        }
+        if let Some(why) = self.refusal(https, &host, port) {
+            let err = self.deny(why);
             return Box::new(async move { Err(err) });
         }
         // The guest could not set these (forbidden), so anything here is ours.
@@ -175,16 +173,15 @@ impl WasiHttpHooks for HttpGate {
         let denied = self.denied.clone();
         Box::new(async move {
             // A granted name must not lead somewhere private unless that was granted too (a
-            // literal or `localhost` origin is itself the grant).
+            // literal or `localhost` origin is itself the grant). The connection resolves the
+            // name again; a rebinding answer cannot get further than the TLS handshake, since a
+            // remote origin is always https and verified against the granted name.
             if !allow_private {
                 match public_only(&host, port).await {
                     Ok(()) => {}
                     Err(None) => return Err(HttpError::DestinationNotFound),
                     Err(Some(why)) => {
-                        tracing::warn!(plugin = %label, "http request refused: {why}");
-                        if let Ok(mut d) = denied.lock() {
-                            d.push(why);
-                        }
+                        note_denied(&denied, &label, why);
                         return Err(HttpError::DestinationIpProhibited);
                     }
                 }
@@ -202,6 +199,18 @@ impl WasiHttpHooks for HttpGate {
                 Box::new(io) as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
             ))
         })
+    }
+}
+
+/// Most refusals remembered (and logged) per store.
+const MAX_DENIED: usize = 8;
+
+fn note_denied(denied: &std::sync::Mutex<Vec<String>>, label: &str, why: String) {
+    if let Ok(mut d) = denied.lock()
+        && d.len() < MAX_DENIED
+    {
+        tracing::warn!(plugin = %label, "http request refused: {why}");
+        d.push(why);
     }
 }
 

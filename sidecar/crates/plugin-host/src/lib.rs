@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
-use wasmtime::{StoreLimitsBuilder, Trap};
+use wasmtime::{StoreLimitsBuilder, Trap, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi_http::WasiHttpCtx;
 
@@ -194,6 +194,12 @@ pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 1000;
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Largest memory any grant may allow.
 const MAX_MEMORY_MIB: u32 = 1024;
+/// Host-side resources (streams, requests, fields…) a store may hold at once.
+const MAX_RESOURCES: usize = 1024;
+/// Host-side bytes of one set of HTTP headers.
+const MAX_HEADER_BYTES: usize = 64 << 10;
+/// Log lines a store may write (more are dropped, once said).
+const MAX_LOG_LINES: u32 = 1000;
 
 /// A loaded plugin: its manifest and a pre-instantiated component.
 pub struct Plugin {
@@ -348,9 +354,27 @@ impl PluginHost {
 
     /// Loads (or reloads) the plugin in `dir` (a `plugin.toml` and its component).
     pub fn load(&self, dir: &Path) -> Result<Arc<Plugin>, PluginError> {
+        self.load_named(dir, None)
+    }
+
+    /// Like `load`, but refuses (before replacing anything) a plugin whose manifest does not
+    /// name it `expected`.
+    pub fn load_named(
+        &self,
+        dir: &Path,
+        expected: Option<&str>,
+    ) -> Result<Arc<Plugin>, PluginError> {
         let started = Instant::now();
         let manifest = Manifest::read(dir)?;
         let label = manifest.label();
+        if let Some(want) = expected
+            && want != manifest.name
+        {
+            return Err(PluginError::Load {
+                plugin: label,
+                reason: format!("it is in folder {want:?}; a plugin's folder must carry its name"),
+            });
+        }
         if !SUPPORTED_WIT.contains(&manifest.wit.as_str()) {
             return Err(PluginError::UnsupportedWit {
                 plugin: label,
@@ -482,8 +506,9 @@ impl PluginHost {
         let limits = StoreLimitsBuilder::new()
             .memory_size((memory_mib as usize) << 20)
             .instances(32)
-            .tables(32)
-            .memories(16)
+            .tables(8)
+            // One memory per guest module (the cap is per memory).
+            .memories(2)
             .trap_on_grow_failure(true)
             .build();
         let mut config = plugin
@@ -527,8 +552,16 @@ impl PluginHost {
         let state = HostState {
             // No preopens, environment, arguments, stdio or network.
             wasi: WasiCtx::builder().build(),
-            table: ResourceTable::new(),
-            http: WasiHttpCtx::new(),
+            table: {
+                let mut t = ResourceTable::new();
+                t.set_max_capacity(MAX_RESOURCES);
+                t
+            },
+            http: {
+                let mut h = WasiHttpCtx::new();
+                h.set_field_size_limit(MAX_HEADER_BYTES);
+                h
+            },
             gate: HttpGate {
                 label: plugin.manifest.label(),
                 manifest_hosts: http.hosts,
@@ -548,6 +581,7 @@ impl PluginHost {
             tools,
             usage: Usage::default(),
             tool_calls: 0,
+            logs_left: MAX_LOG_LINES,
         };
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -868,9 +902,17 @@ async fn bounded<R>(
     timeout_ms: u64,
     f: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
 ) -> Result<R, PluginError> {
-    let ticks = timeout_ms / EPOCH_TICK.as_millis() as u64 + 1;
-    store.set_epoch_deadline(ticks);
-    store.epoch_deadline_trap();
+    // Every tick the guest yields to the async executor (so a timeout or a cancel can drop the
+    // call even while guest code spins), and once the deadline has passed it traps.
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    store.epoch_deadline_callback(move |_| {
+        Ok(if Instant::now() >= deadline {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+    store.set_epoch_deadline(1);
     let limit = Duration::from_millis(timeout_ms.saturating_add(50));
     match tokio::time::timeout(limit, f(store)).await {
         Err(_) => Err(PluginError::Timeout {

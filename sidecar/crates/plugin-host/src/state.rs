@@ -47,7 +47,11 @@ pub(crate) struct HostState {
     pub(crate) tools: Option<Arc<dyn ToolHandler>>,
     pub(crate) usage: Usage,
     pub(crate) tool_calls: u64,
+    pub(crate) logs_left: u32,
 }
+
+/// Tool calls one run may make.
+const MAX_TOOL_CALLS: u64 = 1000;
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
@@ -70,6 +74,15 @@ impl WasiHttpView for HostState {
 
 impl host::Host for HostState {
     fn log(&mut self, level: host::Level, message: String) {
+        match self.logs_left {
+            0 => return,
+            1 => {
+                self.logs_left = 0;
+                tracing::warn!(plugin = %self.label, "log budget spent; further lines dropped");
+                return;
+            }
+            _ => self.logs_left -= 1,
+        }
         let mut message = message;
         if message.len() > MAX_LOG {
             let mut cut = MAX_LOG;
@@ -101,6 +114,11 @@ impl host::Host for HostState {
 impl tools::Host for HostState {
     async fn call_tool(&mut self, name: String, arguments: String) -> Result<String, String> {
         self.tool_calls += 1;
+        if self.tool_calls > MAX_TOOL_CALLS {
+            return Err(format!(
+                "the run's budget of {MAX_TOOL_CALLS} tool calls is spent"
+            ));
+        }
         match &self.tools {
             Some(handler) => handler.call(name, arguments).await,
             None => Err(format!("tool {name} is not available here")),

@@ -466,6 +466,10 @@ async fn granted_names_that_resolve_to_private_addresses_are_refused() {
         "fd00::1",
         "fe80::1",
         "::ffff:127.0.0.1",
+        "64:ff9b::7f00:1",
+        "2002:a00:1::1",
+        "198.18.0.1",
+        "240.0.0.1",
     ] {
         assert!(
             crate::grants::is_private(&private.parse::<IpAddr>().unwrap()),
@@ -478,4 +482,66 @@ async fn granted_names_that_resolve_to_private_addresses_are_refused() {
             "{public}"
         );
     }
+}
+
+/// A guest that spins must not hold its thread: it yields every epoch tick, so whoever runs it
+/// (the daemon's runner: cancel, timeout) can drop the call long before its own deadline.
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_executor_can_be_dropped_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wat = format!(
+        r#"(module {ALLOC}
+          (func (export "troupe:plugin/execution@0.1.0#run")
+            (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i64) (result i32)
+            (loop $l (br $l))
+            (i32.const 0)))"#
+    );
+    let wasm = component(Wit::Dir(WIT_DIR), "executor", &wat);
+    let host = host();
+    host.load(&plugin_dir(
+        tmp.path(),
+        &manifest("spinner", "executor"),
+        &wasm,
+    ))
+    .unwrap();
+    struct NoTools;
+    impl ToolHandler for NoTools {
+        fn call(
+            &self,
+            _: String,
+            _: String,
+        ) -> std::pin::Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'static>>
+        {
+            Box::pin(async { Err("no tools".to_string()) })
+        }
+    }
+    let task = ExecTask {
+        prompt: "spin".into(),
+        system_prompt: None,
+        model: None,
+        tools: Vec::new(),
+        max_turns: 1,
+        deadline: std::time::SystemTime::now() + Duration::from_secs(600),
+    };
+    let started = Instant::now();
+    let call = CallContext::default();
+    let run = host.execute("spinner", task, &call, Arc::new(NoTools));
+    let dropped = tokio::time::timeout(Duration::from_millis(200), run).await;
+    assert!(dropped.is_err(), "the spinning run ended by itself?");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // The host goes on serving.
+    host.load(&plugin_dir(
+        tmp.path(),
+        &manifest("fine", "recovery"),
+        &recovery(""),
+    ))
+    .unwrap();
+    assert_eq!(
+        host.recover("fine", crash(1), &call).await.unwrap(),
+        RecoveryDecision::Restart { delay_ms: 100 }
+    );
 }

@@ -45,8 +45,10 @@ pub async fn run(daemon: Weak<Daemon>, run: AgentRun, agent: AgentDefinition) ->
     let Some(plugin) = plugin_of(&agent).map(str::to_string) else {
         return Exit::Failed(format!("agent {} has no wasm: runner", agent.name));
     };
-    let host = match d.plugins.host() {
-        Ok(h) => h.clone(),
+    let plugins = d.plugins.clone();
+    let host = match tokio::task::spawn_blocking(move || plugins.host().cloned()).await {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => return Exit::Failed(e.to_string()),
         Err(e) => return Exit::Failed(e.to_string()),
     };
     let workdir = PathBuf::from(run.workdir.clone().unwrap_or_else(|| ".".into()));
@@ -142,10 +144,7 @@ fn system_prompt(agent: &AgentDefinition, workdir: &Path) -> String {
                 .join(", ")
         ));
     }
-    if let Some(extra) = &agent.instructions {
-        s.push_str("\n\n");
-        s.push_str(extra);
-    }
+    // The agent's instructions are already at the head of the prompt (as for every runner).
     s
 }
 
@@ -331,11 +330,11 @@ impl Tools {
         match name {
             "read_file" => {
                 let a: PathArgs = args(name, raw)?;
+                let shown = a.path.clone().unwrap_or_default();
                 let path = confine(&self.workdir, a.path.as_deref().unwrap_or(""))?;
-                let text = tokio::fs::read_to_string(&path)
+                tokio::task::spawn_blocking(move || read_capped(&path, &shown))
                     .await
-                    .map_err(|e| format!("cannot read {}: {e}", a.path.unwrap_or_default()))?;
-                Ok(cut(text))
+                    .map_err(|e| e.to_string())?
             }
             "write_file" => {
                 let a: WriteArgs = args(name, raw)?;
@@ -492,6 +491,44 @@ impl Tools {
     }
 }
 
+/// Reads at most `MAX_TOOL_OUTPUT` bytes of a regular file (not a FIFO or a device).
+fn read_capped(path: &Path, shown: &str) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_TOOL_OUTPUT as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    // A cut may split a character: keep what decodes.
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) if meta.len() > MAX_TOOL_OUTPUT as u64 => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+        Err(_) => return Err(format!("{shown} is not UTF-8 text")),
+    };
+    if meta.len() > MAX_TOOL_OUTPUT as u64 {
+        let mut text = text;
+        let mut at = text.len().min(MAX_TOOL_OUTPUT);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
+        text.push_str("\n[output truncated]");
+        return Ok(text);
+    }
+    Ok(text)
+}
+
 /// `rel` inside `root`, refusing anything that leaves it (`..`, absolute paths elsewhere,
 /// symlinks out).
 pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, String> {
@@ -514,6 +551,18 @@ pub fn confine(root: &Path, rel: &str) -> Result<PathBuf, String> {
             Component::CurDir => {}
             Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
                 return Err(format!("{rel} is outside the working directory"));
+            }
+        }
+    }
+    // A symbolic link as the last part must resolve, inside the root (a dangling one could
+    // create a file anywhere).
+    if std::fs::symlink_metadata(&out).is_ok_and(|m| m.file_type().is_symlink()) {
+        match out.canonicalize() {
+            Ok(real) if real.starts_with(&root) => {}
+            _ => {
+                return Err(format!(
+                    "{rel} is a symbolic link leading outside the working directory"
+                ));
             }
         }
     }
@@ -574,29 +623,132 @@ async fn run_command(
     command: &str,
     timeout: Option<f64>,
 ) -> Result<String, String> {
+    use std::process::Stdio;
     let secs = timeout
         .filter(|t| t.is_finite() && *t > 0.0)
         .unwrap_or(60.0)
         .min(MAX_COMMAND_SECS);
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
         .arg(command)
         .current_dir(workdir)
-        .stdin(std::process::Stdio::null())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs_f64(secs), cmd.output())
-        .await
-        .map_err(|_| format!("the command ran past {secs} s and was killed"))?
+        .kill_on_drop(true)
+        .spawn()
         .map_err(|e| format!("cannot run the command: {e}"))?;
-    let mut text = match out.status.code() {
+    let pid = child.id();
+    // Output beyond the cap is read and dropped, so the command is never blocked on a pipe.
+    let stdout = read_pipe(child.stdout.take());
+    let stderr = read_pipe(child.stderr.take());
+    let finished = tokio::time::timeout(Duration::from_secs_f64(secs), async {
+        tokio::join!(stdout, stderr, child.wait())
+    })
+    .await;
+    let Ok((out, err, status)) = finished else {
+        // The whole group: the shell and whatever it started.
+        if let Some(pid) = pid {
+            crate::runner::signal_group(pid, rustix::process::Signal::KILL);
+        }
+        return Err(format!("the command ran past {secs} s and was killed"));
+    };
+    let status = status.map_err(|e| format!("cannot run the command: {e}"))?;
+    let mut text = match status.code() {
         Some(c) => format!("exit status {c}\n"),
         None => "killed by a signal\n".to_string(),
     };
-    text.push_str(&String::from_utf8_lossy(&out.stdout));
-    if !out.stderr.is_empty() {
+    text.push_str(&String::from_utf8_lossy(&out));
+    if !err.is_empty() {
         text.push_str("\n[stderr]\n");
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        text.push_str(&String::from_utf8_lossy(&err));
     }
     Ok(cut(text))
+}
+
+/// Everything a pipe yields, keeping the first `MAX_TOOL_OUTPUT` bytes.
+async fn read_pipe(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut kept = Vec::new();
+    let Some(mut pipe) = pipe else {
+        return kept;
+    };
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = (MAX_TOOL_OUTPUT + 1).saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confine_keeps_paths_inside_the_working_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("work");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("out-dir")).unwrap();
+        std::os::unix::fs::symlink(outside.join("nope.txt"), root.join("dangling")).unwrap();
+        std::os::unix::fs::symlink(root.join("src"), root.join("inside-link")).unwrap();
+        let real = root.canonicalize().unwrap();
+
+        assert_eq!(confine(&root, "src/a.rs").unwrap(), real.join("src/a.rs"));
+        assert_eq!(
+            confine(&root, "./new/b.txt").unwrap(),
+            real.join("new/b.txt")
+        );
+        assert_eq!(confine(&root, "").unwrap(), real);
+        assert!(confine(&root, "inside-link/c.rs").is_ok());
+        let abs = real.join("src/d.rs");
+        assert_eq!(confine(&root, abs.to_str().unwrap()).unwrap(), abs);
+        for escape in [
+            "../outside/x",
+            "src/../../x",
+            "/etc/passwd",
+            "out-dir/x",
+            "dangling",
+        ] {
+            let err = confine(&root, escape).unwrap_err();
+            assert!(
+                err.contains("outside the working directory"),
+                "{escape}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn reads_are_capped_and_regular_files_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let big = tmp.path().join("big.txt");
+        std::fs::write(&big, "é".repeat(MAX_TOOL_OUTPUT)).unwrap();
+        let text = read_capped(&big, "big.txt").unwrap();
+        assert!(text.len() <= MAX_TOOL_OUTPUT + 40);
+        assert!(text.ends_with("[output truncated]"));
+        let err = read_capped(tmp.path(), "dir").unwrap_err();
+        assert_eq!(err, "dir is not a regular file");
+    }
+
+    #[tokio::test]
+    async fn commands_are_capped_and_killed_on_timeout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = run_command(tmp.path(), "yes | head -c 1000000; echo done >&2", None)
+            .await
+            .unwrap();
+        assert!(out.starts_with("exit status 0\n"), "{}", &out[..40]);
+        assert!(out.len() <= MAX_TOOL_OUTPUT + 40, "{}", out.len());
+        let err = run_command(tmp.path(), "sleep 30 & sleep 30", Some(0.2))
+            .await
+            .unwrap_err();
+        assert_eq!(err, "the command ran past 0.2 s and was killed");
+    }
 }

@@ -67,11 +67,12 @@ pub enum Command {
     StopRun {
         run_id: String,
     },
-    /// A recovery plugin answered (after its restart delay, if any).
+    /// A recovery plugin answered (after its restart delay, if any) about crash `crash_count`.
     RecoveryDecided {
         party_id: String,
         role: String,
         index: u32,
+        crash_count: u32,
         decision: Decision,
     },
 }
@@ -134,6 +135,8 @@ pub type DaemonCell = Arc<std::sync::OnceLock<std::sync::Weak<crate::daemon::Dae
 
 /// Longest restart delay a recovery plugin may ask for.
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(3600);
+/// Shortest: a restart is never immediate.
+const MIN_RESTART_DELAY: Duration = Duration::from_millis(100);
 
 struct Loop {
     daemon: DaemonCell,
@@ -148,17 +151,31 @@ struct Loop {
     inputs: VecDeque<(String, Input)>,
 }
 
-/// Starts the loop; returns its handle after recovering the state an earlier daemon left.
-pub async fn start(
+/// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
+/// may need the whole daemon: executor runs, recovery plugins).
+pub struct Boot {
+    state: Loop,
+    command_rx: mpsc::UnboundedReceiver<Command>,
+    exit_rx: mpsc::UnboundedReceiver<RunExit>,
+}
+
+impl std::fmt::Debug for Boot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Boot").finish_non_exhaustive()
+    }
+}
+
+/// Builds the loop; commands sent to the handle wait until `Boot::start`.
+pub fn create(
     store: Store,
     hub: Arc<Hub>,
     layout: Layout,
     daemon: DaemonCell,
-) -> anyhow::Result<Orchestrator> {
-    let (commands, mut command_rx) = mpsc::unbounded_channel();
-    let (exits, mut exit_rx) = mpsc::unbounded_channel();
+) -> (Orchestrator, Boot) {
+    let (commands, command_rx) = mpsc::unbounded_channel();
+    let (exits, exit_rx) = mpsc::unbounded_channel();
     let runner = Runner::new(layout.data_dir.join("runs"), exits);
-    let mut state = Loop {
+    let state = Loop {
         daemon,
         commands: commands.clone(),
         store,
@@ -169,18 +186,37 @@ pub async fn start(
         members: HashMap::new(),
         inputs: VecDeque::new(),
     };
-    state.recover().await?;
-    tokio::spawn(async move {
-        loop {
-            let event = tokio::select! {
-                Some(c) = command_rx.recv() => Event::Command(c),
-                Some(e) = exit_rx.recv() => Event::Exit(e),
-                else => break,
-            };
-            state.handle(event).await;
-        }
-    });
-    Ok(Orchestrator { commands })
+    (
+        Orchestrator { commands },
+        Boot {
+            state,
+            command_rx,
+            exit_rx,
+        },
+    )
+}
+
+impl Boot {
+    /// Recovers the state an earlier daemon left, then runs the loop.
+    pub async fn start(self) -> anyhow::Result<()> {
+        let Boot {
+            mut state,
+            mut command_rx,
+            mut exit_rx,
+        } = self;
+        state.recover().await?;
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    Some(c) = command_rx.recv() => Event::Command(c),
+                    Some(e) = exit_rx.recv() => Event::Exit(e),
+                    else => break,
+                };
+                state.handle(event).await;
+            }
+        });
+        Ok(())
+    }
 }
 
 fn now_ms() -> u64 {
@@ -261,6 +297,7 @@ impl Loop {
                 party_id,
                 role,
                 index,
+                crash_count,
                 decision,
             }) => {
                 if let Err(e) = self
@@ -269,6 +306,7 @@ impl Loop {
                         Input::RecoveryDecided {
                             role,
                             index,
+                            crash_count,
                             decision,
                         },
                     )
@@ -539,7 +577,9 @@ impl Loop {
                     let decision = consult(daemon, &plugin, ctx, notify).await;
                     let decision = match decision {
                         Ok((Decision::Restart, delay)) => {
-                            tokio::time::sleep(delay.min(MAX_RESTART_DELAY)).await;
+                            // A plugin answering restart(0) forever must not spin the member.
+                            tokio::time::sleep(delay.clamp(MIN_RESTART_DELAY, MAX_RESTART_DELAY))
+                                .await;
                             Decision::Restart
                         }
                         Ok((d, _)) => d,
@@ -552,6 +592,7 @@ impl Loop {
                         party_id,
                         role,
                         index,
+                        crash_count,
                         decision,
                     });
                 });
@@ -1089,19 +1130,36 @@ impl Loop {
             .get(role)
             .and_then(|r| r.retry_attempts)
             .unwrap_or(live.snapshot.party.recovery.max_retries);
-        if let Strategy::Plugin(plugin) = strategy {
-            self.act(
-                party_id,
-                Action::ConsultRecovery {
+        let index = u32::try_from(index).unwrap_or(0);
+        let crash_count = u32::try_from(crashes).unwrap_or(0);
+        match strategy {
+            Strategy::Plugin(plugin) => {
+                self.act(
+                    party_id,
+                    Action::ConsultRecovery {
+                        role: role.to_string(),
+                        index,
+                        plugin,
+                        crash_count,
+                        retry_limit,
+                        reason: "the daemon restarted while its recovery was being decided".into(),
+                    },
+                )
+                .await;
+            }
+            // The strategy was overridden meanwhile: a person decides.
+            _ => self.inputs.push_back((
+                party_id.to_string(),
+                Input::RecoveryDecided {
                     role: role.to_string(),
-                    index: u32::try_from(index).unwrap_or(0),
-                    plugin,
-                    crash_count: u32::try_from(crashes).unwrap_or(0),
-                    retry_limit,
-                    reason: "the daemon restarted while its recovery was being decided".into(),
+                    index,
+                    crash_count,
+                    decision: Decision::Pause {
+                        notify: live.snapshot.party.recovery.notify,
+                        why: "its recovery strategy changed while a plugin was deciding".into(),
+                    },
                 },
-            )
-            .await;
+            )),
         }
     }
 
@@ -1181,12 +1239,10 @@ async fn consult(
     let daemon = daemon
         .and_then(|d| d.upgrade())
         .ok_or("the daemon is shutting down")?;
-    let host = daemon
-        .plugins
-        .host()
-        .map_err(|e| format!("its recovery plugin {plugin} is unavailable: {e}"))?
-        .clone();
-    drop(daemon);
+    let host = tokio::task::spawn_blocking(move || daemon.plugins.host().cloned())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("its recovery plugin {plugin} is unavailable: {e}"))?;
     let call = troupe_plugin_host::CallContext::default();
     match host.recover(plugin, ctx, &call).await {
         Ok(R::Restart { delay_ms }) => Ok((Decision::Restart, Duration::from_millis(delay_ms))),
@@ -1245,6 +1301,7 @@ fn describe_input(input: &Input) -> (String, Value) {
             role,
             index,
             decision,
+            ..
         } => (
             "recovery_decided".into(),
             match decision {

@@ -114,20 +114,15 @@ impl Plugins {
                 present.push(name);
                 continue;
             }
-            match host.load(&dir) {
-                Ok(p) if p.manifest.name == name => present.push(name),
-                Ok(p) => {
-                    let loaded = p.manifest.name.clone();
-                    host.unload(&loaded);
-                    broken.insert(
-                        name.clone(),
-                        format!("its manifest names it {loaded:?}, not the folder's name"),
-                    );
-                }
+            match host.load_named(&dir, Some(&name)) {
+                Ok(_) => present.push(name),
                 Err(e) => {
                     tracing::warn!(dir = %dir.display(), "plugin not loaded: {e}");
-                    host.unload(&name);
-                    broken.insert(name, e.to_string());
+                    broken.insert(name.clone(), e.to_string());
+                    // A version loaded earlier stays (e.g. while a new one is being copied in).
+                    if host.get(&name).is_some() {
+                        present.push(name);
+                    }
                 }
             }
         }

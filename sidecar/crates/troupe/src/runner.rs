@@ -278,7 +278,7 @@ fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
     }
 }
 
-fn signal_group(pid: u32, signal: Signal) {
+pub(crate) fn signal_group(pid: u32, signal: Signal) {
     let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
         return;
     };

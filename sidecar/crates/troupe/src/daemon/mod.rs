@@ -113,9 +113,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let hub = Arc::new(Hub::default());
     crate::builtin::seed(&store).await?;
     let cell: crate::orchestrator::DaemonCell = Arc::default();
-    let orchestrator =
-        crate::orchestrator::start(store.clone(), hub.clone(), layout.clone(), cell.clone())
-            .await?;
+    let (orchestrator, boot) =
+        crate::orchestrator::create(store.clone(), hub.clone(), layout.clone(), cell.clone());
     let plugins = crate::plugins::Plugins::new(&layout);
     let daemon = Arc::new(Daemon {
         store: store.clone(),
@@ -129,6 +128,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         shutdown,
     });
     let _ = cell.set(Arc::downgrade(&daemon));
+    boot.start().await?;
     plugins.watch();
     if plugins.any_installed() {
         // Build the engine and load the plugins off the start-up path.
