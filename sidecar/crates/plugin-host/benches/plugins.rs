@@ -15,7 +15,7 @@ use troupe_plugin_host::{
     CallContext, Candidate, ExecTask, HostOptions, PluginHost, Source, ToolHandler,
 };
 
-#[path = "../src/wat_component.rs"]
+#[path = "../src/tests/wat_component.rs"]
 mod wat_component;
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v0.1.0");
 

@@ -13,8 +13,6 @@ mod state;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod wat_component;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
-use crate::wat_component::{WIT_DIR, Wit, component};
+mod wat_component;
+
+use wat_component::{WIT_DIR, Wit, component};
 
 /// Writes a plugin folder (manifest + component) under `root`.
 fn plugin_dir(root: &Path, manifest: &str, wasm: &[u8]) -> PathBuf {

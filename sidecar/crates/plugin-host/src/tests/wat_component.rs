@@ -1,6 +1,6 @@
 //! Test and benchmark support: a component of a `troupe:plugin` world made from hand-written
 //! core WAT and the WIT (wit-component), so host tests and the benchmark need no guest
-//! toolchain. Compiled only for tests (`src/tests.rs`) and `benches/plugins.rs`.
+//! toolchain. Compiled only for the unit tests (`src/tests.rs`) and `benches/plugins.rs`.
 
 #![allow(clippy::unwrap_used, dead_code)]
 
