@@ -66,6 +66,9 @@ pub enum Command {
     Demo,
     /// Serve the Language Server Protocol on stdin/stdout (for editors).
     Lsp,
+    /// Serve MCP on stdin/stdout: Troupe's tools for an agent CLI (session from
+    /// TROUPE_SESSION_ID).
+    Mcp,
     /// Measure the daemon.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
@@ -298,6 +301,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Command::Demo => crate::demo::run().await,
             Command::Lsp => crate::lsp::run(layout).await,
+            Command::Mcp => crate::mcp::serve_stdio(&layout).await,
             Command::Bench(cmd) => crate::bench::run(cmd, cli.json).await,
             Command::DemoMember => crate::demo_member::run().await,
         }

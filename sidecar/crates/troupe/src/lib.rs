@@ -15,6 +15,7 @@ pub mod executor;
 pub mod hub;
 pub mod lsp;
 pub mod lsp_client;
+pub mod mcp;
 pub mod ops;
 pub mod orchestrator;
 pub mod paths;

@@ -1,0 +1,217 @@
+//! The MCP door: an rmcp client starts the real `troupe mcp` over stdio, as an agent CLI would,
+//! lists the tools (the registry's agent operations with their schemas, minus the caller's ids;
+//! party tools only for a leader), sends a message as its session, and asks permission the way
+//! Claude Code's `--permission-prompt-tool` does, answered through Troupe.
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{Peer, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::support::{BIN, TestDaemon, register, wait_for};
+
+type McpClient = RunningService<RoleClient, ()>;
+
+async fn mcp(d: &TestDaemon, session: &str) -> McpClient {
+    let cmd = tokio::process::Command::new(BIN).configure(|c| {
+        c.arg("--data-dir")
+            .arg(&d.layout.data_dir)
+            .arg("mcp")
+            .env("TROUPE_RUNTIME_DIR", &d.layout.runtime_dir)
+            .env("TROUPE_SESSION_ID", session)
+            .env("TROUPE_LOG", "warn");
+    });
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn call(c: &Peer<RoleClient>, tool: &str, args: Value) -> CallToolResult {
+    c.call_tool(
+        CallToolRequestParams::new(tool.to_string())
+            .with_arguments(args.as_object().unwrap().clone()),
+    )
+    .await
+    .unwrap()
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cli_gets_troupe_tools_over_mcp() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = d.project("proj");
+    let a = register(&c, "claude", &project, None).await;
+    let b = register(&c, "codex", &project, None).await;
+    let m = mcp(&d, &a).await;
+    assert_eq!(
+        m.peer_info().unwrap().server_info.as_ref().unwrap().name,
+        "troupe"
+    );
+
+    let tools = m.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for want in [
+        "send_message",
+        "poll_messages",
+        "complete",
+        "start_agent",
+        "escalate_task",
+        "request_permission",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    assert!(!names.contains(&"launch_party"), "not a leader: {names:?}");
+    assert!(!names.contains(&"shutdown_daemon"), "{names:?}");
+    let send = tools.iter().find(|t| t.name == "send_message").unwrap();
+    let schema = Value::Object((*send.input_schema).clone());
+    assert!(
+        schema["properties"]["to_session_id"].is_object(),
+        "{schema}"
+    );
+    assert!(
+        schema["properties"].get("from_session_id").is_none(),
+        "{schema}"
+    );
+    assert!(
+        !schema["required"].to_string().contains("from_session_id"),
+        "{schema}"
+    );
+
+    // A call is the operation, as the calling session.
+    let r = call(
+        &m,
+        "send_message",
+        json!({ "to_session_id": b, "content": "hello over MCP" }),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let inbox = c
+        .call("poll_messages", json!({ "session_id": b }))
+        .await
+        .unwrap();
+    assert_eq!(inbox["messages"][0]["content"], "hello over MCP");
+    assert_eq!(inbox["messages"][0]["from_session_id"], a.as_str());
+    // A failing operation is a tool error the model reads; an unknown or forbidden tool is a
+    // protocol error.
+    let r = call(
+        &m,
+        "send_message",
+        json!({ "to_session_id": "nobody", "content": "x" }),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("not found"), "{}", text(&r));
+    let err = m
+        .call_tool(CallToolRequestParams::new("launch_party"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tool launch_party is for a party's leader only"),
+        "{err}"
+    );
+
+    // Claude Code's permission prompt: {tool_name, input, tool_use_id} in, behavior out.
+    for (decision, want) in [("approve", "allow"), ("deny", "deny")] {
+        let ask = {
+            let m = m.peer().clone();
+            let tool_use = format!("toolu_{decision}");
+            tokio::spawn(async move {
+                call(
+                    &m,
+                    "request_permission",
+                    json!({ "tool_name": "Write", "tool_use_id": tool_use,
+                            "input": { "file_path": "/tmp/x/notes.md", "content": "hi" } }),
+                )
+                .await
+            })
+        };
+        let pending = wait_for("the request to show up", 20, || async {
+            let l = c
+                .call("list_approvals", json!({ "status": "pending" }))
+                .await
+                .unwrap();
+            l["approvals"].as_array().unwrap().first().cloned()
+        })
+        .await;
+        assert_eq!(pending["tool_name"], "Write");
+        assert_eq!(pending["session_id"], a.as_str());
+        assert_eq!(pending["file_path"], "/tmp/x/notes.md");
+        c.call(
+            "decide_approval",
+            json!({ "approval_id": pending["approval_id"], "decision": decision }),
+        )
+        .await
+        .unwrap();
+        let answer: Value = serde_json::from_str(&text(&ask.await.unwrap())).unwrap();
+        assert_eq!(answer["behavior"], want, "{answer}");
+        if want == "allow" {
+            assert_eq!(answer["updatedInput"]["content"], "hi");
+        } else {
+            assert!(
+                answer["message"].as_str().unwrap().starts_with("denied"),
+                "{answer}"
+            );
+        }
+    }
+    m.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_leader_also_gets_the_party_tools() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = d.project("proj");
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "sleeper", "command": ["sleep", "60"] } }),
+    )
+    .await
+    .unwrap();
+    c.call(
+        "create_party_definition",
+        json!({ "definition": { "name": "led", "roles": {
+            "boss": { "agent": "sleeper", "is_leader": true },
+            "dev": { "agent": "sleeper" } },
+            "flow": { "dev": ["boss"] } } }),
+    )
+    .await
+    .unwrap();
+    let r = c
+        .call("launch_party", json!({ "name": "led", "cwd": project }))
+        .await
+        .unwrap();
+    let party = r["party_id"].as_str().unwrap().to_string();
+    let leader = wait_for("the leader's session", 20, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        s["members"][0]["session_id"].as_str().map(str::to_string)
+    })
+    .await;
+    let m = mcp(&d, &leader).await;
+    let names: Vec<String> = m
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"get_party_status".to_string()), "{names:?}");
+    let r = call(&m, "get_party_status", json!({ "party_id": party })).await;
+    let status: Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(status["party"]["status"], "running");
+    let r = call(&m, "cancel_party", json!({ "party_id": party })).await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    m.cancel().await.unwrap();
+}
