@@ -11,6 +11,7 @@ mod bad_input;
 mod daemon;
 mod durability;
 mod editors;
+mod hooks;
 mod mcp;
 mod messaging;
 mod mock_llm;

@@ -69,6 +69,12 @@ pub enum Command {
     /// Serve MCP on stdin/stdout: Troupe's tools for an agent CLI (session from
     /// TROUPE_SESSION_ID).
     Mcp,
+    /// Handle a Claude Code hook: reads its JSON on stdin, prints the answer on stdout.
+    Hook {
+        /// SessionStart, PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop,
+        /// Notification, SessionEnd (the payload's hook_event_name wins when present).
+        event: String,
+    },
     /// Measure the daemon.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
@@ -302,6 +308,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Demo => crate::demo::run().await,
             Command::Lsp => crate::lsp::run(layout).await,
             Command::Mcp => crate::mcp::serve_stdio(&layout).await,
+            Command::Hook { event } => hook(&layout, &event).await,
             Command::Bench(cmd) => crate::bench::run(cmd, cli.json).await,
             Command::DemoMember => crate::demo_member::run().await,
         }
@@ -637,6 +644,43 @@ async fn party(layout: &Layout, cmd: PartyCommand, json: bool) -> anyhow::Result
                 String::new()
             }
         );
+    }
+    Ok(())
+}
+
+/// `troupe hook <event>`: never blocks the CLI on Troupe's account. If the daemon cannot be
+/// reached the hook says nothing and exits 0, so Claude Code goes on as without Troupe.
+async fn hook(layout: &Layout, event: &str) -> anyhow::Result<()> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("reading the hook's JSON from stdin")?;
+    let mut payload: Value = serde_json::from_str(&text).context("the hook's input is not JSON")?;
+    if payload.get("hook_event_name").is_none() {
+        payload["hook_event_name"] = json!(event);
+    }
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let params = json!({
+        "payload": payload,
+        "session_id": env("TROUPE_SESSION_ID"),
+        "parent_session_id": env("TROUPE_PARENT_SESSION_ID"),
+    });
+    let answer = async {
+        let client = client::connect(layout, true).await?;
+        client
+            .call("claude_hook", params)
+            .await
+            .map_err(anyhow::Error::from)
+    }
+    .await;
+    match answer {
+        Ok(r) => {
+            let out = &r["output"];
+            if out.as_object().is_some_and(|o| !o.is_empty()) {
+                println!("{out}");
+            }
+        }
+        Err(e) => eprintln!("troupe hook {event}: {e:#}"),
     }
     Ok(())
 }

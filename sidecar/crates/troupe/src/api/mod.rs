@@ -233,6 +233,10 @@ operations! {
     grant_plugin(GrantPluginParams) -> PluginResult;
     /// Ask a router plugin which agent should take a request.
     route_request(RouteRequestParams) -> RouteResult;
+    /// A Claude Code hook (what `troupe hook <event>` forwards): registers the session, answers
+    /// PreToolUse from Troupe's policy and approvals, records stops and notifications, and
+    /// hands over unread messages.
+    claude_hook(HookParams) -> HookResult;
 }
 
 /// Every subscription.

@@ -218,6 +218,27 @@ pub async fn request_permission(
     Ok(result(&current))
 }
 
+/// The approval rule that would answer this call at once, if any (no request is made).
+pub fn matching_rule(
+    d: &Daemon,
+    session_id: &str,
+    tool: &str,
+    input: &serde_json::Value,
+    file_path: Option<&str>,
+) -> Result<Option<ApprovalRule>, ApiError> {
+    let session = d.store.get_session(session_id)?;
+    let run = d.store.run_of_session(session_id)?;
+    let party_id = run
+        .as_ref()
+        .and_then(|r| r.party_id.clone())
+        .or(session.party_id.clone());
+    let subject = subject(file_path, input);
+    Ok(d.store
+        .active_rules(&session.project_id, party_id.as_deref())?
+        .into_iter()
+        .find(|r| rule_matches(r, tool, &subject)))
+}
+
 pub async fn list_approvals(
     d: &Daemon,
     p: ListApprovalsParams,

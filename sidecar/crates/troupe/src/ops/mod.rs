@@ -3,6 +3,7 @@
 
 mod agents;
 pub mod approvals;
+mod hooks;
 mod parties;
 mod plugins;
 
@@ -10,6 +11,7 @@ pub use agents::*;
 pub use approvals::{
     decide_approval, list_approval_rules, list_approvals, request_permission, revoke_approval_rule,
 };
+pub use hooks::*;
 pub use parties::*;
 pub use plugins::*;
 
