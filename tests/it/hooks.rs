@@ -320,3 +320,65 @@ async fn a_claude_member_started_by_troupe_asks_troupe_before_its_tools() {
         .await
         .unwrap();
 }
+
+#[test]
+fn init_writes_each_clis_config_once_and_keeps_the_rest() {
+    let d = TestDaemon::start();
+    let project = d.project("proj");
+    let root = std::path::Path::new(&project);
+    std::fs::create_dir_all(root.join(".claude")).unwrap();
+    std::fs::write(
+        root.join(".claude/settings.json"),
+        r#"{"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}"#,
+    )
+    .unwrap();
+    let run = |cli: &str| {
+        let out = crate::support::cli(&d.layout, &["init", cli], Some(root));
+        assert!(out.status.success(), "{}", crate::support::stderr(&out));
+        crate::support::stdout(&out)
+    };
+
+    let said = run("claude");
+    assert!(said.contains(".mcp.json: mcpServers.troupe = "), "{said}");
+    assert!(
+        said.contains(".claude/settings.json: hooks.PreToolUse += "),
+        "{said}"
+    );
+    let mcp: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(mcp["mcpServers"]["troupe"]["args"], json!(["mcp"]));
+    assert!(
+        mcp["mcpServers"]["troupe"]["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("troupe")
+    );
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(settings["model"], "opus");
+    let stop = settings["hooks"]["Stop"].as_array().unwrap();
+    assert_eq!(stop.len(), 2, "the existing Stop hook stays: {stop:?}");
+    assert_eq!(stop[0]["hooks"][0]["command"], "say done");
+    assert!(
+        stop[1]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .ends_with(" hook Stop")
+    );
+    assert_eq!(settings["hooks"]["PreToolUse"][0]["matcher"], "*");
+    assert!(run("claude").starts_with("claude: already set up in "));
+
+    assert!(run("gemini").contains(".gemini/settings.json: mcpServers.troupe = "));
+    let gemini: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".gemini/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(gemini["mcpServers"]["troupe"]["args"], json!(["mcp"]));
+    assert!(run("codex").contains(".codex/config.toml: [mcp_servers.troupe]"));
+    let codex = std::fs::read_to_string(root.join(".codex/config.toml")).unwrap();
+    assert!(
+        codex.contains("[mcp_servers.troupe]") && codex.contains("args = [\"mcp\"]"),
+        "{codex}"
+    );
+    assert!(run("codex").starts_with("codex: already set up"));
+}

@@ -69,6 +69,11 @@ pub enum Command {
     /// Serve MCP on stdin/stdout: Troupe's tools for an agent CLI (session from
     /// TROUPE_SESSION_ID).
     Mcp,
+    /// Set up an agent CLI in this project: its MCP config (and Claude Code's hooks).
+    Init {
+        #[arg(value_parser = ["claude", "codex", "gemini"])]
+        cli: String,
+    },
     /// Handle a Claude Code hook: reads its JSON on stdin, prints the answer on stdout.
     Hook {
         /// SessionStart, PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop,
@@ -309,6 +314,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Lsp => crate::lsp::run(layout).await,
             Command::Mcp => crate::mcp::serve_stdio(&layout).await,
             Command::Hook { event } => hook(&layout, &event).await,
+            Command::Init { cli } => {
+                let exe = std::env::current_exe().context("locating the troupe binary")?;
+                let cwd = std::env::current_dir().context("reading the current directory")?;
+                for line in crate::init::init(&cli, &cwd, &exe)? {
+                    println!("{line}");
+                }
+                Ok(())
+            }
             Command::Bench(cmd) => crate::bench::run(cmd, cli.json).await,
             Command::DemoMember => crate::demo_member::run().await,
         }

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod demo_member;
 pub mod executor;
 pub mod hub;
+pub mod init;
 pub mod lsp;
 pub mod lsp_client;
 pub mod mcp;
