@@ -215,3 +215,65 @@ async fn a_party_leader_also_gets_the_party_tools() {
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
     m.cancel().await.unwrap();
 }
+
+/// The same door over streamable HTTP, served by the daemon itself: the token is required and
+/// the session comes from the `X-Troupe-Session` header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_serves_mcp_over_streamable_http_with_its_token() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = d.project("proj");
+    let a = register(&c, "claude", &project, None).await;
+    let b = register(&c, "codex", &project, None).await;
+    let url = troupe::client::read_endpoint(&d.layout)
+        .unwrap()
+        .mcp_url
+        .unwrap();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
+    let connect = |token: String, session: String| {
+        let url = url.clone();
+        async move {
+            let cfg = StreamableHttpClientTransportConfig::with_uri(url)
+                .auth_header(token)
+                .custom_headers(std::collections::HashMap::from([(
+                    http::HeaderName::from_static("x-troupe-session"),
+                    http::HeaderValue::from_str(&session).unwrap(),
+                )]));
+            ().serve(StreamableHttpClientTransport::from_config(cfg))
+                .await
+        }
+    };
+
+    let err = connect("wrong-token".into(), a.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("401"), "{err}");
+
+    let m = connect(d.token(), a.clone()).await.unwrap();
+    let names: Vec<String> = m
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"send_message".to_string()), "{names:?}");
+    let r = call(
+        &m,
+        "send_message",
+        json!({ "to_session_id": b, "content": "over http" }),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let inbox = c
+        .call("poll_messages", json!({ "session_id": b }))
+        .await
+        .unwrap();
+    assert_eq!(inbox["messages"][0]["content"], "over http");
+    assert_eq!(inbox["messages"][0]["from_session_id"], a.as_str());
+    m.cancel().await.unwrap();
+}

@@ -1,12 +1,13 @@
-//! `troupe mcp`: the MCP door over stdio (rmcp, pinned, used only here). An agent CLI (Claude
-//! Code, Codex, Gemini) starts it as an MCP server and gets the operation registry's agent-facing
-//! operations as tools, with their JSON Schemas. It is a client of the daemon like the CLI: each
-//! tool call is the operation of the same name. The calling session comes from
-//! `TROUPE_SESSION_ID` and is filled into the params, so the model never passes ids of its own;
-//! party tools are offered only to a party's leader. `request_permission` answers in the shape
-//! Claude Code's `--permission-prompt-tool` expects.
+//! The MCP door (rmcp, pinned, used only here): an agent CLI (Claude Code, Codex, Gemini) gets
+//! the operation registry's agent-facing operations as tools, with their JSON Schemas. Over stdio
+//! (`troupe mcp`) it is a client of the daemon like the CLI; over streamable HTTP it is served by
+//! the daemon itself (loopback, token). Either way a tool call is the operation of the same name.
+//! The calling session (`TROUPE_SESSION_ID` for stdio, the `X-Troupe-Session` header for HTTP) is
+//! filled into the params, so the model never passes ids of its own; party tools are offered only
+//! to a party's leader. `request_permission` answers in the shape Claude Code's
+//! `--permission-prompt-tool` expects.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -17,6 +18,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::client::{self, Client};
+use crate::daemon::Daemon;
 use crate::paths::Layout;
 
 /// Operations every agent session gets as tools.
@@ -55,13 +57,37 @@ const LEADER_TOOLS: &[&str] = &[
 /// Params the door fills from the calling session (the model does not see them).
 const CALLER_FIELDS: &[&str] = &["session_id", "from_session_id", "parent_session_id"];
 
-/// The MCP server: the daemon client and who is calling.
+/// How the door reaches the operations.
+#[derive(Clone)]
+enum Backend {
+    /// `troupe mcp`: through the daemon's socket, as the CLI does.
+    Client(Arc<Client>),
+    /// The daemon's own HTTP endpoint: in-process.
+    Daemon(Weak<Daemon>),
+}
+
+impl Backend {
+    async fn call(&self, op: &str, params: Value) -> Result<Value, String> {
+        match self {
+            Backend::Client(c) => c.call(op, params).await.map_err(|e| e.to_string()),
+            Backend::Daemon(d) => {
+                let d = d.upgrade().ok_or("the daemon is shutting down")?;
+                let op = crate::api::OPERATIONS
+                    .iter()
+                    .find(|o| o.name == op)
+                    .ok_or_else(|| format!("unknown operation {op}"))?;
+                (op.call)(d, Some(params)).await.map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// The MCP server: how to reach the operations and who is calling.
 #[derive(Clone)]
 struct Door {
-    client: Arc<Client>,
+    backend: Backend,
+    /// The stdio door's session (from its environment); HTTP requests name their own.
     session: Option<String>,
-    leader: bool,
-    tools: Arc<Vec<Tool>>,
 }
 
 /// Serves MCP on stdin/stdout until the client closes stdin.
@@ -70,25 +96,77 @@ pub async fn serve_stdio(layout: &Layout) -> anyhow::Result<()> {
     let session = std::env::var("TROUPE_SESSION_ID")
         .ok()
         .filter(|s| !s.is_empty());
-    let leader = match &session {
-        Some(s) => is_leader(&client, s).await,
-        None => false,
-    };
-    let tools = Arc::new(tools(session.is_some(), leader));
     let door = Door {
-        client: Arc::new(client),
+        backend: Backend::Client(Arc::new(client)),
         session,
-        leader,
-        tools,
     };
     let running = door.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
     Ok(())
 }
 
+/// Serves MCP over streamable HTTP at `/mcp` on `listener` (loopback) for the daemon, each
+/// request carrying the daemon's token; until `shutdown`.
+pub async fn serve_http(
+    daemon: Weak<Daemon>,
+    listener: tokio::net::TcpListener,
+    token: Arc<str>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    use axum::response::IntoResponse;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(Door {
+                backend: Backend::Daemon(daemon.clone()),
+                session: None,
+            })
+        },
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let token = token.clone();
+                async move {
+                    let presented = req
+                        .headers()
+                        .get(http::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.strip_prefix("Bearer "))
+                        .unwrap_or_default();
+                    if crate::daemon::token_matches(presented.trim(), &token) {
+                        next.run(req).await
+                    } else {
+                        (
+                            http::StatusCode::UNAUTHORIZED,
+                            "unauthorized: bad or missing token",
+                        )
+                            .into_response()
+                    }
+                }
+            },
+        ));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            while !*shutdown.borrow() {
+                if shutdown.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await?;
+    Ok(())
+}
+
 /// Whether `session` is the leader of its party.
-async fn is_leader(client: &Client, session: &str) -> bool {
-    let Ok(s) = client
+async fn is_leader(backend: &Backend, session: &str) -> bool {
+    let Ok(s) = backend
         .call("get_session", json!({ "session_id": session }))
         .await
     else {
@@ -97,7 +175,7 @@ async fn is_leader(client: &Client, session: &str) -> bool {
     let Some(party) = s["session"]["party_id"].as_str() else {
         return false;
     };
-    let Ok(status) = client
+    let Ok(status) = backend
         .call("get_party_status", json!({ "party_id": party }))
         .await
     else {
@@ -182,68 +260,92 @@ impl ServerHandler for Door {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
-    }
-
-    fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
+        let (_, tools) = self.offer(&context).await;
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        if !self.tools.iter().any(|t| t.name == name) {
-            let why = if LEADER_TOOLS.contains(&name.as_str()) && !self.leader {
+        let (leader, tools) = self.offer(&context).await;
+        if !tools.iter().any(|t| t.name == name) {
+            let why = if LEADER_TOOLS.contains(&name.as_str()) && !leader {
                 format!("tool {name} is for a party's leader only")
             } else {
                 format!("unknown tool {name}")
             };
             return Err(McpError::invalid_params(why, None));
         }
+        let session = self.session_of(&context);
         let mut args = Value::Object(request.arguments.unwrap_or_default());
         let result = if name == "request_permission" {
-            self.permission(args).await
+            self.permission(session.as_deref(), args).await
         } else {
-            self.fill_caller(&name, &mut args);
-            match self.client.call(&name, args).await {
+            fill_caller(session.as_deref(), &name, &mut args);
+            match self.backend.call(&name, args).await {
                 Ok(v) => CallToolResult::success(text(v.to_string())),
-                Err(e) => CallToolResult::error(text(e.to_string())),
+                Err(e) => CallToolResult::error(text(e)),
             }
         };
         Ok(result.into())
     }
 }
 
-impl Door {
-    /// Fills the calling session into the params that name it, unless given.
-    fn fill_caller(&self, op: &str, args: &mut Value) {
-        let Some(session) = &self.session else {
-            return;
-        };
-        let Some(schema_props) = crate::api::OPERATIONS
-            .iter()
-            .find(|o| o.name == op)
-            .and_then(|o| serde_json::to_value((o.params_schema)()).ok())
-            .and_then(|s| s.get("properties").cloned())
-        else {
-            return;
-        };
-        for f in CALLER_FIELDS {
-            if schema_props.get(*f).is_some() && args.get(*f).is_none() {
-                args[*f] = json!(session);
-            }
+/// Fills the calling session into the params that name it, unless given.
+fn fill_caller(session: Option<&str>, op: &str, args: &mut Value) {
+    let Some(session) = session else {
+        return;
+    };
+    let Some(schema_props) = crate::api::OPERATIONS
+        .iter()
+        .find(|o| o.name == op)
+        .and_then(|o| serde_json::to_value((o.params_schema)()).ok())
+        .and_then(|s| s.get("properties").cloned())
+    else {
+        return;
+    };
+    for f in CALLER_FIELDS {
+        if schema_props.get(*f).is_some() && args.get(*f).is_none() {
+            args[*f] = json!(session);
         }
     }
+}
 
+impl Door {
+    /// The calling session: the stdio door's, or the HTTP request's `X-Troupe-Session`.
+    fn session_of(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        self.session.clone().or_else(|| {
+            context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.headers.get("x-troupe-session"))
+                .and_then(|v| v.to_str().ok())
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        })
+    }
+
+    /// Whether the caller leads a party, and the tools it is offered.
+    async fn offer(&self, context: &RequestContext<RoleServer>) -> (bool, Vec<Tool>) {
+        let session = self.session_of(context);
+        let leader = match &session {
+            Some(s) => is_leader(&self.backend, s).await,
+            None => false,
+        };
+        (leader, tools(session.is_some(), leader))
+    }
+}
+
+impl Door {
     /// Asks Troupe (rules, then a person) and answers as `--permission-prompt-tool` expects:
     /// `{"behavior":"allow","updatedInput":…}` or `{"behavior":"deny","message":…}`.
-    async fn permission(&self, args: Value) -> CallToolResult {
-        let Some(session) = &self.session else {
+    async fn permission(&self, session: Option<&str>, args: Value) -> CallToolResult {
+        let Some(session) = session else {
             return CallToolResult::error(text(
                 "request_permission needs TROUPE_SESSION_ID (the asking session)",
             ));
@@ -262,9 +364,13 @@ impl Door {
             "wait_ms": 300_000,
         });
         loop {
-            let r = match self.client.call("request_permission", params.clone()).await {
+            let r = match self
+                .backend
+                .call("request_permission", params.clone())
+                .await
+            {
                 Ok(r) => r,
-                Err(e) => return CallToolResult::error(text(e.to_string())),
+                Err(e) => return CallToolResult::error(text(e)),
             };
             let answer = match r["status"].as_str() {
                 Some("pending") => {

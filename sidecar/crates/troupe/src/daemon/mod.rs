@@ -44,6 +44,14 @@ pub struct Endpoint {
     pub version: String,
     pub socket_path: String,
     pub ws_url: String,
+    /// The MCP endpoint (streamable HTTP, same token), e.g. `http://127.0.0.1:PORT/mcp`.
+    #[serde(default)]
+    pub mcp_url: Option<String>,
+}
+
+/// Whether `presented` is the daemon's token (constant time).
+pub fn token_matches(presented: &str, token: &str) -> bool {
+    rpc::constant_time_eq(presented.as_bytes(), token.as_bytes())
 }
 
 /// The state every operation handler sees.
@@ -142,11 +150,27 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let server_config = rpc::server_config(config.max_message_bytes);
     let token: Arc<str> = token.into();
 
+    // MCP over streamable HTTP: its own loopback port, the same token.
+    let mcp_listener = TcpListener::bind((ws_addr.ip(), 0))
+        .await
+        .context("cannot listen for MCP")?;
+    let mcp_addr = mcp_listener.local_addr()?;
+    tokio::spawn({
+        let shutdown = daemon.shutdown.subscribe();
+        let daemon = Arc::downgrade(&daemon);
+        let token = token.clone();
+        async move {
+            if let Err(e) = crate::mcp::serve_http(daemon, mcp_listener, token, shutdown).await {
+                tracing::error!(error = %e, "the MCP endpoint stopped");
+            }
+        }
+    });
     let endpoint = Endpoint {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         socket_path: socket_path.display().to_string(),
         ws_url: format!("ws://{ws_addr}"),
+        mcp_url: Some(format!("http://{mcp_addr}/mcp")),
     };
     write_private_file(
         &layout.endpoint_path(),
