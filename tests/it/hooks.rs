@@ -367,6 +367,10 @@ fn init_writes_each_clis_config_once_and_keeps_the_rest() {
             .ends_with(" hook Stop")
     );
     assert_eq!(settings["hooks"]["PreToolUse"][0]["matcher"], "*");
+    assert_eq!(
+        settings["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"],
+        600
+    );
     assert!(run("claude").starts_with("claude: already set up in "));
 
     assert!(run("gemini").contains(".gemini/settings.json: mcpServers.troupe = "));

@@ -54,6 +54,10 @@ pub fn init(cli: &str, cwd: &Path, troupe: &Path) -> anyhow::Result<Vec<String>>
                     if *matcher {
                         group["matcher"] = json!("*");
                     }
+                    if *event == "PreToolUse" {
+                        // A Troupe run's call may wait for a person's decision.
+                        group["hooks"][0]["timeout"] = json!(600);
+                    }
                     list.push(group);
                     changed = true;
                     report.push(format!("{}: hooks.{event} += {command}", rel(&root, &path)));

@@ -14,8 +14,8 @@ use crate::api::types::*;
 use crate::daemon::Daemon;
 
 const OP: &str = "claude_hook";
-/// Longest a PreToolUse hook of a Troupe run waits for a person (Claude's default hook timeout
-/// is 600 s).
+/// Longest a PreToolUse hook of a Troupe run waits for a person (`troupe init` gives the hook a
+/// 600 s timeout); then it denies, saying the decision is still pending.
 const HOOK_APPROVAL_WAIT_MS: u64 = 540_000;
 
 pub async fn claude_hook(d: &Daemon, p: HookParams) -> Result<HookResult, ApiError> {
