@@ -86,11 +86,11 @@ async fn an_agent_cli_gets_troupe_tools_over_mcp() {
         "{schema}"
     );
 
-    // A call is the operation, as the calling session.
+    // A call is the operation, as the calling session (whatever the model claims to be).
     let r = call(
         &m,
         "send_message",
-        json!({ "to_session_id": b, "content": "hello over MCP" }),
+        json!({ "to_session_id": b, "content": "hello over MCP", "from_session_id": b }),
     )
     .await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));

@@ -296,7 +296,8 @@ impl ServerHandler for Door {
     }
 }
 
-/// Fills the calling session into the params that name it, unless given.
+/// Sets the params that name the caller to the calling session, whatever the model passed: an
+/// agent speaks only as itself (and reads only its own inbox).
 fn fill_caller(session: Option<&str>, op: &str, args: &mut Value) {
     let Some(session) = session else {
         return;
@@ -310,7 +311,7 @@ fn fill_caller(session: Option<&str>, op: &str, args: &mut Value) {
         return;
     };
     for f in CALLER_FIELDS {
-        if schema_props.get(*f).is_some() && args.get(*f).is_none() {
+        if schema_props.get(*f).is_some() {
             args[*f] = json!(session);
         }
     }
