@@ -623,3 +623,65 @@ async fn a_recovery_plugin_restarts_with_backoff_then_escalates() {
         .await
         .unwrap();
 }
+
+/// kill -9 of the daemon while an executor member waits for an approval: the restarted daemon
+/// counts the lost in-daemon run as crashed, the party's recovery restarts the member, and the
+/// new run finishes the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_member_survives_a_kill_9_of_the_daemon() {
+    let mut d = TestDaemon::start();
+    let c = d.client().await;
+    install(&d, "executor-openai").await;
+    let mock = MockLlm::start(vec![
+        // Attempt 1 stops at this call, waiting for a person, when the daemon dies.
+        Reply::tool("write_file", json!({ "path": "a.txt", "content": "one" })),
+        // Attempt 2.
+        Reply::tool("complete", json!({ "summary": "done after a restart" })),
+    ]);
+    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "gpt-dev", "runner": "wasm:executor-openai", "isolation": "worktree",
+                "workflow": { "approve_tools": ["write_file"] } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "sturdy", "roles": { "dev": { "agent": "gpt-dev", "on_crash": "restart" } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let r = c
+        .call("launch_party", json!({ "name": "sturdy", "cwd": project }))
+        .await
+        .unwrap();
+    let party = r["party_id"].as_str().unwrap().to_string();
+    wait_for("attempt 1 to ask for approval", 30, || async {
+        let l = c
+            .call("list_approvals", json!({ "status": "pending" }))
+            .await
+            .unwrap();
+        l["approvals"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    let s = wait_for("the party to finish after the restart", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["party"]["status"] != "running").then_some(s)
+    })
+    .await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    let member = &s["members"][0];
+    assert_eq!(member["attempts"], 2, "{s}");
+    assert_eq!(member["crash_count"], 1, "{s}");
+    assert_eq!(member["output"], "done after a restart", "{s}");
+    assert_eq!(mock.requests().len(), 2);
+}
