@@ -7,16 +7,22 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
+use troupe::paths::Layout;
 
-use crate::support::{BIN, TestDaemon, register, wait_for};
+use crate::support::{BIN, TestDaemon, pending_approval, register};
 
 /// Runs `troupe hook <event>` with `payload` on stdin; its stdout as JSON (`{}` when silent).
 fn hook(d: &TestDaemon, event: &str, payload: Value, session: Option<&str>) -> Value {
+    hook_at(&d.layout, event, payload, session)
+}
+
+/// `hook`, for a daemon known by its layout (usable from another thread).
+fn hook_at(layout: &Layout, event: &str, payload: Value, session: Option<&str>) -> Value {
     let mut cmd = Command::new(BIN);
     cmd.arg("--data-dir")
-        .arg(&d.layout.data_dir)
+        .arg(&layout.data_dir)
         .args(["hook", event])
-        .env("TROUPE_RUNTIME_DIR", &d.layout.runtime_dir)
+        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
         .env("TROUPE_LOG", "warn")
         .env_remove("TROUPE_SESSION_ID")
         .stdin(Stdio::piped())
@@ -256,36 +262,11 @@ async fn a_claude_member_started_by_troupe_asks_troupe_before_its_tools() {
         let input = json!({ "file_path": format!("{project}/src/{decision}.rs"), "content": "x" });
         let asking = {
             let payload = pre("Write", input, &id);
-            let d_layout = (d.layout.data_dir.clone(), d.layout.runtime_dir.clone());
+            let layout = d.layout.clone();
             let me = me.clone();
-            std::thread::spawn(move || {
-                let mut cmd = Command::new(BIN);
-                cmd.arg("--data-dir")
-                    .arg(&d_layout.0)
-                    .args(["hook", "PreToolUse"])
-                    .env("TROUPE_RUNTIME_DIR", &d_layout.1)
-                    .env("TROUPE_SESSION_ID", &me)
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped());
-                let mut child = cmd.spawn().unwrap();
-                child
-                    .stdin
-                    .take()
-                    .unwrap()
-                    .write_all(payload.to_string().as_bytes())
-                    .unwrap();
-                let out = child.wait_with_output().unwrap();
-                serde_json::from_slice::<Value>(&out.stdout).unwrap()
-            })
+            std::thread::spawn(move || hook_at(&layout, "PreToolUse", payload, Some(&me)))
         };
-        let pending = wait_for("the approval", 20, || async {
-            let l = c
-                .call("list_approvals", json!({ "status": "pending" }))
-                .await
-                .unwrap();
-            l["approvals"].as_array().unwrap().first().cloned()
-        })
-        .await;
+        let pending = pending_approval(&c).await;
         assert_eq!(pending["tool_name"], "Write");
         assert_eq!(pending["session_id"], me.as_str());
         let mut decide = json!({ "approval_id": pending["approval_id"], "decision": decision });

@@ -9,7 +9,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::support::{BIN, TestDaemon, register, wait_for};
+use crate::support::{BIN, TestDaemon, launch, pending_approval, register, wait_for};
 
 type McpClient = RunningService<RoleClient, ()>;
 
@@ -135,14 +135,7 @@ async fn an_agent_cli_gets_troupe_tools_over_mcp() {
                 .await
             })
         };
-        let pending = wait_for("the request to show up", 20, || async {
-            let l = c
-                .call("list_approvals", json!({ "status": "pending" }))
-                .await
-                .unwrap();
-            l["approvals"].as_array().unwrap().first().cloned()
-        })
-        .await;
+        let pending = pending_approval(&c).await;
         assert_eq!(pending["tool_name"], "Write");
         assert_eq!(pending["session_id"], a.as_str());
         assert_eq!(pending["file_path"], "/tmp/x/notes.md");
@@ -186,11 +179,7 @@ async fn a_party_leader_also_gets_the_party_tools() {
     )
     .await
     .unwrap();
-    let r = c
-        .call("launch_party", json!({ "name": "led", "cwd": project }))
-        .await
-        .unwrap();
-    let party = r["party_id"].as_str().unwrap().to_string();
+    let party = launch(&c, "led", &project).await;
     let leader = wait_for("the leader's session", 20, || async {
         let s = c
             .call("get_party_status", json!({ "party_id": party }))

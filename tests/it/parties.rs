@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, register, wait_for};
+use crate::support::{TestDaemon, launch, register, wait_for};
 
 /// Writes an executable shell script and returns its path.
 fn script(dir: &Path, name: &str, body: &str) -> String {
@@ -66,14 +66,6 @@ fn members<'a>(s: &'a Value, name: &str) -> Vec<&'a Value> {
         .iter()
         .filter(|m| m["role"] == name)
         .collect()
-}
-
-async fn launch(c: &Client, name: &str, cwd: &str) -> String {
-    let r = c
-        .call("launch_party", json!({ "name": name, "cwd": cwd }))
-        .await
-        .unwrap();
-    r["party_id"].as_str().unwrap().to_string()
 }
 
 /// Every message the session has received so far (read or not).

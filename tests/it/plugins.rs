@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::mock_llm::{INPUT_TOKENS, MockLlm, OUTPUT_TOKENS, Reply};
-use crate::support::{TestDaemon, plugin_folder, register, stdout, wait_for};
+use crate::support::{
+    TestDaemon, launch, pending_approval, plugin_folder, register, stdout, wait_for,
+};
 
 async fn install(d: &TestDaemon, name: &str) -> Value {
     let dir = plugin_folder(d.dir.path(), name);
@@ -348,21 +350,10 @@ async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
     )
     .await;
     let project = repo(&d.dir.path().join("proj"));
-    let r = c
-        .call("launch_party", json!({ "name": "solo", "cwd": project }))
-        .await
-        .unwrap();
-    let party = r["party_id"].as_str().unwrap().to_string();
+    let party = launch(&c, "solo", &project).await;
 
     // The write waits for a person, as any worker's would.
-    let approval = wait_for("the write_file approval", 30, || async {
-        let l = c
-            .call("list_approvals", json!({ "status": "pending" }))
-            .await
-            .unwrap();
-        l["approvals"].as_array().unwrap().first().cloned()
-    })
-    .await;
+    let approval = pending_approval(&c).await;
     assert_eq!(approval["tool_name"], "write_file");
     assert!(
         approval["file_path"]
@@ -499,14 +490,7 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
     )
     .await;
     let started = start(&c, "claude", "write x.txt", &parent).await;
-    let approval = wait_for("the approval", 30, || async {
-        let l = c
-            .call("list_approvals", json!({ "status": "pending" }))
-            .await
-            .unwrap();
-        l["approvals"].as_array().unwrap().first().cloned()
-    })
-    .await;
+    let approval = pending_approval(&c).await;
     c.call(
         "decide_approval",
         json!({ "approval_id": approval["approval_id"], "decision": "deny", "reason": "not now" }),
@@ -585,11 +569,7 @@ async fn a_recovery_plugin_restarts_with_backoff_then_escalates() {
     )
     .await;
     let project = repo(&d.dir.path().join("proj"));
-    let r = c
-        .call("launch_party", json!({ "name": "flaky", "cwd": project }))
-        .await
-        .unwrap();
-    let party = r["party_id"].as_str().unwrap().to_string();
+    let party = launch(&c, "flaky", &project).await;
     let s = wait_for("the role to pause", 30, || async {
         let s = c
             .call("get_party_status", json!({ "party_id": party }))
@@ -653,19 +633,8 @@ async fn an_executor_member_survives_a_kill_9_of_the_daemon() {
     )
     .await;
     let project = repo(&d.dir.path().join("proj"));
-    let r = c
-        .call("launch_party", json!({ "name": "sturdy", "cwd": project }))
-        .await
-        .unwrap();
-    let party = r["party_id"].as_str().unwrap().to_string();
-    wait_for("attempt 1 to ask for approval", 30, || async {
-        let l = c
-            .call("list_approvals", json!({ "status": "pending" }))
-            .await
-            .unwrap();
-        l["approvals"].as_array().unwrap().first().cloned()
-    })
-    .await;
+    let party = launch(&c, "sturdy", &project).await;
+    pending_approval(&c).await;
     drop(c);
     d.kill9();
     d.spawn();

@@ -304,3 +304,24 @@ pub fn plugin_folder(parent: &Path, name: &str) -> PathBuf {
     .unwrap();
     dir
 }
+
+/// Launches party definition `name` in the project at `cwd`; its id.
+pub async fn launch(c: &Client, name: &str, cwd: &str) -> String {
+    let r = c
+        .call("launch_party", json!({ "name": name, "cwd": cwd }))
+        .await
+        .unwrap();
+    r["party_id"].as_str().unwrap().to_string()
+}
+
+/// Waits for a pending permission request; the oldest.
+pub async fn pending_approval(c: &Client) -> Value {
+    wait_for("a pending approval", 30, || async {
+        let l = c
+            .call("list_approvals", json!({ "status": "pending" }))
+            .await
+            .unwrap();
+        l["approvals"].as_array().unwrap().first().cloned()
+    })
+    .await
+}

@@ -9,12 +9,10 @@ mod bindings {
     export!(Anthropic);
 }
 
-use bindings::exports::troupe::plugin::execution::{Guest, Outcome, Task};
-use bindings::troupe::plugin::host::{self, Level};
-use bindings::troupe::plugin::tools::{self, Usage};
+use bindings::exports::troupe::plugin::execution::Task;
 use executor_common::{
-    Env, ExecutorConfig, Limits, LogLevel, Provider, Reply, ToolCall, ToolSpec, join_url, run_loop,
-    tool_result_text, tool_specs, u64_field,
+    ExecutorConfig, Provider, Reply, ToolCall, ToolSpec, join_url, tool_result_text, tool_specs,
+    u64_field,
 };
 use serde_json::{Map, Value, json};
 
@@ -184,68 +182,7 @@ impl Provider for Messages {
     }
 }
 
-/// The host, through this crate's bindings.
-struct Host;
-
-impl Env for Host {
-    fn call_tool(&mut self, name: &str, arguments: &str) -> Result<String, String> {
-        tools::call_tool(name, arguments)
-    }
-
-    fn report_usage(&mut self, input_tokens: u64, output_tokens: u64, cost_usd: f64) {
-        tools::report_usage(Usage {
-            input_tokens,
-            output_tokens,
-            cost_usd,
-        });
-    }
-
-    fn log(&mut self, level: LogLevel, message: &str) {
-        let level = match level {
-            LogLevel::Debug => Level::Debug,
-            LogLevel::Info => Level::Info,
-            LogLevel::Warn => Level::Warn,
-        };
-        host::log(level, message);
-    }
-}
-
-struct Anthropic;
-
-impl Guest for Anthropic {
-    fn run(task: Task) -> Result<Outcome, String> {
-        let result = ExecutorConfig::parse(&host::config(), DEFAULT_BASE_URL)
-            .and_then(|config| {
-                let provider = Messages::new(&config, &task)?;
-                host::log(
-                    Level::Info,
-                    &format!(
-                        "running {} at {} (max {} turns)",
-                        provider.model, config.base_url, task.max_turns
-                    ),
-                );
-                let limits = Limits {
-                    max_turns: task.max_turns,
-                    deadline_ms: task.deadline_ms,
-                };
-                run_loop(&mut Host, &provider, &config, limits)
-            })
-            .map(|done| Outcome {
-                summary: done.summary,
-                artifacts: done.artifacts,
-                turns: done.turns,
-                usage: Usage {
-                    input_tokens: done.input_tokens,
-                    output_tokens: done.output_tokens,
-                    cost_usd: done.cost_usd,
-                },
-            });
-        if let Err(e) = &result {
-            host::log(Level::Warn, &format!("run failed: {e}"));
-        }
-        result
-    }
-}
+executor_common::executor_guest!(Anthropic, Messages, DEFAULT_BASE_URL);
 
 #[cfg(test)]
 mod tests {

@@ -195,7 +195,14 @@ async fn is_leader(backend: &Backend, session: &str) -> bool {
 }
 
 /// The tool list: the operations' param schemas, minus the fields the door fills in.
-fn tools(has_session: bool, leader: bool) -> Vec<Tool> {
+/// The tool list for a kind of caller, built once per process (schemas do not change).
+fn tools(has_session: bool, leader: bool) -> &'static [Tool] {
+    static LISTS: [std::sync::OnceLock<Vec<Tool>>; 4] = [const { std::sync::OnceLock::new() }; 4];
+    LISTS[usize::from(has_session) * 2 + usize::from(leader)]
+        .get_or_init(|| build_tools(has_session, leader))
+}
+
+fn build_tools(has_session: bool, leader: bool) -> Vec<Tool> {
     crate::api::OPERATIONS
         .iter()
         .filter(|op| AGENT_TOOLS.contains(&op.name) || (leader && LEADER_TOOLS.contains(&op.name)))
@@ -262,8 +269,8 @@ impl ServerHandler for Door {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let (_, tools) = self.offer(&context).await;
-        Ok(ListToolsResult::with_all_items(tools))
+        let (_, tools) = self.offer(&context, None).await;
+        Ok(ListToolsResult::with_all_items(tools.to_vec()))
     }
 
     async fn call_tool(
@@ -272,7 +279,7 @@ impl ServerHandler for Door {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        let (leader, tools) = self.offer(&context).await;
+        let (leader, tools) = self.offer(&context, Some(&name)).await;
         if !tools.iter().any(|t| t.name == name) {
             let why = if LEADER_TOOLS.contains(&name.as_str()) && !leader {
                 format!("tool {name} is for a party's leader only")
@@ -302,19 +309,35 @@ fn fill_caller(session: Option<&str>, op: &str, args: &mut Value) {
     let Some(session) = session else {
         return;
     };
-    let Some(schema_props) = crate::api::OPERATIONS
-        .iter()
-        .find(|o| o.name == op)
-        .and_then(|o| serde_json::to_value((o.params_schema)()).ok())
-        .and_then(|s| s.get("properties").cloned())
-    else {
-        return;
-    };
-    for f in CALLER_FIELDS {
-        if schema_props.get(*f).is_some() {
-            args[*f] = json!(session);
-        }
+    for f in caller_fields(op) {
+        args[*f] = json!(session);
     }
+}
+
+/// The caller fields `op`'s params have, worked out once per process.
+fn caller_fields(op: &str) -> &'static [&'static str] {
+    static FIELDS: std::sync::OnceLock<std::collections::HashMap<&'static str, Vec<&'static str>>> =
+        std::sync::OnceLock::new();
+    FIELDS
+        .get_or_init(|| {
+            crate::api::OPERATIONS
+                .iter()
+                .map(|o| {
+                    let props = serde_json::to_value((o.params_schema)())
+                        .ok()
+                        .and_then(|s| s.get("properties").cloned())
+                        .unwrap_or_default();
+                    let fields = CALLER_FIELDS
+                        .iter()
+                        .copied()
+                        .filter(|f| props.get(*f).is_some())
+                        .collect();
+                    (o.name, fields)
+                })
+                .collect()
+        })
+        .get(op)
+        .map_or(&[], Vec::as_slice)
 }
 
 impl Door {
@@ -331,12 +354,18 @@ impl Door {
         })
     }
 
-    /// Whether the caller leads a party, and the tools it is offered.
-    async fn offer(&self, context: &RequestContext<RoleServer>) -> (bool, Vec<Tool>) {
+    /// Whether the caller leads a party, and the tools it is offered. The leader check costs
+    /// two operations, so a call of an everyday tool skips it.
+    async fn offer(
+        &self,
+        context: &RequestContext<RoleServer>,
+        tool: Option<&str>,
+    ) -> (bool, &'static [Tool]) {
         let session = self.session_of(context);
+        let needs_check = tool.is_none_or(|t| LEADER_TOOLS.contains(&t));
         let leader = match &session {
-            Some(s) => is_leader(&self.backend, s).await,
-            None => false,
+            Some(s) if needs_check => is_leader(&self.backend, s).await,
+            _ => false,
         };
         (leader, tools(session.is_some(), leader))
     }

@@ -1,0 +1,66 @@
+//! Unit tests of the executor tools: path confinement, capped reads, capped and killed
+//! commands.
+
+use super::*;
+
+#[test]
+fn confine_keeps_paths_inside_the_working_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("work");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("out-dir")).unwrap();
+    std::os::unix::fs::symlink(outside.join("nope.txt"), root.join("dangling")).unwrap();
+    std::os::unix::fs::symlink(root.join("src"), root.join("inside-link")).unwrap();
+    let real = root.canonicalize().unwrap();
+
+    assert_eq!(confine(&root, "src/a.rs").unwrap(), real.join("src/a.rs"));
+    assert_eq!(
+        confine(&root, "./new/b.txt").unwrap(),
+        real.join("new/b.txt")
+    );
+    assert_eq!(confine(&root, "").unwrap(), real);
+    assert!(confine(&root, "inside-link/c.rs").is_ok());
+    let abs = real.join("src/d.rs");
+    assert_eq!(confine(&root, abs.to_str().unwrap()).unwrap(), abs);
+    for escape in [
+        "../outside/x",
+        "src/../../x",
+        "/etc/passwd",
+        "out-dir/x",
+        "dangling",
+    ] {
+        let err = confine(&root, escape).unwrap_err();
+        assert!(
+            err.contains("outside the working directory"),
+            "{escape}: {err}"
+        );
+    }
+}
+
+#[test]
+fn reads_are_capped_and_regular_files_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("big.txt");
+    std::fs::write(&big, "é".repeat(MAX_TOOL_OUTPUT)).unwrap();
+    let text = read_capped(&big, "big.txt").unwrap();
+    assert!(text.len() <= MAX_TOOL_OUTPUT + 40);
+    assert!(text.ends_with("[output truncated]"));
+    let err = read_capped(tmp.path(), "dir").unwrap_err();
+    assert_eq!(err, "dir is not a regular file");
+}
+
+#[tokio::test]
+async fn commands_are_capped_and_killed_on_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = run_command(tmp.path(), "yes | head -c 1000000; echo done >&2", None)
+        .await
+        .unwrap();
+    assert!(out.starts_with("exit status 0\n"), "{}", &out[..40]);
+    assert!(out.len() <= MAX_TOOL_OUTPUT + 40, "{}", out.len());
+    let err = run_command(tmp.path(), "sleep 30 & sleep 30", Some(0.2))
+        .await
+        .unwrap_err();
+    assert_eq!(err, "the command ran past 0.2 s and was killed");
+}
