@@ -5,6 +5,7 @@
 
 mod support;
 
+mod acp;
 mod approvals;
 mod auth;
 mod bad_input;

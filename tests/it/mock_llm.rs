@@ -1,5 +1,6 @@
-//! A mock LLM provider on loopback: answers OpenAI Chat Completions, Anthropic Messages and OpenAI
-//! Responses requests, plain or streamed (SSE), in the providers' real wire formats, from a script.
+//! A mock LLM provider on loopback: answers OpenAI Chat Completions, Anthropic Messages, OpenAI
+//! Responses and Google Gemini `generateContent` requests, plain or streamed (SSE), in the
+//! providers' real wire formats, from a script.
 //!
 //! `MockLlm::start(script)` binds `127.0.0.1:0` and serves HTTP/1.1 (hyper, keep-alive, chunked or
 //! `Content-Length` request bodies) from a current-thread tokio runtime on its own thread, so plain
@@ -7,7 +8,7 @@
 //!
 //! Every request to a model endpoint takes the next [`Reply`] of the script, in order and shared
 //! across endpoints; once the script is used up each one is answered with the text
-//! [`EXHAUSTED_TEXT`]. Every request is recorded — model calls, `count_tokens` and 404s alike —
+//! [`EXHAUSTED_TEXT`]. Every request is recorded — model calls, token counts and 404s alike —
 //! *before* it is answered, so a client that has its answer always finds its request in
 //! [`MockLlm::requests`].
 //!
@@ -17,17 +18,26 @@
 //! | `POST /v1/messages`, `/messages` | yes | Anthropic `message`, or its SSE event sequence with `"stream": true` |
 //! | `POST /v1/messages/count_tokens`, `/messages/count_tokens` | no | `{"input_tokens": COUNT_TOKENS}` |
 //! | `POST /v1/responses`, `/responses` | yes | `response`, or its SSE event sequence with `"stream": true` |
+//! | `POST /v1beta/models/{model}:generateContent` | yes | Gemini `GenerateContentResponse` |
+//! | `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` | yes | `GenerateContentResponse` chunks as SSE `data:` events (a JSON array of them without `alt=sse`) |
+//! | `POST /v1beta/models/{model}:countTokens` | no | `{"totalTokens": COUNT_TOKENS}` |
 //! | anything else | no | 404, `{"type":"error","error":{"type":"not_found_error",…,"path":…}}` |
 //!
-//! Matching ignores the query string (Claude Code posts to `/v1/messages?beta=true`). Claude Code
-//! also sends `HEAD /` before its first call: it gets a 404 and is recorded, like any other request.
+//! Matching ignores the query string (Claude Code posts to `/v1/messages?beta=true`), except for
+//! Gemini's `alt=sse`. The Gemini paths may also start `/v1/` (Vertex AI's version) instead of
+//! `/v1beta/`; the model named in the path is the one the answer names. Claude Code also sends
+//! `HEAD /` before its first call: it gets a 404 and is recorded, like any other request.
 //! Usage is fixed: every answer reports [`INPUT_TOKENS`] in and [`OUTPUT_TOKENS`] out.
 //! Ids are deterministic: request number `n` (1-based, counting every recorded request) answers
-//! with `chatcmpl-mock{n}` / `msg_mock{n}` / `resp_mock{n}`, and its `i`-th tool call (0-based) is
-//! `call_mock{n}_{i}` (OpenAI) or `toolu_mock{n}_{i}` (Anthropic).
+//! with `chatcmpl-mock{n}` / `msg_mock{n}` / `resp_mock{n}` / `responseId` `gemini_mock{n}`, and
+//! its `i`-th tool call (0-based) is `call_mock{n}_{i}` (OpenAI) or `toolu_mock{n}_{i}`
+//! (Anthropic); Gemini's `functionCall`s carry no id, as with the real Gemini API.
 //!
 //! Streams split each text and each tool call's JSON arguments into two deltas (where there are
 //! at least two characters), so clients must accumulate them as they do with a real provider.
+//! Gemini streams split texts alike but send each `functionCall` whole (as Gemini does), all in the
+//! last chunk, the only one with a `finishReason`; every Gemini chunk carries the full
+//! `usageMetadata`, `modelVersion` and `responseId`, and ends with `\r\n\r\n` as Google's do.
 //! Real clients retry 429 and 5xx answers (the Anthropic SDK, Claude Code and Codex all do), and
 //! every retry takes another script entry.
 
@@ -47,13 +57,16 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-/// Input tokens every answer reports (`prompt_tokens` / `input_tokens`).
+/// Input tokens every answer reports (`prompt_tokens` / `input_tokens` / `promptTokenCount`).
 pub const INPUT_TOKENS: u64 = 10;
-/// Output tokens every answer reports (`completion_tokens` / `output_tokens`).
+/// Output tokens every answer reports (`completion_tokens` / `output_tokens` /
+/// `candidatesTokenCount`).
 pub const OUTPUT_TOKENS: u64 = 5;
-/// `INPUT_TOKENS + OUTPUT_TOKENS`, reported as `total_tokens` by the OpenAI formats.
+/// `INPUT_TOKENS + OUTPUT_TOKENS`, reported as `total_tokens` by the OpenAI formats and as
+/// `totalTokenCount` by Gemini.
 pub const TOTAL_TOKENS: u64 = INPUT_TOKENS + OUTPUT_TOKENS;
-/// What `POST /v1/messages/count_tokens` answers as `input_tokens`.
+/// What `POST /v1/messages/count_tokens` answers as `input_tokens`, and Gemini's `countTokens` as
+/// `totalTokens`.
 pub const COUNT_TOKENS: u64 = INPUT_TOKENS;
 /// The Unix time every answer gives as `created` / `created_at`.
 pub const CREATED: u64 = 1_700_000_000;
@@ -103,7 +116,7 @@ pub struct Recorded {
     /// The body as text (lossy UTF-8), for bodies that are not JSON.
     pub body_text: String,
     /// The script entry this request was answered with (the `EXHAUSTED_TEXT` reply once the script
-    /// is used up); `None` for requests that take no entry (`count_tokens`, 404s).
+    /// is used up); `None` for requests that take no entry (token counts, 404s).
     pub reply: Option<Reply>,
 }
 
@@ -278,11 +291,22 @@ enum Endpoint {
     Messages,
     CountTokens,
     Responses,
+    GenerateContent,
+    StreamGenerateContent,
+    GeminiCountTokens,
 }
 
 fn route(method: &Method, path: &str) -> Option<Endpoint> {
     if method != Method::POST {
         return None;
+    }
+    if let Some((_, action)) = gemini_path(path) {
+        return match action {
+            "generateContent" => Some(Endpoint::GenerateContent),
+            "streamGenerateContent" => Some(Endpoint::StreamGenerateContent),
+            "countTokens" => Some(Endpoint::GeminiCountTokens),
+            _ => None,
+        };
     }
     match path.strip_prefix("/v1").unwrap_or(path) {
         "/chat/completions" => Some(Endpoint::ChatCompletions),
@@ -291,6 +315,15 @@ fn route(method: &Method, path: &str) -> Option<Endpoint> {
         "/responses" => Some(Endpoint::Responses),
         _ => None,
     }
+}
+
+/// The model and the action of a Gemini path, `/v1beta/models/{model}:{action}` (or `/v1/…`).
+fn gemini_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path
+        .strip_prefix("/v1beta/models/")
+        .or_else(|| path.strip_prefix("/v1/models/"))?;
+    rest.rsplit_once(':')
+        .filter(|(model, _)| !model.is_empty() && !model.contains('/'))
 }
 
 async fn read_body(body: Incoming) -> Vec<u8> {
@@ -316,12 +349,18 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<MockBod
     let path = parts.uri.path().to_owned();
     let endpoint = route(&parts.method, &path);
     let reply = match endpoint {
-        Some(Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses) => Some(
+        Some(
+            Endpoint::ChatCompletions
+            | Endpoint::Messages
+            | Endpoint::Responses
+            | Endpoint::GenerateContent
+            | Endpoint::StreamGenerateContent,
+        ) => Some(
             lock(&shared.script)
                 .pop_front()
                 .unwrap_or_else(|| Reply::text(EXHAUSTED_TEXT)),
         ),
-        Some(Endpoint::CountTokens) | None => None,
+        Some(Endpoint::CountTokens | Endpoint::GeminiCountTokens) | None => None,
     };
     let mut headers: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in &parts.headers {
@@ -363,6 +402,13 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<MockBod
     if endpoint == Endpoint::CountTokens {
         return json_response(StatusCode::OK, n, &json!({ "input_tokens": COUNT_TOKENS }));
     }
+    if endpoint == Endpoint::GeminiCountTokens {
+        let count = json!({
+            "totalTokens": COUNT_TOKENS,
+            "promptTokensDetails": [{ "modality": "TEXT", "tokenCount": COUNT_TOKENS }],
+        });
+        return json_response(StatusCode::OK, n, &count);
+    }
     let turn = match reply.unwrap_or_else(|| Reply::text(EXHAUSTED_TEXT)) {
         Reply::Status(status, text) => return status_response(status, n, text),
         Reply::Text(text) => Turn::Text(text),
@@ -370,12 +416,16 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<MockBod
         Reply::ToolCalls(calls) if calls.is_empty() => Turn::Text(String::new()),
         Reply::ToolCalls(calls) => Turn::Calls(calls),
     };
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
+    let model = gemini_path(&path)
+        .map(|(model, _)| model)
+        .or_else(|| body.get("model").and_then(Value::as_str))
         .unwrap_or(DEFAULT_MODEL)
         .to_owned();
-    let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let stream = match endpoint {
+        Endpoint::GenerateContent => false,
+        Endpoint::StreamGenerateContent => true,
+        _ => body.get("stream").and_then(Value::as_bool) == Some(true),
+    };
     match (endpoint, stream) {
         (Endpoint::ChatCompletions, false) => {
             json_response(StatusCode::OK, n, &chat_completion(n, &model, &turn))
@@ -395,7 +445,25 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<MockBod
             &response_object(n, &model, "completed", response_output(n, &turn), true),
         ),
         (Endpoint::Responses, true) => sse_response(n, response_events(n, &model, &turn)),
-        (Endpoint::CountTokens, _) => unreachable!("answered above"),
+        (Endpoint::GenerateContent, _) => {
+            let answer = gemini_response(n, &model, gemini_parts(&turn), true);
+            json_response(StatusCode::OK, n, &answer)
+        }
+        (Endpoint::StreamGenerateContent, _) => {
+            let chunks = gemini_chunks(n, &model, &turn);
+            let sse = parts
+                .uri
+                .query()
+                .is_some_and(|query| query.split('&').any(|pair| pair == "alt=sse"));
+            if sse {
+                sse_response(n, chunks.iter().map(gemini_sse_data).collect())
+            } else {
+                json_response(StatusCode::OK, n, &Value::Array(chunks))
+            }
+        }
+        (Endpoint::CountTokens | Endpoint::GeminiCountTokens, _) => {
+            unreachable!("answered above")
+        }
     }
 }
 
@@ -828,6 +896,64 @@ fn response_events(n: usize, model: &str, turn: &Turn) -> Vec<Bytes> {
     out
 }
 
+// ---- Google Gemini generateContent -------------------------------------------------------------
+
+fn gemini_usage() -> Value {
+    json!({
+        "promptTokenCount": INPUT_TOKENS,
+        "candidatesTokenCount": OUTPUT_TOKENS,
+        "totalTokenCount": TOTAL_TOKENS,
+        "promptTokensDetails": [{ "modality": "TEXT", "tokenCount": INPUT_TOKENS }],
+    })
+}
+
+/// The `parts` of a whole turn: one text, or one `functionCall` per call.
+fn gemini_parts(turn: &Turn) -> Vec<Value> {
+    match turn {
+        Turn::Text(text) => vec![json!({ "text": text })],
+        Turn::Calls(calls) => calls
+            .iter()
+            .map(|(name, args)| json!({ "functionCall": { "name": name, "args": args } }))
+            .collect(),
+    }
+}
+
+/// A `GenerateContentResponse` (a whole answer, or one chunk of a stream) with these parts; only
+/// the last one has a `finishReason`.
+fn gemini_response(n: usize, model: &str, parts: Vec<Value>, last: bool) -> Value {
+    let mut candidate = json!({
+        "content": { "parts": parts, "role": "model" },
+        "index": 0,
+    });
+    if last {
+        candidate["finishReason"] = json!("STOP");
+    }
+    json!({
+        "candidates": [candidate],
+        "usageMetadata": gemini_usage(),
+        "modelVersion": model,
+        "responseId": format!("gemini_mock{n}"),
+    })
+}
+
+/// The chunks of a `streamGenerateContent` answer: a text in two pieces, or every function call
+/// in one chunk.
+fn gemini_chunks(n: usize, model: &str, turn: &Turn) -> Vec<Value> {
+    let Turn::Text(text) = turn else {
+        return vec![gemini_response(n, model, gemini_parts(turn), true)];
+    };
+    let pieces = pieces(text);
+    if pieces.is_empty() {
+        return vec![gemini_response(n, model, vec![json!({ "text": "" })], true)];
+    }
+    let last = pieces.len() - 1;
+    pieces
+        .into_iter()
+        .enumerate()
+        .map(|(i, piece)| gemini_response(n, model, vec![json!({ "text": piece })], i == last))
+        .collect()
+}
+
 // ---- HTTP plumbing -----------------------------------------------------------------------------
 
 fn sse_event(kind: &str, data: &Value) -> Bytes {
@@ -836,6 +962,11 @@ fn sse_event(kind: &str, data: &Value) -> Bytes {
 
 fn sse_data(data: &Value) -> Bytes {
     Bytes::from(format!("data: {data}\n\n"))
+}
+
+/// Google ends its SSE events with CRLFs.
+fn gemini_sse_data(data: &Value) -> Bytes {
+    Bytes::from(format!("data: {data}\r\n\r\n"))
 }
 
 fn with_request_id(mut response: Response<MockBody>, n: usize) -> Response<MockBody> {
@@ -915,4 +1046,226 @@ impl Body for MockBody {
             MockBody::Chunks(_) => SizeHint::default(),
         }
     }
+}
+
+// ---- Checks of the mock itself -----------------------------------------------------------------
+
+/// Posts `body` to the mock over a plain TCP connection (HTTP/1.1, `Connection: close`) and
+/// returns the status, the lowercased headers and the body (de-chunked).
+fn post(
+    mock: &MockLlm,
+    path_and_query: &str,
+    body: &Value,
+) -> (u16, BTreeMap<String, String>, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", mock.port())).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let body = body.to_string();
+    write!(
+        stream,
+        "POST {path_and_query} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         x-goog-api-key: dummy\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: BTreeMap<String, String> = lines
+        .map(|line| {
+            let (name, value) = line.split_once(':').unwrap();
+            (name.trim().to_ascii_lowercase(), value.trim().to_owned())
+        })
+        .collect();
+    let body = if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
+        let mut body = String::new();
+        let mut rest = rest;
+        loop {
+            let (size, after) = rest.split_once("\r\n").unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.push_str(&after[..size]);
+            rest = after[size..].strip_prefix("\r\n").unwrap();
+        }
+        body
+    } else {
+        rest.to_owned()
+    };
+    (status, headers, body)
+}
+
+/// The `data:` payloads of a Gemini SSE body, each event ended by `\r\n\r\n`.
+fn gemini_events(body: &str) -> Vec<Value> {
+    let events = body.strip_suffix("\r\n\r\n").unwrap().split("\r\n\r\n");
+    events
+        .map(|event| serde_json::from_str(event.strip_prefix("data: ").unwrap()).unwrap())
+        .collect()
+}
+
+fn assert_gemini_chunk(chunk: &Value, n: usize, model: &str) {
+    assert_eq!(chunk["candidates"].as_array().unwrap().len(), 1, "{chunk}");
+    assert_eq!(
+        chunk["candidates"][0]["content"]["role"], "model",
+        "{chunk}"
+    );
+    assert_eq!(chunk["candidates"][0]["index"], 0, "{chunk}");
+    let usage = &chunk["usageMetadata"];
+    assert_eq!(usage["promptTokenCount"], INPUT_TOKENS, "{chunk}");
+    assert_eq!(usage["candidatesTokenCount"], OUTPUT_TOKENS, "{chunk}");
+    assert_eq!(usage["totalTokenCount"], TOTAL_TOKENS, "{chunk}");
+    assert_eq!(chunk["modelVersion"], model, "{chunk}");
+    assert_eq!(chunk["responseId"], format!("gemini_mock{n}"), "{chunk}");
+}
+
+#[test]
+fn mock_llm_speaks_gemini_generate_content_plain_and_streamed() {
+    let model = "gemini-2.5-flash";
+    let generate = format!("/v1beta/models/{model}:generateContent");
+    let stream = format!("/v1beta/models/{model}:streamGenerateContent");
+    let request = json!({
+        "contents": [{ "role": "user", "parts": [{ "text": "hello" }] }],
+        "tools": [{ "functionDeclarations": [{ "name": "read_file" }] }],
+    });
+    let mock = MockLlm::start(vec![
+        Reply::text("Hello, Gemini"),
+        Reply::tool("read_file", json!({ "path": "a.txt" })),
+        Reply::text("Streamed text"),
+        Reply::ToolCalls(vec![
+            ("read_file".to_owned(), json!({ "path": "a.txt" })),
+            ("list_dir".to_owned(), json!({})),
+        ]),
+        Reply::text("as an array"),
+        Reply::Status(
+            429,
+            r#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED"}}"#.to_owned(),
+        ),
+    ]);
+
+    // 1: a whole text answer.
+    let (status, headers, body) = post(&mock, &generate, &request);
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "application/json");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_gemini_chunk(&answer, 1, model);
+    let candidate = &answer["candidates"][0];
+    assert_eq!(
+        candidate["content"]["parts"],
+        json!([{ "text": "Hello, Gemini" }])
+    );
+    assert_eq!(candidate["finishReason"], "STOP");
+
+    // 2: a whole function call (no id, like the real API).
+    let (status, _, body) = post(&mock, &generate, &request);
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_gemini_chunk(&answer, 2, model);
+    assert_eq!(
+        answer["candidates"][0]["content"]["parts"],
+        json!([{ "functionCall": { "name": "read_file", "args": { "path": "a.txt" } } }])
+    );
+    assert_eq!(answer["candidates"][0]["finishReason"], "STOP");
+
+    // 3: a streamed text, in two chunks; only the last one finishes.
+    let (status, headers, body) = post(&mock, &format!("{stream}?alt=sse"), &request);
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "text/event-stream");
+    let chunks = gemini_events(&body);
+    assert_eq!(chunks.len(), 2, "{body}");
+    let mut text = String::new();
+    for (i, chunk) in chunks.iter().enumerate() {
+        assert_gemini_chunk(chunk, 3, model);
+        let parts = chunk["candidates"][0]["content"]["parts"]
+            .as_array()
+            .unwrap();
+        assert_eq!(parts.len(), 1, "{chunk}");
+        let piece = parts[0]["text"].as_str().unwrap();
+        assert!(!piece.is_empty(), "{chunk}");
+        text.push_str(piece);
+        let finish = &chunk["candidates"][0]["finishReason"];
+        if i + 1 == chunks.len() {
+            assert_eq!(finish, "STOP");
+        } else {
+            assert!(finish.is_null(), "{chunk}");
+        }
+    }
+    assert_eq!(text, "Streamed text");
+
+    // 4: streamed function calls come whole, in one finishing chunk.
+    let (status, _, body) = post(&mock, &format!("{stream}?alt=sse"), &request);
+    assert_eq!(status, 200);
+    let chunks = gemini_events(&body);
+    assert_eq!(chunks.len(), 1, "{body}");
+    assert_gemini_chunk(&chunks[0], 4, model);
+    assert_eq!(
+        chunks[0]["candidates"][0]["content"]["parts"],
+        json!([
+            { "functionCall": { "name": "read_file", "args": { "path": "a.txt" } } },
+            { "functionCall": { "name": "list_dir", "args": {} } },
+        ])
+    );
+    assert_eq!(chunks[0]["candidates"][0]["finishReason"], "STOP");
+
+    // 5: without alt=sse the stream is a JSON array of the same chunks.
+    let (status, headers, body) = post(&mock, &stream, &request);
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "application/json");
+    let chunks: Vec<Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(chunks.len(), 2, "{body}");
+    assert_gemini_chunk(&chunks[1], 5, model);
+    assert_eq!(chunks[1]["candidates"][0]["finishReason"], "STOP");
+
+    // countTokens takes no script entry; the next call gets the scripted 429.
+    let (status, _, body) = post(
+        &mock,
+        &format!("/v1beta/models/{model}:countTokens"),
+        &request,
+    );
+    assert_eq!(status, 200);
+    let count: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(count["totalTokens"], COUNT_TOKENS);
+    let (status, _, body) = post(&mock, &generate, &request);
+    assert_eq!(status, 429);
+    assert!(body.contains("RESOURCE_EXHAUSTED"), "{body}");
+    // Vertex AI's `/v1/` path and the used-up script.
+    let (status, _, body) = post(&mock, "/v1/models/gemini-pro:generateContent", &request);
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_gemini_chunk(&answer, 8, "gemini-pro");
+    assert_eq!(
+        answer["candidates"][0]["content"]["parts"][0]["text"],
+        EXHAUSTED_TEXT
+    );
+    // An unknown Gemini action is a 404.
+    let (status, _, _) = post(
+        &mock,
+        &format!("/v1beta/models/{model}:embedContent"),
+        &request,
+    );
+    assert_eq!(status, 404);
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 9);
+    assert_eq!(requests[2].path, stream);
+    assert_eq!(requests[2].query.as_deref(), Some("alt=sse"));
+    assert_eq!(requests[2].header("x-goog-api-key"), Some("dummy"));
+    assert_eq!(requests[2].body, request);
+    assert_eq!(requests[2].reply, Some(Reply::text("Streamed text")));
+    assert_eq!(requests[5].reply, None, "countTokens takes no script entry");
+    assert_eq!(requests[7].reply, Some(Reply::text(EXHAUSTED_TEXT)));
+    assert_eq!(requests[8].reply, None);
+    assert_eq!(mock.remaining(), 0);
 }

@@ -5,14 +5,14 @@
 //! blocked tool, an approval, an ungranted host and the key injected by the host.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::mock_llm::{INPUT_TOKENS, MockLlm, OUTPUT_TOKENS, Reply};
 use crate::support::{
-    TestDaemon, launch, pending_approval, plugin_folder, register, stdout, wait_for,
+    TestDaemon, define, launch, pending_approval, plugin_folder, register, repo, run_to_end, start,
+    stdout, wait_for, wait_run,
 };
 
 async fn install(d: &TestDaemon, name: &str) -> Value {
@@ -20,42 +20,6 @@ async fn install(d: &TestDaemon, name: &str) -> Value {
     let out = d.cli(&["--json", "plugin", "install", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", crate::support::stderr(&out));
     serde_json::from_str(&stdout(&out)).unwrap()
-}
-
-/// A git repository with one commit.
-fn repo(path: &Path) -> String {
-    std::fs::create_dir_all(path).unwrap();
-    std::fs::write(path.join("README.md"), "# demo\nThe answer is 42.\n").unwrap();
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["add", "."],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
-        ],
-    ] {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(path)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-    path.display().to_string()
-}
-
-async fn define(c: &Client, kind: &str, def: Value) {
-    c.call(
-        &format!("create_{kind}_definition"),
-        json!({ "definition": def }),
-    )
-    .await
-    .unwrap();
 }
 
 async fn grant_mock(c: &Client, plugin: &str, mock: &MockLlm, base_path: &str) {
@@ -73,34 +37,6 @@ async fn grant_mock(c: &Client, plugin: &str, mock: &MockLlm, base_path: &str) {
 }
 
 /// `start_agent`: the new run's id.
-async fn start(c: &Client, agent: &str, prompt: &str, parent: &str) -> String {
-    let r = c
-        .call(
-            "start_agent",
-            json!({ "agent": agent, "prompt": prompt, "parent_session_id": parent }),
-        )
-        .await
-        .unwrap();
-    r["run_id"].as_str().unwrap().to_string()
-}
-
-/// Waits for a run to end; its `get_agent_result`.
-async fn wait_run(c: &Client, run_id: &str) -> Value {
-    wait_for(&format!("run {run_id} to end"), 30, || async {
-        let r = c
-            .call("get_agent_result", json!({ "run_id": run_id }))
-            .await
-            .unwrap();
-        (r["run"]["status"] != "running" && r["run"]["status"] != "pending").then_some(r)
-    })
-    .await
-}
-
-async fn run_to_end(c: &Client, agent: &str, prompt: &str, parent: &str) -> Value {
-    let run_id = start(c, agent, prompt, parent).await;
-    wait_run(c, &run_id).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugins_install_list_route_hot_reload_and_refuse_bad_ones() {
     let d = TestDaemon::start();

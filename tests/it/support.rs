@@ -325,3 +325,67 @@ pub async fn pending_approval(c: &Client) -> Value {
     })
     .await
 }
+
+/// A git repository with one commit.
+pub fn repo(path: &Path) -> String {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::write(path.join("README.md"), "# demo\nThe answer is 42.\n").unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "."],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(path)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    path.display().to_string()
+}
+
+pub async fn define(c: &Client, kind: &str, def: Value) {
+    c.call(
+        &format!("create_{kind}_definition"),
+        json!({ "definition": def }),
+    )
+    .await
+    .unwrap();
+}
+
+pub async fn start(c: &Client, agent: &str, prompt: &str, parent: &str) -> String {
+    let r = c
+        .call(
+            "start_agent",
+            json!({ "agent": agent, "prompt": prompt, "parent_session_id": parent }),
+        )
+        .await
+        .unwrap();
+    r["run_id"].as_str().unwrap().to_string()
+}
+
+/// Waits for a run to end; its `get_agent_result`.
+pub async fn wait_run(c: &Client, run_id: &str) -> Value {
+    wait_for(&format!("run {run_id} to end"), 30, || async {
+        let r = c
+            .call("get_agent_result", json!({ "run_id": run_id }))
+            .await
+            .unwrap();
+        (r["run"]["status"] != "running" && r["run"]["status"] != "pending").then_some(r)
+    })
+    .await
+}
+
+pub async fn run_to_end(c: &Client, agent: &str, prompt: &str, parent: &str) -> Value {
+    let run_id = start(c, agent, prompt, parent).await;
+    wait_run(c, &run_id).await
+}

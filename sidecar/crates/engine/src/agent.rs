@@ -73,7 +73,8 @@ pub struct AgentDefinition {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// `process` (a command) or `wasm:<executor plugin>`; later `acp:<agent>`.
+    /// `process` (a command), `wasm:<executor plugin>` or `acp:<agent>` (an Agent Client Protocol
+    /// agent: `command`, or `claude-agent-acp`, `codex-acp`, `gemini --acp` for claude, codex, gemini).
     #[serde(default = "process")]
     pub runner: String,
     /// argv for the `process` runner.
@@ -112,6 +113,53 @@ pub struct AgentDefinition {
     /// Extra environment for the process.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// How an `acp:` runner talks to its agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp: Option<AcpOptions>,
+}
+
+/// Options of the `acp:<agent>` runner (an Agent Client Protocol agent over stdio).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcpOptions {
+    /// Authenticate with this method, one the agent lists in `authMethods` (e.g. `gateway`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_method: Option<String>,
+    /// For `gateway`: the model server the agent is to use instead of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Attach Troupe's MCP tools (`troupe mcp`) to the agent's session (default true).
+    #[serde(default = "yes")]
+    pub mcp: bool,
+    /// Seconds mid-turn without a word from the agent (and no approval pending) after which
+    /// it counts as hung and is stopped as crashed (default: only the run's timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_secs: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for AcpOptions {
+    fn default() -> AcpOptions {
+        AcpOptions {
+            auth_method: None,
+            base_url: None,
+            mcp: true,
+            idle_secs: None,
+        }
+    }
+}
+
+/// The command an `acp:<agent>` runner starts when the definition gives none.
+pub fn acp_default_command(agent: &str) -> Vec<String> {
+    match agent {
+        "claude" => vec!["claude-agent-acp".into()],
+        "codex" => vec!["codex-acp".into()],
+        "gemini" => vec!["gemini".into(), "--acp".into()],
+        other => vec![other.into()],
+    }
 }
 
 fn process() -> String {
@@ -119,7 +167,7 @@ fn process() -> String {
 }
 
 /// Runners this build can run.
-pub const RUNNERS: &[&str] = &["process", "wasm:<executor plugin>"];
+pub const RUNNERS: &[&str] = &["process", "wasm:<executor plugin>", "acp:<agent>"];
 
 impl AgentDefinition {
     /// Checks the definition can run here.
@@ -157,10 +205,25 @@ impl AgentDefinition {
                 }
             }
             other if other.starts_with("acp:") => {
-                return Err(format!(
-                    "runner {other:?} is not available in this build (available: {})",
-                    RUNNERS.join(", ")
-                ));
+                let agent = &other[4..];
+                if agent.is_empty()
+                    || !agent
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                {
+                    return Err(format!(
+                        "runner {other:?} must name an ACP agent: acp:<name> (claude, codex, \
+                         gemini or any name with a `command`)"
+                    ));
+                }
+                if matches!(&self.command, Some(argv) if argv.is_empty() || argv[0].is_empty()) {
+                    return Err("`command` must be a non-empty argv array".into());
+                }
+                if let Some(t) = self.acp.as_ref().and_then(|a| a.idle_secs)
+                    && !(t > 0.0 && t.is_finite())
+                {
+                    return Err(format!("acp.idle_secs must be a positive number, not {t}"));
+                }
             }
             other => {
                 return Err(format!(

@@ -6,7 +6,7 @@ pub mod agent;
 pub mod party;
 pub mod spec;
 
-pub use agent::{AgentDefinition, Isolation, Workflow};
+pub use agent::{AcpOptions, AgentDefinition, Isolation, Workflow, acp_default_command};
 pub use party::{
     Action, Decision, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError,
 };

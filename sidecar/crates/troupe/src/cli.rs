@@ -86,6 +86,14 @@ pub enum Command {
     /// The process the built-in demo agents run (inside a party).
     #[command(hide = true)]
     DemoMember,
+    /// A scripted Agent Client Protocol agent on stdio (tests, benchmarks, the demo).
+    #[command(hide = true)]
+    ScriptedAcpAgent {
+        /// write, crash, crash-once, hang, hang-hard, wait, malformed, flood (default:
+        /// $TROUPE_ACP_SCRIPT, else write).
+        #[arg(long)]
+        script: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -263,7 +271,13 @@ pub fn main() -> ExitCode {
 }
 
 fn init_tracing(daemon: bool) {
-    let default = if daemon { "info" } else { "warn" };
+    // The ACP crate warns about every line an agent gets wrong (with a long handler list):
+    // an agent's garbage must not flood the daemon's log.
+    let default = if daemon {
+        "info,agent_client_protocol=error"
+    } else {
+        "warn,agent_client_protocol=error"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("TROUPE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Logs never go to stdout: stdout carries results (and, later, stdio protocols).
@@ -324,6 +338,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Command::Bench(cmd) => crate::bench::run(cmd, cli.json).await,
             Command::DemoMember => crate::demo_member::run().await,
+            Command::ScriptedAcpAgent { script } => crate::scripted_agent::run(script).await,
         }
     })
 }

@@ -1,6 +1,7 @@
 //! Troupe: the daemon, its operation registry and doors, and the client side the CLI uses.
 //! The binary (`main.rs`) is a thin clap front over this library.
 
+pub mod acp;
 pub mod api;
 pub mod bench;
 pub mod bench_approvals;
@@ -23,6 +24,7 @@ pub mod paths;
 pub mod plugins;
 pub mod project;
 pub mod runner;
+pub mod scripted_agent;
 pub mod system;
 
 /// Exit status of `troupe serve` when another daemon already holds the data dir.

@@ -827,10 +827,6 @@ impl Loop {
             );
             return Ok(());
         }
-        let argv = agent
-            .command
-            .clone()
-            .ok_or_else(|| format!("agent {} has no command", agent.name))?;
         let workdir = PathBuf::from(run.workdir.clone().unwrap_or_else(|| ".".into()));
         let env = member_env(
             &self.layout,
@@ -838,6 +834,39 @@ impl Loop {
             agent,
             self.parties.get(run.party_id.as_deref().unwrap_or("")),
         );
+        if crate::acp::agent_of(agent).is_some() {
+            let daemon = self
+                .daemon
+                .get()
+                .cloned()
+                .ok_or("the daemon is still starting")?;
+            let log = self
+                .runner
+                .log_file(&match &run.party_id {
+                    Some(party) => format!("party-{party}"),
+                    None => run.run_id.clone(),
+                })
+                .map_err(|e| e.to_string())?;
+            let child = crate::acp::spawn(agent, &workdir, &env, log).map_err(|e| e.to_string())?;
+            let pid = child.id().ok_or("the agent exited at once")?;
+            self.store
+                .run_started(
+                    run.run_id.clone(),
+                    i64::from(pid),
+                    crate::runner::process_start_time(pid),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let (run, agent) = (run.clone(), agent.clone());
+            self.runner.spawn_managed(run.run_id.clone(), move |stop| {
+                crate::acp::drive(daemon, run, agent, child, env, stop)
+            });
+            return Ok(());
+        }
+        let argv = agent
+            .command
+            .clone()
+            .ok_or_else(|| format!("agent {} has no command", agent.name))?;
         let timeout = agent.timeout_secs.map(Duration::from_secs_f64);
         let (pid, start) = self
             .runner
@@ -1016,7 +1045,23 @@ impl Loop {
                 .pid
                 .and_then(|p| u32::try_from(p).ok())
                 .filter(|p| crate::runner::is_alive(*p, run.pid_start));
+            // An ACP agent talked to the daemon that stopped over its stdio: it cannot be
+            // taken over, so it is stopped and counted as crashed (recovery may restart it).
+            let over_stdio = run
+                .definition
+                .get("runner")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|r| r.starts_with("acp:"));
             match alive {
+                Some(pid) if over_stdio => {
+                    crate::runner::signal_group(pid, rustix::process::Signal::KILL);
+                    self.bury(
+                        &run.run_id,
+                        RunStatus::Crashed,
+                        "the daemon driving this ACP agent stopped".into(),
+                    )
+                    .await;
+                }
                 Some(pid) => {
                     let left = run
                         .timeout_ms

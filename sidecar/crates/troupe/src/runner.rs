@@ -183,6 +183,22 @@ impl Runner {
         });
     }
 
+    /// Runs a task that drives its own process (an ACP agent over its stdio) and ends it
+    /// itself: it gets the stop signal and answers with the exit to report.
+    pub fn spawn_managed<F>(&self, run_id: String, task: impl FnOnce(oneshot::Receiver<()>) -> F)
+    where
+        F: std::future::Future<Output = Exit> + Send + 'static,
+    {
+        let (stop_tx, stop_rx) = oneshot::channel();
+        self.stops().insert(run_id.clone(), stop_tx);
+        let runner = self.clone();
+        let task = task(stop_rx);
+        tokio::spawn(async move {
+            let exit = task.await;
+            runner.report(run_id, exit);
+        });
+    }
+
     /// Watches a process started by an earlier daemon (not our child): reports it when it is
     /// gone, stops it on request or when `timeout` passes.
     pub fn adopt(&self, run_id: String, pid: u32, start: Option<i64>, timeout: Option<Duration>) {
@@ -209,7 +225,7 @@ impl Runner {
     }
 
     /// A shared handle on `runs/<name>.log` (appending), opened once.
-    fn log_file(&self, name: &str) -> std::io::Result<std::fs::File> {
+    pub fn log_file(&self, name: &str) -> std::io::Result<std::fs::File> {
         let mut logs = self
             .inner
             .logs
@@ -289,7 +305,7 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
 }
 
 /// SIGTERM to the group, up to `TERM_GRACE` to exit, then SIGKILL; reaps the child.
-async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
+pub(crate) async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
     signal_group(pid, Signal::TERM);
     if tokio::time::timeout(TERM_GRACE, child.wait())
         .await

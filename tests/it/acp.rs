@@ -1,0 +1,539 @@
+//! ACP members through the real daemon, with our scripted ACP agent (`troupe
+//! scripted-acp-agent`) as the agent process: permission requests decided as Troupe approvals
+//! (approve, deny, approve pattern), `fs/*` and `terminal/*` inside the worktree, the wire the
+//! agent saw, updates on the timeline; an agent that crashes, hangs, ignores SIGTERM, writes
+//! garbage or floods; and a whole party (leader → 2 developers in worktrees → qa) with a crash
+//! restarted and a cancel.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use troupe::client::Client;
+
+use crate::support::{
+    TestDaemon, define, launch, pending_approval, register, repo, start, wait_for, wait_run,
+};
+
+const TROUPE: &str = env!("CARGO_BIN_EXE_troupe");
+
+/// An `acp:scripted` agent running `script`, recording what it receives into `record`.
+fn scripted(name: &str, script: &str, record: &Path, extra: Value) -> Value {
+    let mut def = json!({
+        "name": name,
+        "runner": "acp:scripted",
+        "command": [TROUPE, "scripted-acp-agent"],
+        "isolation": "worktree",
+        "env": { "TROUPE_ACP_SCRIPT": script, "TROUPE_ACP_RECORD": record.display().to_string() },
+        "acp": { "auth_method": "gateway", "base_url": "http://127.0.0.1:9/anthropic" },
+    });
+    if let (Value::Object(d), Value::Object(e)) = (&mut def, extra) {
+        for (k, v) in e {
+            d.insert(k, v);
+        }
+    }
+    def
+}
+
+/// What the agent received, one JSON message per line.
+fn received(record: &Path) -> Vec<Value> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn by_method<'a>(msgs: &'a [Value], method: &str) -> Vec<&'a Value> {
+    msgs.iter().filter(|m| m["method"] == method).collect()
+}
+
+async fn events(c: &Client, session: &str) -> Vec<Value> {
+    let e = c
+        .call(
+            "list_events",
+            json!({ "session_id": session, "limit": 1000 }),
+        )
+        .await
+        .unwrap();
+    e["events"].as_array().unwrap().clone()
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn decide(c: &Client, approval: &Value, decision: Value) {
+    let mut params = json!({ "approval_id": approval["approval_id"] });
+    if let (Value::Object(p), Value::Object(d)) = (&mut params, decision) {
+        p.extend(d);
+    }
+    c.call("decide_approval", params).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_member_asks_troupe_before_it_writes_and_its_turn_lands_on_the_timeline() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let parent = register(&c, "test", &project, None).await;
+
+    // 1. Approved: the agent writes in its worktree through fs/write_text_file.
+    let record = dir.join("write.jsonl");
+    define(&c, "agent", scripted("writer", "write", &record, json!({}))).await;
+    let run_id = start(&c, "writer", "Write the notes.", &parent).await;
+    let approval = pending_approval(&c).await;
+    assert_eq!(approval["tool_name"], "write_file", "{approval}");
+    assert_eq!(approval["run_id"], run_id, "{approval}");
+    let file_path = approval["file_path"].as_str().unwrap().to_string();
+    assert!(file_path.ends_with("/NOTES.md"), "{approval}");
+    assert!(
+        !file_path.starts_with(&project),
+        "a worktree, not the checkout: {file_path}"
+    );
+    decide(&c, &approval, json!({ "decision": "approve" })).await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(run["run"]["status"], "success", "{run}");
+    let workdir = run["run"]["workdir"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(Path::new(workdir).join("NOTES.md")).unwrap(),
+        "Written by the scripted ACP agent.\n"
+    );
+    // The last message of the turn is the result; `wc -c` ran in the worktree's terminal.
+    assert_eq!(
+        run["run"]["result"]["output"], "Wrote NOTES.md (35 NOTES.md).",
+        "{run}"
+    );
+
+    // What the agent saw: capabilities, gateway auth, its worktree, Troupe's MCP server.
+    let msgs = received(&record);
+    let init = by_method(&msgs, "initialize")[0];
+    assert_eq!(init["params"]["protocolVersion"], 1);
+    let caps = &init["params"]["clientCapabilities"];
+    assert_eq!(
+        caps["fs"],
+        json!({ "readTextFile": true, "writeTextFile": true })
+    );
+    assert_eq!(caps["terminal"], true);
+    assert_eq!(caps["auth"]["_meta"]["gateway"], true);
+    let auth = by_method(&msgs, "authenticate")[0];
+    assert_eq!(auth["params"]["methodId"], "gateway");
+    assert_eq!(
+        auth["params"]["_meta"]["gateway"]["baseUrl"],
+        "http://127.0.0.1:9/anthropic"
+    );
+    let new = by_method(&msgs, "session/new")[0];
+    assert_eq!(
+        Path::new(new["params"]["cwd"].as_str().unwrap()),
+        Path::new(workdir).canonicalize().unwrap()
+    );
+    let mcp = &new["params"]["mcpServers"][0];
+    assert_eq!(mcp["name"], "troupe");
+    assert_eq!(mcp["args"], json!(["mcp"]));
+    assert!(
+        mcp["command"].as_str().unwrap().ends_with("/troupe"),
+        "{mcp}"
+    );
+    let session = run["run"]["session_id"].as_str().unwrap();
+    assert!(
+        mcp["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({ "name": "TROUPE_SESSION_ID", "value": session })),
+        "{mcp}"
+    );
+    let prompt = &by_method(&msgs, "session/prompt")[0]["params"]["prompt"][0];
+    assert!(
+        prompt["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Write the notes.")
+    );
+    // Its string request ids came back exactly (it exits 7 otherwise), the permission was
+    // answered with the option of kind allow_once.
+    let answers: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m.get("id").is_some() && m.get("method").is_none())
+        .collect();
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == "session/request_permission#1-ü"
+                && a["result"]["outcome"] == json!({ "outcome": "selected", "optionId": "allow" }))
+    );
+
+    let timeline = events(&c, session).await;
+    let k = kinds(&timeline);
+    for want in [
+        "agent_started",
+        "agent_plan",
+        "agent_message",
+        "agent_tool_call",
+    ] {
+        assert!(k.iter().any(|x| x == want), "{want} missing from {k:?}");
+    }
+    let started = timeline
+        .iter()
+        .find(|e| e["kind"] == "agent_started")
+        .unwrap();
+    assert_eq!(started["data"]["name"], "troupe-scripted-agent");
+    let messages: Vec<&str> = timeline
+        .iter()
+        .filter(|e| e["kind"] == "agent_message")
+        .map(|e| e["data"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        messages,
+        ["I will write NOTES.md.", "Wrote NOTES.md (35 NOTES.md)."]
+    );
+    let calls: Vec<&Value> = timeline
+        .iter()
+        .filter(|e| e["kind"] == "agent_tool_call")
+        .map(|e| &e["data"])
+        .collect();
+    assert_eq!(calls.len(), 2, "started and completed: {calls:?}");
+    assert_eq!(calls[0]["kind"], "edit");
+    assert_eq!(calls[1]["status"], "completed");
+
+    // 2. Denied: nothing is written, the turn still ends (the agent was told no).
+    let record = dir.join("deny.jsonl");
+    define(&c, "agent", scripted("denied", "write", &record, json!({}))).await;
+    let run_id = start(&c, "denied", "Write the notes.", &parent).await;
+    let approval = pending_approval(&c).await;
+    decide(&c, &approval, json!({ "decision": "deny" })).await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(run["run"]["status"], "success", "{run}");
+    assert_eq!(
+        run["run"]["result"]["output"],
+        "Permission refused (reject): nothing written."
+    );
+    assert!(
+        !Path::new(run["run"]["workdir"].as_str().unwrap())
+            .join("NOTES.md")
+            .exists()
+    );
+
+    // 3. Approve pattern: the agent gets allow_always, and the rule answers the next ask.
+    let record = dir.join("pattern.jsonl");
+    define(
+        &c,
+        "agent",
+        scripted("patterned", "write", &record, json!({})),
+    )
+    .await;
+    let run_id = start(&c, "patterned", "Write the notes.", &parent).await;
+    let approval = pending_approval(&c).await;
+    decide(
+        &c,
+        &approval,
+        json!({ "decision": "approve_pattern", "pattern": "*NOTES.md", "scope": "project" }),
+    )
+    .await;
+    assert_eq!(wait_run(&c, &run_id).await["run"]["status"], "success");
+    let msgs = received(&record);
+    assert!(
+        msgs.iter()
+            .any(|m| m["result"]["outcome"]["optionId"] == "allow_always")
+    );
+    let run_id = start(&c, "patterned", "Again.", &parent).await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(run["run"]["status"], "success", "{run}");
+    assert!(
+        Path::new(run["run"]["workdir"].as_str().unwrap())
+            .join("NOTES.md")
+            .exists()
+    );
+
+    // 4. A blocked tool is refused by the workflow without asking anyone.
+    let record = dir.join("blocked.jsonl");
+    define(
+        &c,
+        "agent",
+        scripted(
+            "blocked",
+            "write",
+            &record,
+            json!({ "workflow": { "blocked_tools": ["write_file"] } }),
+        ),
+    )
+    .await;
+    let run_id = start(&c, "blocked", "Write the notes.", &parent).await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(
+        run["run"]["result"]["output"], "Permission refused (reject): nothing written.",
+        "{run}"
+    );
+    let pending = c
+        .call("list_approvals", json!({ "status": "pending" }))
+        .await
+        .unwrap();
+    assert_eq!(pending["approvals"], json!([]));
+}
+
+fn pid_alive(pid: i64) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty()
+        && stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_agents_that_crash_hang_misbehave_or_flood_do_not_hurt_the_daemon() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let parent = register(&c, "test", &project, None).await;
+    let record = dir.join("r.jsonl");
+
+    // Crash mid-turn: the exit status is the run's error.
+    define(
+        &c,
+        "agent",
+        scripted("crasher", "crash", &record, json!({})),
+    )
+    .await;
+    let run = wait_run(&c, &start(&c, "crasher", "go", &parent).await).await;
+    assert_eq!(run["run"]["status"], "crashed", "{run}");
+    assert_eq!(run["run"]["error"], "exit status 3", "{run}");
+
+    // Hang: no word for idle_secs mid-turn counts as a crash; the agent is gone.
+    define(
+        &c,
+        "agent",
+        scripted(
+            "hanger",
+            "hang",
+            &record,
+            json!({ "acp": { "idle_secs": 1 } }),
+        ),
+    )
+    .await;
+    let run = wait_run(&c, &start(&c, "hanger", "go", &parent).await).await;
+    assert_eq!(run["run"]["status"], "crashed", "{run}");
+    assert!(
+        run["run"]["error"].as_str().unwrap().contains("hung"),
+        "{run}"
+    );
+    assert!(!pid_alive(run["run"]["pid"].as_i64().unwrap()));
+
+    // Ignores SIGTERM too: the run's timeout ends it, SIGKILL takes it.
+    define(
+        &c,
+        "agent",
+        scripted(
+            "stubborn",
+            "hang-hard",
+            &record,
+            json!({ "timeout_secs": 1 }),
+        ),
+    )
+    .await;
+    let run = wait_run(&c, &start(&c, "stubborn", "go", &parent).await).await;
+    assert_eq!(run["run"]["status"], "timeout", "{run}");
+    assert!(!pid_alive(run["run"]["pid"].as_i64().unwrap()));
+
+    // Garbage lines, an unknown notification, update kind and request: ignored or refused,
+    // and the turn goes on (approved through a rule made on the way).
+    let record_bad = dir.join("bad.jsonl");
+    define(
+        &c,
+        "agent",
+        scripted("garbled", "malformed", &record_bad, json!({})),
+    )
+    .await;
+    let run_id = start(&c, "garbled", "go", &parent).await;
+    let approval = pending_approval(&c).await;
+    decide(&c, &approval, json!({ "decision": "approve" })).await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(run["run"]["status"], "success", "{run}");
+    let unknown = received(&record_bad)
+        .into_iter()
+        .find(|m| m["id"] == "_x/unknown_request#1-ü")
+        .unwrap();
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    assert_eq!(run["usage"]["cost_usd"], 0.25, "{run}");
+
+    // A flood: 20000 chunks around 4 tool calls, joined into a few bounded messages.
+    define(
+        &c,
+        "agent",
+        scripted("flooder", "flood", &record, json!({})),
+    )
+    .await;
+    let run = wait_run(&c, &start(&c, "flooder", "go", &parent).await).await;
+    assert_eq!(run["run"]["status"], "success", "{run}");
+    let output = run["run"]["result"]["output"].as_str().unwrap();
+    assert!(output.starts_with("chunk 15001 chunk 15002 "), "{output}");
+    assert!(output.ends_with("[…]"), "cut at 16 KiB");
+    assert!(output.len() <= 16 * 1024 + 64, "{}", output.len());
+    let session = run["run"]["session_id"].as_str().unwrap();
+    let timeline = events(&c, session).await;
+    let calls = timeline
+        .iter()
+        .filter(|e| e["kind"] == "agent_tool_call")
+        .count();
+    assert_eq!(calls, 4);
+    let messages = timeline
+        .iter()
+        .filter(|e| e["kind"] == "agent_message")
+        .count();
+    assert!((5..=40).contains(&messages), "{messages} messages");
+    // The daemon still answers.
+    c.call("daemon_status", json!({})).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_of_acp_agents_runs_with_a_crash_restarted_and_is_cancelled() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let record = dir.join("party.jsonl");
+    define(
+        &c,
+        "agent",
+        scripted("acp-lead", "write", &record, json!({ "isolation": "none" })),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        scripted(
+            "acp-dev",
+            "crash-once",
+            &record,
+            json!({ "env": { "TROUPE_ACP_SCRIPT": "crash-once", "TROUPE_ACP_RECORD": record.display().to_string(), "TROUPE_ACP_FILE": "feature.txt", "TROUPE_ACP_CONTENT": "feature\n" } }),
+        ),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        scripted(
+            "acp-qa",
+            "write",
+            &record,
+            json!({ "env": { "TROUPE_ACP_FILE": "qa.txt" } }),
+        ),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({
+            "name": "acp-team",
+            "roles": {
+                "leader": { "agent": "acp-lead", "is_leader": true, "prompt": "Plan the work." },
+                "developer": { "agent": "acp-dev", "count": 2, "on_crash": "restart", "retry_attempts": 2, "prompt": "Build it." },
+                "qa": { "agent": "acp-qa", "prompt": "Check it." }
+            },
+            "flow": { "developer": ["leader"], "qa": ["developer"] }
+        }),
+    )
+    .await;
+    let party = launch(&c, "acp-team", &project).await;
+    // The leader's write is approved with a pattern for the whole project: the members'
+    // later writes are answered by the rule.
+    let approval = pending_approval(&c).await;
+    decide(
+        &c,
+        &approval,
+        json!({ "decision": "approve_pattern", "pattern": "*", "scope": "project" }),
+    )
+    .await;
+    let s = wait_for("the ACP party to finish", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["party"]["status"] != "running").then_some(s)
+    })
+    .await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    let members = s["members"].as_array().unwrap();
+    let devs: Vec<&Value> = members
+        .iter()
+        .filter(|m| m["role"] == "developer")
+        .collect();
+    assert_eq!(devs.len(), 2);
+    let mut dirs = Vec::new();
+    for dev in devs {
+        assert_eq!(dev["status"], "completed", "{dev}");
+        assert_eq!(dev["crash_count"], 1, "{dev}");
+        assert_eq!(dev["attempts"], 2, "{dev}");
+        let workdir = dev["workdir"].as_str().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(Path::new(workdir).join("feature.txt")).unwrap(),
+            "feature\n"
+        );
+        dirs.push(workdir.to_string());
+    }
+    assert_ne!(dirs[0], dirs[1], "each developer has its own worktree");
+    // The leader works in the checkout itself (isolation none).
+    assert!(Path::new(&project).join("NOTES.md").exists());
+
+    // Cancel mid-turn: the agents get session/cancel and the party stops.
+    define(
+        &c,
+        "agent",
+        scripted(
+            "acp-waiter",
+            "wait",
+            &record,
+            json!({ "isolation": "none" }),
+        ),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "acp-wait", "roles": { "worker": { "agent": "acp-waiter", "count": 2 } } }),
+    )
+    .await;
+    let party = launch(&c, "acp-wait", &project).await;
+    let running = wait_for("both waiters to start", 30, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        let ms = s["members"].as_array().unwrap().clone();
+        (ms.len() == 2 && ms.iter().all(|m| m["run_id"].is_string())).then_some(ms)
+    })
+    .await;
+    // Both are mid-turn once their first message is on the timeline.
+    for m in &running {
+        let session = m["session_id"].as_str().unwrap().to_string();
+        wait_for("the waiter's first message", 30, || async {
+            events(&c, &session)
+                .await
+                .iter()
+                .any(|e| e["kind"] == "agent_message")
+                .then_some(())
+        })
+        .await;
+    }
+    c.call("cancel_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let s = wait_for("the party to be cancelled", 30, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["party"]["status"] == "cancelled").then_some(s)
+    })
+    .await;
+    for m in s["members"].as_array().unwrap() {
+        assert_eq!(m["status"], "cancelled", "{m}");
+        let run = wait_run(&c, m["run_id"].as_str().unwrap()).await;
+        assert_eq!(run["run"]["status"], "cancelled", "{run}");
+        assert!(!pid_alive(run["run"]["pid"].as_i64().unwrap()), "{run}");
+    }
+    let cancels = by_method(&received(&record), "session/cancel").len();
+    assert!(cancels >= 2, "{cancels} session/cancel seen");
+}
