@@ -52,7 +52,8 @@ impl Wire {
                 continue;
             }
             if let Some(f) = &mut self.record {
-                writeln!(f, "{line}")?;
+                // One write per line: agents of a party may share the file (O_APPEND).
+                f.write_all(format!("{line}\n").as_bytes())?;
             }
             let msg: Value = serde_json::from_str(&line).context("a line from the client")?;
             return Ok(Some(msg));
