@@ -18,4 +18,5 @@ mod messaging;
 mod mock_llm;
 mod parties;
 mod plugins;
+mod real_clis;
 mod tidy;

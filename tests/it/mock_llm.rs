@@ -155,7 +155,19 @@ struct Shared {
     script: Mutex<VecDeque<Reply>>,
     recorded: Mutex<Vec<Recorded>>,
     seen: Condvar,
+    /// With the script empty, model requests wait for a `push` (up to `HOLD_LIMIT`).
+    hold: std::sync::atomic::AtomicBool,
+    pushed: tokio::sync::Notify,
+    /// Model requests that offer no tools (a CLI's side calls: session titles, summaries) get
+    /// `SIDE_TEXT` and take no script entry.
+    skip_toolless: std::sync::atomic::AtomicBool,
 }
+
+/// What a skipped side call is answered.
+pub const SIDE_TEXT: &str = "Side answer";
+
+/// How long a held request waits for a `push` before it gets `EXHAUSTED_TEXT`.
+const HOLD_LIMIT: Duration = Duration::from_secs(90);
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -174,6 +186,9 @@ impl MockLlm {
             script: Mutex::new(script.into()),
             recorded: Mutex::new(Vec::new()),
             seen: Condvar::new(),
+            hold: std::sync::atomic::AtomicBool::new(false),
+            pushed: tokio::sync::Notify::new(),
+            skip_toolless: std::sync::atomic::AtomicBool::new(false),
         });
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
         let server_shared = Arc::clone(&shared);
@@ -239,6 +254,23 @@ impl MockLlm {
     /// Appends a reply to the script.
     pub fn push(&self, reply: Reply) {
         lock(&self.shared.script).push_back(reply);
+        self.shared.pushed.notify_waiters();
+    }
+
+    /// From now on model requests that offer no tools (an agent CLI's side calls, such as
+    /// session titles) are answered `SIDE_TEXT` without taking a script entry.
+    pub fn skip_side_calls(&self) {
+        self.shared
+            .skip_toolless
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// From now on a model request finding the script empty waits for the next `push` (for
+    /// answers that depend on what the test learns later, e.g. a worktree's path).
+    pub fn hold_when_empty(&self) {
+        self.shared
+            .hold
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// How many script entries are left.
@@ -342,6 +374,30 @@ async fn read_body(body: Incoming) -> Vec<u8> {
     bytes
 }
 
+/// Whether a model request offers tools (OpenAI and Anthropic `tools`, Gemini `tools`).
+fn offers_tools(body: &Value) -> bool {
+    body["tools"].as_array().is_some_and(|t| !t.is_empty())
+}
+
+/// The next script entry; with the script empty, `EXHAUSTED_TEXT`, or in hold mode the next
+/// pushed entry.
+async fn next_reply(shared: &Shared) -> Reply {
+    let deadline = tokio::time::Instant::now() + HOLD_LIMIT;
+    loop {
+        let pushed = shared.pushed.notified();
+        let mut pushed = std::pin::pin!(pushed);
+        pushed.as_mut().enable();
+        if let Some(reply) = lock(&shared.script).pop_front() {
+            return reply;
+        }
+        if !shared.hold.load(std::sync::atomic::Ordering::SeqCst)
+            || tokio::time::timeout_at(deadline, pushed).await.is_err()
+        {
+            return Reply::text(EXHAUSTED_TEXT);
+        }
+    }
+}
+
 async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<MockBody> {
     let (parts, body) = request.into_parts();
     let raw = read_body(body).await;
@@ -356,9 +412,15 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<MockBod
             | Endpoint::GenerateContent
             | Endpoint::StreamGenerateContent,
         ) => Some(
-            lock(&shared.script)
-                .pop_front()
-                .unwrap_or_else(|| Reply::text(EXHAUSTED_TEXT)),
+            if shared
+                .skip_toolless
+                .load(std::sync::atomic::Ordering::SeqCst)
+                && !offers_tools(&body)
+            {
+                Reply::text(SIDE_TEXT)
+            } else {
+                next_reply(shared).await
+            },
         ),
         Some(Endpoint::CountTokens | Endpoint::GeminiCountTokens) | None => None,
     };

@@ -1,0 +1,341 @@
+//! The real agent CLIs from npm, offline against our mock model server on loopback: Claude Code
+//! (through claude-agent-acp) and Codex (codex-acp) as members of one party through the ACP
+//! runner, their permission requests decided through Troupe as an editor would (approve, deny);
+//! and `claude -p` with `--permission-prompt-tool` pointed at `troupe mcp`. `scripts/test`
+//! installs the CLIs (scripts/install-agent-clis) and sets `TROUPE_TEST_AGENT_CLIS`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use troupe::client::Client;
+
+use crate::mock_llm::{MockLlm, Reply};
+use crate::support::{
+    TestDaemon, define, launch, pending_approval, register, repo, wait_for, workspace_root,
+};
+
+/// Where `scripts/install-agent-clis` put the CLIs.
+fn clis() -> PathBuf {
+    let dir = std::env::var_os("TROUPE_TEST_AGENT_CLIS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools/agent-clis"));
+    assert!(
+        dir.join("bin/claude-agent-acp").exists(),
+        "the agent CLIs are needed: run the tests with scripts/test (it installs them) or \
+         scripts/install-agent-clis DIR and set TROUPE_TEST_AGENT_CLIS=DIR"
+    );
+    dir
+}
+
+fn bin(name: &str) -> String {
+    clis().join("bin").join(name).display().to_string()
+}
+
+/// Environment that keeps Claude Code offline, quiet and in its own home.
+fn claude_env(home: &Path) -> Value {
+    std::fs::create_dir_all(home).unwrap();
+    json!({
+        "HOME": home.display().to_string(),
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_EXECUTABLE": bin("claude"),
+    })
+}
+
+/// A CODEX_HOME whose config points Codex at the mock (OpenAI Responses) and asks before
+/// commands.
+fn codex_home(dir: &Path, mock: &MockLlm) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "model = \"gpt-5\"\nmodel_provider = \"mock\"\napproval_policy = \"untrusted\"\n\
+             sandbox_mode = \"danger-full-access\"\n\n[model_providers.mock]\nname = \"mock\"\n\
+             base_url = \"{}/v1\"\nwire_api = \"responses\"\nrequires_openai_auth = false\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    dir.to_path_buf()
+}
+
+async fn member_workdir(c: &Client, party: &str, role: &str) -> String {
+    wait_for(&format!("{role}'s worktree"), 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        s["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == role && m["run_id"].is_string())
+            .and_then(|m| m["workdir"].as_str().map(str::to_string))
+    })
+    .await
+}
+
+async fn party_end(c: &Client, party: &str) -> Value {
+    wait_for("the party to end", 180, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["party"]["status"] != "running").then_some(s)
+    })
+    .await
+}
+
+/// Waits for a pending approval of `tool`; on timeout, panics with what the party, the
+/// agents' logs and the mock servers show.
+async fn approval_of(d: &TestDaemon, c: &Client, party: &str, tool: &str, mocks: &[&MockLlm]) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let l = c
+            .call("list_approvals", json!({ "status": "pending" }))
+            .await
+            .unwrap();
+        if let Some(a) = l["approvals"].as_array().unwrap().first() {
+            assert_eq!(a["tool_name"], tool, "{a}");
+            return a.clone();
+        }
+        if std::time::Instant::now() > deadline {
+            panic!("no {tool} approval came:\n{}", diagnose(d, c, party, mocks).await);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -> String {
+    let s = c
+        .call("get_party_status", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let mut out = format!("party: {s}\n");
+    if let Ok(dir) = std::fs::read_dir(d.layout.data_dir.join("runs")) {
+        for e in dir.flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            out.push_str(&format!("log {}:\n{}\n", e.path().display(), &text[text.len().saturating_sub(6000)..]));
+        }
+    }
+    for m in mocks {
+        for r in m.requests() {
+            let sum = r.summary();
+            let last = r.body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .or_else(|| r.body["input"].as_array().and_then(|m| m.last()))
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let tools: Vec<String> = r.body["tools"]
+                .as_array()
+                .map(|t| t.iter().map(|t| format!("{}{}", t["name"].as_str().unwrap_or(""), t["parameters"]["properties"].as_object().map(|p| format!("{:?}", p.keys().collect::<Vec<_>>())).unwrap_or_default())).collect())
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "mock {}: tools {tools:?}: {} … last input: {}\n",
+                m.port(),
+                &sum[..sum.len().min(300)],
+                &last[..last.len().min(1500)]
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_approvals() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let anthropic = MockLlm::start(vec![]);
+    anthropic.hold_when_empty();
+    anthropic.skip_side_calls();
+    let openai = MockLlm::start(vec![]);
+    openai.hold_when_empty();
+    openai.skip_side_calls();
+    let mut claude_env = claude_env(&dir.join("claude-home"));
+    claude_env["ANTHROPIC_API_KEY"] = json!("sk-test-troupe");
+    define(
+        &c,
+        "agent",
+        json!({
+            "name": "claude", "runner": "acp:claude", "command": [bin("claude-agent-acp")],
+            "isolation": "worktree", "timeout_secs": 240, "env": claude_env,
+            "acp": { "auth_method": "gateway", "base_url": anthropic.base_url() },
+        }),
+    )
+    .await;
+    let codex_home = codex_home(&dir.join("codex-home"), &openai);
+    define(
+        &c,
+        "agent",
+        json!({
+            "name": "codex", "runner": "acp:codex", "command": [bin("codex-acp")],
+            "isolation": "worktree", "timeout_secs": 240,
+            "env": { "CODEX_HOME": codex_home.display().to_string(), "HOME": dir.join("codex-user").display().to_string() },
+        }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({
+            "name": "real-team",
+            "roles": {
+                "writer": { "agent": "claude", "prompt": "Write hello.txt." },
+                "runner": { "agent": "codex", "prompt": "Record that the build ran." }
+            },
+            "flow": { "runner": ["writer"] }
+        }),
+    )
+    .await;
+    let party = launch(&c, "real-team", &project).await;
+
+    // Claude Code: its Write asks permission; a person approves it through Troupe.
+    let workdir = member_workdir(&c, &party, "writer").await;
+    let hello = Path::new(&workdir).join("hello.txt");
+    anthropic.push(Reply::tool(
+        "Write",
+        json!({ "file_path": hello.display().to_string(), "content": "hello from claude\n" }),
+    ));
+    anthropic.push(Reply::text("I wrote hello.txt."));
+    let approval = approval_of(&d, &c, &party, "write_file", &[&anthropic]).await;
+    assert_eq!(approval["file_path"], hello.display().to_string(), "{approval}");
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+
+    // Codex: its command asks permission; approved, it runs in its own worktree.
+    let workdir = member_workdir(&c, &party, "runner").await;
+    let ran = Path::new(&workdir).join("ran.txt");
+    openai.push(Reply::tool(
+        "exec_command",
+        json!({ "cmd": "echo built > ran.txt", "workdir": workdir }),
+    ));
+    openai.push(Reply::text("The build ran."));
+    let approval = approval_of(&d, &c, &party, "run_command", &[&openai]).await;
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+
+    let s = party_end(&c, &party).await;
+    let dump = || {
+        format!(
+            "{s}\nanthropic: {:#?}\nopenai: {:#?}",
+            anthropic.requests().iter().map(|r| r.summary()).collect::<Vec<_>>(),
+            openai.requests().iter().map(|r| r.summary()).collect::<Vec<_>>()
+        )
+    };
+    assert_eq!(s["party"]["status"], "completed", "{}", dump());
+    assert_eq!(std::fs::read_to_string(&hello).unwrap(), "hello from claude\n");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "built\n");
+    let outputs: Vec<&str> = s["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["output"].as_str().unwrap_or(""))
+        .collect();
+    assert!(outputs.contains(&"I wrote hello.txt."), "{}", dump());
+    assert!(outputs.contains(&"The build ran."), "{}", dump());
+
+    // Denied: Claude Code is told no, nothing is written, the member still ends its turn.
+    define(
+        &c,
+        "party",
+        json!({ "name": "real-deny", "roles": { "writer": { "agent": "claude", "prompt": "Write nope.txt." } } }),
+    )
+    .await;
+    let party = launch(&c, "real-deny", &project).await;
+    let workdir = member_workdir(&c, &party, "writer").await;
+    let nope = Path::new(&workdir).join("nope.txt");
+    anthropic.push(Reply::tool(
+        "Write",
+        json!({ "file_path": nope.display().to_string(), "content": "no\n" }),
+    ));
+    anthropic.push(Reply::text("I was not allowed to write nope.txt."));
+    let approval = approval_of(&d, &c, &party, "write_file", &[&anthropic]).await;
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "deny", "reason": "not today" }),
+    )
+    .await
+    .unwrap();
+    let s = party_end(&c, &party).await;
+    assert_eq!(s["party"]["status"], "completed", "{}", dump());
+    assert!(!nope.exists());
+    assert_eq!(s["members"][0]["output"], "I was not allowed to write nope.txt.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_p_asks_troupe_through_its_permission_prompt_tool() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let session = register(&c, "claude", &project, None).await;
+    let target = Path::new(&project).join("approved.txt");
+    let mock = MockLlm::start(vec![
+        Reply::tool(
+            "Write",
+            json!({ "file_path": target.display().to_string(), "content": "approved\n" }),
+        ),
+        Reply::text("Wrote approved.txt."),
+    ]);
+    mock.skip_side_calls();
+    let mcp = json!({ "mcpServers": { "troupe": {
+        "command": env!("CARGO_BIN_EXE_troupe"), "args": ["--data-dir", d.layout.data_dir.display().to_string(), "mcp"],
+        "env": { "TROUPE_SESSION_ID": session, "TROUPE_RUNTIME_DIR": d.layout.runtime_dir.display().to_string() },
+    } } });
+    let home = dir.join("claude-home");
+    let env = claude_env(&home);
+    let mut cmd = tokio::process::Command::new(bin("claude"));
+    cmd.args([
+        "-p",
+        "Write approved.txt",
+        "--output-format",
+        "json",
+        "--mcp-config",
+        &mcp.to_string(),
+        "--permission-prompt-tool",
+        "mcp__troupe__request_permission",
+    ])
+    .current_dir(&project)
+    .env("ANTHROPIC_BASE_URL", mock.base_url())
+    .env("ANTHROPIC_API_KEY", "sk-test-troupe")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
+    for (k, v) in env.as_object().unwrap() {
+        cmd.env(k, v.as_str().unwrap());
+    }
+    let child = cmd.spawn().unwrap();
+    let approval = pending_approval(&c).await;
+    assert_eq!(approval["session_id"], session, "{approval}");
+    assert_eq!(approval["tool_name"], "Write", "{approval}");
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["result"], "Wrote approved.txt.", "{result}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved\n");
+}
