@@ -91,7 +91,13 @@ async fn party_end(c: &Client, party: &str) -> Value {
 
 /// Waits for a pending approval of `tool`; on timeout, panics with what the party, the
 /// agents' logs and the mock servers show.
-async fn approval_of(d: &TestDaemon, c: &Client, party: &str, tool: &str, mocks: &[&MockLlm]) -> Value {
+async fn approval_of(
+    d: &TestDaemon,
+    c: &Client,
+    party: &str,
+    tool: &str,
+    mocks: &[&MockLlm],
+) -> Value {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
         let l = c
@@ -103,7 +109,10 @@ async fn approval_of(d: &TestDaemon, c: &Client, party: &str, tool: &str, mocks:
             return a.clone();
         }
         if std::time::Instant::now() > deadline {
-            panic!("no {tool} approval came:\n{}", diagnose(d, c, party, mocks).await);
+            panic!(
+                "no {tool} approval came:\n{}",
+                diagnose(d, c, party, mocks).await
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -118,7 +127,11 @@ async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -
     if let Ok(dir) = std::fs::read_dir(d.layout.data_dir.join("runs")) {
         for e in dir.flatten() {
             let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            out.push_str(&format!("log {}:\n{}\n", e.path().display(), &text[text.len().saturating_sub(6000)..]));
+            out.push_str(&format!(
+                "log {}:\n{}\n",
+                e.path().display(),
+                &text[text.len().saturating_sub(6000)..]
+            ));
         }
     }
     for m in mocks {
@@ -132,7 +145,20 @@ async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -
                 .unwrap_or_default();
             let tools: Vec<String> = r.body["tools"]
                 .as_array()
-                .map(|t| t.iter().map(|t| format!("{}{}", t["name"].as_str().unwrap_or(""), t["parameters"]["properties"].as_object().map(|p| format!("{:?}", p.keys().collect::<Vec<_>>())).unwrap_or_default())).collect())
+                .map(|t| {
+                    t.iter()
+                        .map(|t| {
+                            format!(
+                                "{}{}",
+                                t["name"].as_str().unwrap_or(""),
+                                t["parameters"]["properties"]
+                                    .as_object()
+                                    .map(|p| format!("{:?}", p.keys().collect::<Vec<_>>()))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .collect()
+                })
                 .unwrap_or_default();
             out.push_str(&format!(
                 "mock {}: tools {tools:?}: {} … last input: {}\n",
@@ -204,7 +230,11 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
     ));
     anthropic.push(Reply::text("I wrote hello.txt."));
     let approval = approval_of(&d, &c, &party, "write_file", &[&anthropic]).await;
-    assert_eq!(approval["file_path"], hello.display().to_string(), "{approval}");
+    assert_eq!(
+        approval["file_path"],
+        hello.display().to_string(),
+        "{approval}"
+    );
     c.call(
         "decide_approval",
         json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
@@ -232,12 +262,23 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
     let dump = || {
         format!(
             "{s}\nanthropic: {:#?}\nopenai: {:#?}",
-            anthropic.requests().iter().map(|r| r.summary()).collect::<Vec<_>>(),
-            openai.requests().iter().map(|r| r.summary()).collect::<Vec<_>>()
+            anthropic
+                .requests()
+                .iter()
+                .map(|r| r.summary())
+                .collect::<Vec<_>>(),
+            openai
+                .requests()
+                .iter()
+                .map(|r| r.summary())
+                .collect::<Vec<_>>()
         )
     };
     assert_eq!(s["party"]["status"], "completed", "{}", dump());
-    assert_eq!(std::fs::read_to_string(&hello).unwrap(), "hello from claude\n");
+    assert_eq!(
+        std::fs::read_to_string(&hello).unwrap(),
+        "hello from claude\n"
+    );
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "built\n");
     let outputs: Vec<&str> = s["members"]
         .as_array()
@@ -273,7 +314,10 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
     let s = party_end(&c, &party).await;
     assert_eq!(s["party"]["status"], "completed", "{}", dump());
     assert!(!nope.exists());
-    assert_eq!(s["members"][0]["output"], "I was not allowed to write nope.txt.");
+    assert_eq!(
+        s["members"][0]["output"],
+        "I was not allowed to write nope.txt."
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -334,7 +378,11 @@ async fn real_claude_p_asks_troupe_through_its_permission_prompt_tool() {
         .unwrap()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let result: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(result["result"], "Wrote approved.txt.", "{result}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved\n");

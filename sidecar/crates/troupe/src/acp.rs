@@ -112,6 +112,7 @@ pub async fn drive(
     run: AgentRun,
     agent: AgentDefinition,
     mut child: tokio::process::Child,
+    spawned: Instant,
     env: Vec<(String, String)>,
     mut stop: oneshot::Receiver<()>,
 ) -> Exit {
@@ -133,6 +134,8 @@ pub async fn drive(
         updates: updates_tx,
         terminals: terminals::Terminals::default(),
         ended: watch::channel(false).0,
+        spawned,
+        first_update: std::sync::atomic::AtomicBool::new(false),
     })));
     let (timeline_done, timeline_end) = oneshot::channel();
     let timeline = tokio::spawn(record_updates(
@@ -245,7 +248,7 @@ fn prompt(run: &AgentRun, options: &AcpOptions) -> String {
     }
     format!(
         "{}\n\nYou are a Troupe agent. Troupe's tools are on its MCP server `troupe`: \
-         messaging (`send_message`, `send_to_parent`, `check_messages`) and `complete`. When \
+         messaging (`send_message`, `send_to_parent`, `poll_messages`) and `complete`. When \
          the task is done, call `complete` with a summary and your artifacts.",
         run.prompt.trim_end()
     )
@@ -533,6 +536,9 @@ struct MemberState {
     terminals: terminals::Terminals,
     /// Turns true when the run is over: waiting answers give up.
     ended: watch::Sender<bool>,
+    /// When the agent was started, and whether its first update came.
+    spawned: Instant,
+    first_update: std::sync::atomic::AtomicBool,
 }
 
 impl std::ops::Deref for Member {
@@ -683,6 +689,18 @@ impl Drop for Asking {
 impl ClientSide for Member {
     fn heard(&self) {
         self.touch();
+    }
+
+    fn updated(&self) {
+        if !self.first_update.swap(true, Ordering::SeqCst) {
+            let ms = self.spawned.elapsed().as_secs_f64() * 1000.0;
+            event(
+                &self.daemon,
+                &self.run,
+                "agent_first_update",
+                json!({ "ms_since_spawn": ms }),
+            );
+        }
     }
 
     fn update(&self, update: Update) -> BoxFuture<()> {

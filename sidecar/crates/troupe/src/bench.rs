@@ -22,6 +22,10 @@ pub enum BenchCommand {
     Parties(PartiesArgs),
     /// The approval round trip through a real `troupe lsp`, excluding the human.
     Approvals(crate::bench_approvals::ApprovalArgs),
+    /// MCP tool call round trips over stdio (`troupe mcp`).
+    Mcp(crate::bench_agents::McpArgs),
+    /// ACP member spawn → first update (the scripted agent, or any ACP command).
+    Acp(crate::bench_agents::AcpArgs),
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +91,8 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Messaging(args) => args,
         BenchCommand::Parties(args) => return crate::bench_parties::run(args, json).await,
         BenchCommand::Approvals(args) => return crate::bench_approvals::run(args, json).await,
+        BenchCommand::Mcp(args) => return crate::bench_agents::mcp(args, json).await,
+        BenchCommand::Acp(args) => return crate::bench_agents::acp(args, json).await,
     };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");

@@ -4,6 +4,7 @@
 pub mod acp;
 pub mod api;
 pub mod bench;
+pub mod bench_agents;
 pub mod bench_approvals;
 pub mod bench_parties;
 pub mod builtin;

@@ -847,6 +847,7 @@ impl Loop {
                     None => run.run_id.clone(),
                 })
                 .map_err(|e| e.to_string())?;
+            let spawned = std::time::Instant::now();
             let child = crate::acp::spawn(agent, &workdir, &env, log).map_err(|e| e.to_string())?;
             let pid = child.id().ok_or("the agent exited at once")?;
             self.store
@@ -859,7 +860,7 @@ impl Loop {
                 .map_err(|e| e.to_string())?;
             let (run, agent) = (run.clone(), agent.clone());
             self.runner.spawn_managed(run.run_id.clone(), move |stop| {
-                crate::acp::drive(daemon, run, agent, child, env, stop)
+                crate::acp::drive(daemon, run, agent, child, spawned, env, stop)
             });
             return Ok(());
         }

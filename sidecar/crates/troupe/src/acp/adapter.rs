@@ -127,6 +127,8 @@ pub struct TerminalOutput {
 pub trait ClientSide: Send + Sync + 'static {
     /// Any message from the agent (for hang detection).
     fn heard(&self);
+    /// A `session/update` came (any kind, before it is read).
+    fn updated(&self);
     /// An update of the turn; may wait (backpressure on a flood).
     fn update(&self, update: Update) -> BoxFuture<()>;
     fn permission(&self, ask: PermissionAsk) -> BoxFuture<PermissionAnswer>;
@@ -357,6 +359,7 @@ pub async fn run_session<H: ClientSide>(
         .on_receive_notification(
             async move |n: SessionNotification, _cx| {
                 s1.heard();
+                s1.updated();
                 if let Some(update) = update_of(n) {
                     s1.update(update).await;
                 }
