@@ -801,14 +801,19 @@ troupe call complete "{\"output\":\"$R\"}" >/dev/null"#,
     let err = c
         .call(
             "create_agent_definition",
-            json!({ "definition": { "name": "bad", "runner": "acp:claude" } }),
+            json!({ "definition": { "name": "bad", "runner": "acp:" } }),
         )
         .await
         .unwrap_err();
-    assert!(
-        err.to_string().contains("not available in this build"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("must name an ACP agent"), "{err}");
+    let err = c
+        .call(
+            "create_agent_definition",
+            json!({ "definition": { "name": "bad", "runner": "acp:claude", "acp": { "idle_secs": -1 } } }),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("acp.idle_secs"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
