@@ -19,8 +19,9 @@ pub struct McpArgs {
     /// Tool calls measured (after 50 warm-up ones).
     #[arg(long, default_value_t = 2000)]
     pub calls: usize,
-    /// The tool called (a cheap read: no writes, no waiting).
-    #[arg(long, default_value = "poll_messages")]
+    /// The tool called (default a read: no writes, no waiting; `poll_messages` marks read, a
+    /// durable write).
+    #[arg(long, default_value = "list_agents")]
     pub tool: String,
 }
 
