@@ -381,7 +381,7 @@ async fn record_updates(
                     continue;
                 }
                 () = tokio::time::sleep(TEXT_PAUSE), if !t.text.is_empty() => {
-                    t.flush();
+                    t.flush().await;
                     continue;
                 }
             }
@@ -394,7 +394,7 @@ async fn record_updates(
             }
             Update::Thought(_) => {}
             Update::ToolCall(call) => {
-                t.flush();
+                t.flush().await;
                 let ended = matches!(call.status.as_deref(), Some("completed" | "failed"));
                 if call.started || ended {
                     t.write(
@@ -405,17 +405,19 @@ async fn record_updates(
                             "kind": call.kind,
                             "status": call.status,
                         }),
-                    );
+                    )
+                    .await;
                 }
             }
             Update::Plan(items) => {
-                t.flush();
+                t.flush().await;
                 t.write(
                     "agent_plan",
                     json!({"entries": items.iter().map(|i| json!({
                         "content": i.content, "priority": i.priority, "status": i.status,
                     })).collect::<Vec<_>>()}),
-                );
+                )
+                .await;
             }
             Update::Usage {
                 used,
@@ -430,17 +432,13 @@ async fn record_updates(
             }
         }
     }
-    t.flush();
+    t.flush().await;
     if let Some(usage) = usage {
-        event(&t.daemon, &t.run, "agent_usage", usage);
+        t.append("agent_usage", usage).await;
     }
     if t.dropped > 0 {
-        event(
-            &t.daemon,
-            &t.run,
-            "agent_updates_dropped",
-            json!({"count": t.dropped, "kept": MAX_EVENTS}),
-        );
+        let data = json!({"count": t.dropped, "kept": MAX_EVENTS});
+        t.append("agent_updates_dropped", data).await;
     }
     if cost_seen > 0.0
         && let Some(d) = t.daemon.upgrade()
@@ -470,23 +468,45 @@ struct Timeline {
 }
 
 impl Timeline {
-    fn write(&mut self, kind: &str, data: Value) {
+    /// Appends one event, in order (awaited: a slow store slows the agent, through the queue).
+    async fn write(&mut self, kind: &str, data: Value) {
         if self.written >= MAX_EVENTS {
             self.dropped += 1;
             return;
         }
         self.written += 1;
-        event(&self.daemon, &self.run, kind, data);
+        self.append(kind, data).await;
+    }
+
+    /// Appends one event whatever the cap (the run's closing summary).
+    async fn append(&self, kind: &str, mut data: Value) {
+        let Some(d) = self.daemon.upgrade() else {
+            return;
+        };
+        if let Value::Object(m) = &mut data {
+            m.insert("run_id".into(), Value::String(self.run.run_id.clone()));
+        }
+        let event = troupe_store::NewEvent {
+            kind: kind.into(),
+            project_id: Some(self.run.project_id.clone()),
+            session_id: Some(self.run.session_id.clone()),
+            party_id: self.run.party_id.clone(),
+            data,
+        };
+        if let Err(e) = d.store.append_event(event).await {
+            tracing::debug!(error = %e, "ACP update not recorded");
+        }
     }
 
     /// Writes the message streamed so far (whitespace alone is no message).
-    fn flush(&mut self) {
+    async fn flush(&mut self) {
         let text = std::mem::take(&mut self.text);
         if text.trim().is_empty() {
             return;
         }
         self.last = cut(text);
-        self.write("agent_message", json!({"text": self.last}));
+        let data = json!({"text": self.last});
+        self.write("agent_message", data).await;
     }
 }
 
@@ -791,5 +811,29 @@ impl ClientSide for Member {
 
     fn terminal_release(&self, id: &str) -> Result<(), String> {
         self.terminals.release(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acp_tool_kinds_map_to_troupe_tool_names() {
+        assert_eq!(tool_name(Some("edit"), Some("Write a.txt")), "write_file");
+        assert_eq!(tool_name(Some("execute"), None), "run_command");
+        assert_eq!(tool_name(Some("read"), None), "read_file");
+        assert_eq!(tool_name(Some("fetch"), None), "fetch");
+        assert_eq!(tool_name(Some("other"), Some("Deploy now")), "deploy");
+        assert_eq!(tool_name(None, None), "other");
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_TEXT);
+        let kept = cut(long);
+        assert!(kept.ends_with("[…]"));
+        assert!(kept.len() <= MAX_TEXT + "[…]".len());
+        assert_eq!(cut("short".into()), "short");
     }
 }
