@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use troupe::paths::Layout;
 
-use crate::support::{BIN, TestDaemon, pending_approval, register};
+use crate::support::{BIN, TestDaemon, http_post_to, pending_approval, register};
 
 /// Runs `troupe hook <event>` with `payload` on stdin; its stdout as JSON (`{}` when silent).
 fn hook(d: &TestDaemon, event: &str, payload: Value, session: Option<&str>) -> Value {
@@ -297,6 +297,95 @@ async fn a_claude_member_started_by_troupe_asks_troupe_before_its_tools() {
             );
         }
     }
+    c.call("cancel_agent", json!({ "run_id": run["run_id"] }))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codes_http_hook_form_gets_the_same_answers_from_the_daemon() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = d.project("proj");
+    let parent = register(&c, "human", &project, None).await;
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "claude-worker", "command": ["sleep", "60"],
+                                "workflow": { "blocked_tools": ["WebFetch"] } } }),
+    )
+    .await
+    .unwrap();
+    let run = c
+        .call(
+            "start_agent",
+            json!({ "agent": "claude-worker", "prompt": "work", "parent_session_id": parent }),
+        )
+        .await
+        .unwrap();
+    let me = run["session_id"].as_str().unwrap().to_string();
+    let url = troupe::client::read_endpoint(&d.layout)
+        .unwrap()
+        .mcp_url
+        .unwrap();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let bearer = format!("Bearer {}", d.token());
+    let payload = with(
+        base("PreToolUse", &project),
+        json!({ "tool_name": "WebFetch", "tool_input": { "url": "https://x.test" }, "tool_use_id": "t1" }),
+    );
+    let body = payload.to_string();
+
+    // The member's session in a header, the token as for every door.
+    let (status, answer) = http_post_to(
+        &addr,
+        "/hooks/PreToolUse",
+        &[("Authorization", &bearer), ("X-Troupe-Session", &me)],
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer, hook(&d, "PreToolUse", payload.clone(), Some(&me)));
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+
+    // Without the token nothing is read; garbage is named.
+    let (status, _) = http_post_to(&addr, "/hooks/PreToolUse", &[], body.as_bytes());
+    assert_eq!(status, 401);
+    let (status, answer) = http_post_to(
+        &addr,
+        "/hooks/PreToolUse",
+        &[("Authorization", &bearer)],
+        b"{not json",
+    );
+    assert_eq!(status, 400);
+    assert!(answer.contains("not JSON"), "{answer}");
+
+    // An interactive session registers through SessionStart (an empty answer).
+    let start = with(
+        base("SessionStart", &project),
+        json!({ "source": "startup" }),
+    );
+    let (status, answer) = http_post_to(
+        &addr,
+        "/hooks/SessionStart",
+        &[("Authorization", &bearer)],
+        start.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let sessions = c
+        .call("list_sessions", json!({ "cwd": project }))
+        .await
+        .unwrap();
+    assert!(
+        sessions["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["external_id"] == "3f1c9a52-claude"),
+        "{sessions}"
+    );
     c.call("cancel_agent", json!({ "run_id": run["run_id"] }))
         .await
         .unwrap();

@@ -118,6 +118,7 @@ pub async fn serve_http(
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
     };
+    let daemon_for_hooks = daemon.clone();
     let service = StreamableHttpService::new(
         move || {
             Ok(Door {
@@ -128,8 +129,20 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
+    let hooks = daemon_for_hooks;
     let app = axum::Router::new()
         .nest_service("/mcp", service)
+        .route(
+            "/hooks/{event}",
+            axum::routing::post(
+                move |axum::extract::Path(event): axum::extract::Path<String>,
+                      headers: http::HeaderMap,
+                      body: axum::body::Bytes| {
+                    let daemon = hooks.clone();
+                    async move { http_hook(daemon, event, headers, body).await }
+                },
+            ),
+        )
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 let token = token.clone();
@@ -162,6 +175,74 @@ pub async fn serve_http(
         })
         .await?;
     Ok(())
+}
+
+/// Claude Code's `http` hook form: the hook's JSON posted to `/hooks/<Event>` (the token in
+/// `Authorization`, the Troupe session, when Troupe started the CLI, in `X-Troupe-Session`);
+/// answered with what `troupe hook <Event>` would print (an empty body: nothing to say).
+async fn http_hook(
+    daemon: Weak<Daemon>,
+    event: String,
+    headers: http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let json_response = |status: http::StatusCode, body: Value| {
+        (
+            status,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    let mut payload: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            return json_response(
+                http::StatusCode::BAD_REQUEST,
+                json!({"error": "the hook's input must be a JSON object"}),
+            );
+        }
+        Err(e) => {
+            return json_response(
+                http::StatusCode::BAD_REQUEST,
+                json!({"error": format!("the hook's input is not JSON: {e}")}),
+            );
+        }
+    };
+    if payload.get("hook_event_name").is_none() {
+        payload["hook_event_name"] = json!(event);
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let Some(d) = daemon.upgrade() else {
+        return json_response(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": "the daemon is shutting down"}),
+        );
+    };
+    let params = crate::api::types::HookParams {
+        cli: "claude".into(),
+        payload,
+        session_id: header("x-troupe-session"),
+        parent_session_id: header("x-troupe-parent-session"),
+    };
+    match crate::ops::claude_hook(&d, params).await {
+        Ok(r) if r.output.as_object().is_some_and(|o| !o.is_empty()) => {
+            json_response(http::StatusCode::OK, r.output)
+        }
+        Ok(_) => http::StatusCode::OK.into_response(),
+        Err(e) => json_response(
+            http::StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": e.to_string()}),
+        ),
+    }
 }
 
 /// Whether `session` is the leader of its party.
