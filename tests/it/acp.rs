@@ -537,3 +537,85 @@ async fn a_party_of_acp_agents_runs_with_a_crash_restarted_and_is_cancelled() {
     let cancels = by_method(&received(&record), "session/cancel").len();
     assert!(cancels >= 2, "{cancels} session/cancel seen");
 }
+
+/// kill -9 of the daemon mid-turn: the restarted daemon cannot talk to the orphaned agent (its
+/// stdio went with the old daemon), so it kills it and counts the run crashed; the party's
+/// recovery restarts the member, which finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_member_is_restarted_after_a_kill_9_of_the_daemon() {
+    let mut d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path().to_path_buf();
+    let project = repo(&dir.join("proj"));
+    let record = dir.join("k.jsonl");
+    define(
+        &c,
+        "agent",
+        scripted(
+            "sturdy",
+            "write",
+            &record,
+            json!({ "env": { "TROUPE_ACP_SCRIPT": "write", "TROUPE_ACP_FIRST_SCRIPT": "hang",
+                             "TROUPE_ACP_RECORD": record.display().to_string() } }),
+        ),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "sturdy", "roles": { "dev": { "agent": "sturdy", "on_crash": "restart" } } }),
+    )
+    .await;
+    let party = launch(&c, "sturdy", &project).await;
+    let first = wait_for("the first attempt to be mid-turn", 30, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        let m = s["members"][0].clone();
+        let session = m["session_id"].as_str()?.to_string();
+        let said = events(&c, &session)
+            .await
+            .iter()
+            .any(|e| e["kind"] == "agent_message");
+        said.then_some(m)
+    })
+    .await;
+    let run = c
+        .call("get_agent_result", json!({ "run_id": first["run_id"] }))
+        .await
+        .unwrap();
+    let pid = run["run"]["pid"].as_i64().unwrap();
+    assert!(pid_alive(pid));
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    let approval = pending_approval(&c).await;
+    assert!(!pid_alive(pid), "the orphaned agent was stopped");
+    decide(&c, &approval, json!({ "decision": "approve" })).await;
+    let s = wait_for("the party to finish after the restart", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["party"]["status"] != "running").then_some(s)
+    })
+    .await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    let member = &s["members"][0];
+    assert_eq!(
+        (member["attempts"].clone(), member["crash_count"].clone()),
+        (json!(2), json!(1)),
+        "{s}"
+    );
+    let old = c
+        .call("get_agent_result", json!({ "run_id": first["run_id"] }))
+        .await
+        .unwrap();
+    assert_eq!(old["run"]["status"], "crashed", "{old}");
+    assert_eq!(
+        old["run"]["error"], "the daemon driving this ACP agent stopped",
+        "{old}"
+    );
+}

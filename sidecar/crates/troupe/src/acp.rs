@@ -77,7 +77,8 @@ pub fn spawn(
         .stdout(Stdio::piped())
         .stderr(log)
         .process_group(0)
-        .kill_on_drop(false)
+        // If the daemon stops mid-run, its agents go with it (they talk only to it).
+        .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
             std::io::Error::new(

@@ -13,6 +13,8 @@
 //!   unknown request among its messages, then `write`;
 //! - `flood`: `TROUPE_ACP_FLOOD` (20000) message chunks and a tool call per 5000, then ends.
 //!
+//! `TROUPE_ACP_FIRST_SCRIPT` replaces the script on the first attempt only.
+//!
 //! With `TROUPE_ACP_RECORD` set, every message it receives is appended to that file (JSON
 //! lines). Ids of its own requests are strings, and a reply must echo them exactly (else it
 //! exits with status 7).
@@ -114,6 +116,11 @@ fn env_or(name: &str, default: &str) -> String {
 
 pub async fn run(script: Option<String>) -> anyhow::Result<()> {
     let mut script = script.unwrap_or_else(|| env_or("TROUPE_ACP_SCRIPT", "write"));
+    if let Ok(first) = std::env::var("TROUPE_ACP_FIRST_SCRIPT")
+        && env_or("TROUPE_ATTEMPT", "1") == "1"
+    {
+        script = first;
+    }
     if script == "crash-once" {
         script = if env_or("TROUPE_ATTEMPT", "1") == "1" {
             "crash".into()
