@@ -57,6 +57,7 @@ pub async fn run(daemon: Weak<Daemon>, run: AgentRun, agent: AgentDefinition) ->
         run: run.clone(),
         agent: agent.clone(),
         workdir: workdir.clone(),
+        usage_writes: Arc::default(),
     });
     let timeout = agent
         .timeout_secs
@@ -87,7 +88,8 @@ pub async fn run(daemon: Weak<Daemon>, run: AgentRun, agent: AgentDefinition) ->
         config: agent.plugin_config.clone(),
     };
     drop(d);
-    let outcome = host.execute(&plugin, task, &call, tools).await;
+    let outcome = host.execute(&plugin, task, &call, tools.clone()).await;
+    tools.usage_recorded().await;
     let Some(d) = daemon.upgrade() else {
         return Exit::Failed("the daemon is shutting down".into());
     };
@@ -208,6 +210,8 @@ struct Tools {
     run: AgentRun,
     agent: AgentDefinition,
     workdir: PathBuf,
+    /// Usage writes under way: awaited before the run completes, so its result shows them all.
+    usage_writes: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl ToolHandler for Tools {
@@ -221,6 +225,7 @@ impl ToolHandler for Tools {
             run: self.run.clone(),
             agent: self.agent.clone(),
             workdir: self.workdir.clone(),
+            usage_writes: self.usage_writes.clone(),
         };
         Box::pin(async move {
             let result = me.dispatch(&name, &arguments).await;
@@ -250,7 +255,7 @@ impl ToolHandler for Tools {
             return;
         };
         let run_id = self.run.run_id.clone();
-        tokio::spawn(async move {
+        let write = tokio::spawn(async move {
             let usage = troupe_store::Usage {
                 input_tokens: i64::try_from(delta.input_tokens).unwrap_or(i64::MAX),
                 output_tokens: i64::try_from(delta.output_tokens).unwrap_or(i64::MAX),
@@ -260,6 +265,23 @@ impl ToolHandler for Tools {
                 tracing::warn!(error = %e, "usage not recorded");
             }
         });
+        self.usage_writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(write);
+    }
+}
+
+impl Tools {
+    /// Waits for the usage writes reported so far.
+    async fn usage_recorded(&self) {
+        let writes: Vec<_> =
+            std::mem::take(&mut *self.usage_writes.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in writes {
+            if let Err(e) = w.await {
+                tracing::debug!(error = %e, "a usage write failed");
+            }
+        }
     }
 }
 
@@ -410,6 +432,7 @@ impl Tools {
                 Ok(cut(serde_json::to_string(&got.messages).unwrap_or_default()))
             }
             "complete" => {
+                self.usage_recorded().await;
                 let a: CompleteArgs = args(name, raw)?;
                 let artifacts = match a.artifacts {
                     None | Some(Value::Null) => Default::default(),
