@@ -216,7 +216,8 @@ async fn an_acp_member_asks_troupe_before_it_writes_and_its_turn_lands_on_the_ti
             .exists()
     );
 
-    // 3. Approve pattern: the agent gets allow_always, and the rule answers the next ask.
+    // 3. Approve pattern: the agent gets allow (once: its own "always" could be wider than the
+    // rule), and the rule answers its next asks without a person.
     let record = dir.join("pattern.jsonl");
     define(
         &c,
@@ -235,12 +236,30 @@ async fn an_acp_member_asks_troupe_before_it_writes_and_its_turn_lands_on_the_ti
     assert_eq!(wait_run(&c, &run_id).await["run"]["status"], "success");
     let msgs = received(&record);
     assert!(
-        msgs.iter()
+        msgs.iter().any(
+            |m| m["result"]["outcome"] == json!({ "outcome": "selected", "optionId": "allow" })
+        )
+    );
+    assert!(
+        !msgs
+            .iter()
             .any(|m| m["result"]["outcome"]["optionId"] == "allow_always")
     );
     let run_id = start(&c, "patterned", "Again.", &parent).await;
     let run = wait_run(&c, &run_id).await;
     assert_eq!(run["run"]["status"], "success", "{run}");
+    let asked = c
+        .call(
+            "list_approvals",
+            json!({ "session_id": run["run"]["session_id"] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(asked["approvals"][0]["status"], "approved", "{asked}");
+    assert!(
+        asked["approvals"][0]["rule_id"].is_string(),
+        "answered by the rule: {asked}"
+    );
     assert!(
         Path::new(run["run"]["workdir"].as_str().unwrap())
             .join("NOTES.md")
@@ -367,9 +386,9 @@ async fn acp_agents_that_crash_hang_misbehave_or_flood_do_not_hurt_the_daemon() 
     .await;
     let run = wait_run(&c, &start(&c, "flooder", "go", &parent).await).await;
     assert_eq!(run["run"]["status"], "success", "{run}");
+    // The last message (how the stream was split depends on the pauses the machine makes).
     let output = run["run"]["result"]["output"].as_str().unwrap();
-    assert!(output.starts_with("chunk 15001 chunk 15002 "), "{output}");
-    assert!(output.ends_with("[…]"), "cut at 16 KiB");
+    assert!(output.starts_with("chunk 1"), "{output}");
     assert!(output.len() <= 16 * 1024 + 64, "{}", output.len());
     let session = run["run"]["session_id"].as_str().unwrap();
     let timeline = events(&c, session).await;
@@ -378,13 +397,46 @@ async fn acp_agents_that_crash_hang_misbehave_or_flood_do_not_hurt_the_daemon() 
         .filter(|e| e["kind"] == "agent_tool_call")
         .count();
     assert_eq!(calls, 4);
-    let messages = timeline
+    let messages: Vec<&str> = timeline
         .iter()
         .filter(|e| e["kind"] == "agent_message")
-        .count();
-    assert!((5..=40).contains(&messages), "{messages} messages");
+        .map(|e| e["data"]["text"].as_str().unwrap())
+        .collect();
+    assert!(messages.len() >= 5, "{} messages", messages.len());
+    // Each is bounded; the first segments (5,000 chunks, ~55 KiB) were cut.
+    assert!(messages.iter().all(|m| m.len() <= 16 * 1024 + 64));
+    assert!(messages.iter().any(|m| m.ends_with("[…]")));
     // The daemon still answers.
     c.call("daemon_status", json!({})).await.unwrap();
+
+    // Stopped while its permission request waits for a person: the request is answered
+    // `cancelled` (as the protocol asks) and the run ends at once, cancelled.
+    let record_stop = dir.join("stop.jsonl");
+    define(
+        &c,
+        "agent",
+        scripted("asker", "write", &record_stop, json!({})),
+    )
+    .await;
+    let run_id = start(&c, "asker", "go", &parent).await;
+    pending_approval(&c).await;
+    let asked = std::time::Instant::now();
+    c.call("cancel_agent", json!({ "run_id": run_id }))
+        .await
+        .unwrap();
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(run["run"]["status"], "cancelled", "{run}");
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(
+        received(&record_stop)
+            .iter()
+            .any(|m| m["result"]["outcome"] == json!({ "outcome": "cancelled" })),
+        "the waiting request was answered cancelled"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

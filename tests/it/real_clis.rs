@@ -127,11 +127,9 @@ async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -
     if let Ok(dir) = std::fs::read_dir(d.layout.data_dir.join("runs")) {
         for e in dir.flatten() {
             let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            out.push_str(&format!(
-                "log {}:\n{}\n",
-                e.path().display(),
-                &text[text.len().saturating_sub(6000)..]
-            ));
+            let skip = text.chars().count().saturating_sub(6000);
+            let tail: String = text.chars().skip(skip).collect();
+            out.push_str(&format!("log {}:\n{tail}\n", e.path().display()));
         }
     }
     for m in mocks {
@@ -163,8 +161,8 @@ async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -
             out.push_str(&format!(
                 "mock {}: tools {tools:?}: {} … last input: {}\n",
                 m.port(),
-                &sum[..sum.len().min(300)],
-                &last[..last.len().min(1500)]
+                sum.chars().take(300).collect::<String>(),
+                last.chars().take(1500).collect::<String>()
             ));
         }
     }

@@ -34,8 +34,6 @@ use adapter::{
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// How long an agent may take to exit once its stdin is closed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
-/// A run without `timeout_secs` gets this long.
-const DEFAULT_RUN_SECS: u64 = 3600;
 /// Updates queued for the timeline before the agent is made to wait.
 const UPDATE_QUEUE: usize = 256;
 /// Timeline events one run may write from its updates; the rest are counted.
@@ -137,6 +135,7 @@ pub async fn drive(
         ended: watch::channel(false).0,
         spawned,
         first_update: std::sync::atomic::AtomicBool::new(false),
+        aborted: std::sync::atomic::AtomicBool::new(false),
     })));
     let (timeline_done, timeline_end) = oneshot::channel();
     let timeline = tokio::spawn(record_updates(
@@ -186,13 +185,20 @@ pub async fn drive(
         cancel_rx,
         started,
     ));
+    // No timeout: no limit (a duration too long for a timer is none either).
     let limit = agent
         .timeout_secs
-        .map(Duration::from_secs_f64)
-        .unwrap_or(Duration::from_secs(DEFAULT_RUN_SECS));
-    let deadline = tokio::time::sleep(limit);
+        .and_then(|t| Duration::try_from_secs_f64(t).ok());
+    let deadline = async {
+        match limit {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::pin!(deadline);
-    let idle = options.idle_secs.map(Duration::from_secs_f64);
+    let idle = options
+        .idle_secs
+        .and_then(|t| Duration::try_from_secs_f64(t).ok());
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     // Why we ended the turn ourselves, if we did.
     let mut ending: Option<Exit> = None;
@@ -211,7 +217,10 @@ pub async fn drive(
             }
         }
         if ending.is_some() {
+            // session/cancel, and every waiting permission request answered `cancelled`
+            // (as the protocol asks), so the agent can end its turn at once.
             cancel_tx.send_replace(true);
+            member.ended.send_replace(true);
             break tokio::time::timeout(CANCEL_GRACE, &mut session).await.ok();
         }
     };
@@ -220,6 +229,7 @@ pub async fn drive(
     member.ended.send_replace(true);
     member.terminals.kill_all();
     let exit_status = shut_down(pid, &mut child).await;
+    let aborted = member.aborted.load(Ordering::SeqCst);
     drop(member);
     // Tasks still answering the agent may hold a sender: end the timeline explicitly.
     let _ = timeline_done.send(());
@@ -236,9 +246,15 @@ pub async fn drive(
             None => Exit::Failed(format!("the agent closed its output during {during}")),
         },
         Some(Err(e)) => match exit_status {
-            Some(status @ Exit::Exited { code, .. }) if code != Some(0) => status,
-            _ => Exit::Failed(e.to_string()),
+            Some(Exit::Exited {
+                code: Some(0),
+                signal: None,
+            })
+            | None => Exit::Failed(e.to_string()),
+            Some(status) => Exit::Failed(format!("{e} (then it exited: {})", status.describe())),
         },
+        // A person aborted at an approval: the orchestrator is stopping the run.
+        Some(Ok(TurnEnd::Cancelled)) if aborted => Exit::Stopped,
         Some(Ok(end)) => finish(&daemon, &run, end, last_text).await,
     }
 }
@@ -560,6 +576,8 @@ struct MemberState {
     /// When the agent was started, and whether its first update came.
     spawned: Instant,
     first_update: std::sync::atomic::AtomicBool,
+    /// A person aborted at one of its approvals (the run is being stopped).
+    aborted: std::sync::atomic::AtomicBool,
 }
 
 impl std::ops::Deref for Member {
@@ -679,11 +697,13 @@ impl Member {
                     };
                     continue;
                 }
-                ("approved", Some("approve_pattern")) => {
-                    PermissionAnswer::Choose(Choice::AllowAlways)
-                }
+                // Once, even for a pattern: the new rule answers the agent's next asks, and
+                // the agent's own "always" could be wider than the rule.
                 ("approved", _) => PermissionAnswer::Choose(Choice::AllowOnce),
-                ("aborted", _) => PermissionAnswer::Cancelled,
+                ("aborted", _) => {
+                    self.aborted.store(true, Ordering::SeqCst);
+                    PermissionAnswer::Cancelled
+                }
                 _ => PermissionAnswer::Choose(Choice::RejectOnce),
             };
         }
@@ -755,10 +775,12 @@ impl ClientSide for Member {
         Box::pin(async move {
             let path = checked?;
             let shown = path.display().to_string();
-            let text = tokio::task::spawn_blocking(move || std::fs::read_to_string(&path))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| format!("cannot read {shown}: {e}"))?;
+            // Regular files only, at most what a tool may return (a FIFO or a huge file must
+            // not hold a thread or the daemon's memory).
+            let text =
+                tokio::task::spawn_blocking(move || crate::executor::read_capped(&path, &shown))
+                    .await
+                    .map_err(|e| e.to_string())??;
             let start = line.unwrap_or(1).max(1) as usize - 1;
             if start == 0 && limit.is_none() {
                 return Ok(text);

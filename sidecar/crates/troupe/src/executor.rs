@@ -515,8 +515,13 @@ impl Tools {
 }
 
 /// Reads at most `MAX_TOOL_OUTPUT` bytes of a regular file (not a FIFO or a device).
-fn read_capped(path: &Path, shown: &str) -> Result<String, String> {
+pub(crate) fn read_capped(path: &Path, shown: &str) -> Result<String, String> {
     use std::io::Read;
+    // Checked before opening: opening a FIFO for reading blocks until a writer comes.
+    let kind = std::fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !kind.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
     let meta = file
         .metadata()

@@ -192,9 +192,13 @@ impl Runner {
         let (stop_tx, stop_rx) = oneshot::channel();
         self.stops().insert(run_id.clone(), stop_tx);
         let runner = self.clone();
-        let task = task(stop_rx);
+        // In a task of its own, so that a panic in it is still reported as the run's end.
+        let task = tokio::spawn(task(stop_rx));
         tokio::spawn(async move {
-            let exit = task.await;
+            let exit = match task.await {
+                Ok(exit) => exit,
+                Err(e) => Exit::Failed(format!("the run's driver failed: {e}")),
+            };
             runner.report(run_id, exit);
         });
     }

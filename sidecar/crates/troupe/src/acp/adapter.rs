@@ -205,11 +205,35 @@ pub enum AcpError {
     NoSuchAuth { wanted: String, offered: String },
     #[error("the agent answered {during} with an error: {message}")]
     Agent { during: String, message: String },
+    #[error(
+        "no answer to {during} within {} s: is this an ACP agent (claude-agent-acp, codex-acp, gemini --acp, …)?",
+        HANDSHAKE.as_secs()
+    )]
+    NoAnswer { during: String },
+}
+
+/// How long each step before the prompt (initialize, authenticate, session/new) may take.
+pub const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A handshake step's answer, or `NoAnswer` after `HANDSHAKE`.
+async fn within<T>(
+    during: &str,
+    step: impl Future<Output = Result<T, agent_client_protocol::Error>>,
+) -> Result<T, AcpError> {
+    match tokio::time::timeout(HANDSHAKE, step).await {
+        Ok(answer) => answer.map_err(|e| to_error(during, e)),
+        Err(_) => Err(AcpError::NoAnswer {
+            during: during.into(),
+        }),
+    }
 }
 
 fn to_error(during: &str, e: agent_client_protocol::Error) -> AcpError {
     let text = e.to_string();
-    if text.contains("transport closed") || text.contains("Transport closed") {
+    if agent_client_protocol::is_incoming_transport_closed(&e)
+        || text.contains("transport closed")
+        || text.contains("Transport closed")
+    {
         AcpError::Closed(during.into())
     } else {
         AcpError::Agent {
@@ -291,16 +315,17 @@ fn choice_of(kind: &PermissionOptionKind) -> Option<Choice> {
     })
 }
 
-/// The offered option for `answer`: the same kind, else its "once"/"always" sibling.
+/// The offered option for `answer`: the same kind, else a narrower sibling (always → once;
+/// a rejection may widen, a permission never does).
 fn pick(req: &RequestPermissionRequest, answer: PermissionAnswer) -> RequestPermissionOutcome {
     let PermissionAnswer::Choose(wanted) = answer else {
         return RequestPermissionOutcome::Cancelled;
     };
     let fallback = match wanted {
-        Choice::AllowOnce => Choice::AllowAlways,
-        Choice::AllowAlways => Choice::AllowOnce,
-        Choice::RejectOnce => Choice::RejectAlways,
-        Choice::RejectAlways => Choice::RejectOnce,
+        Choice::AllowOnce => None,
+        Choice::AllowAlways => Some(Choice::AllowOnce),
+        Choice::RejectOnce => Some(Choice::RejectAlways),
+        Choice::RejectAlways => Some(Choice::RejectOnce),
     };
     let find = |c: Choice| {
         req.options
@@ -308,7 +333,7 @@ fn pick(req: &RequestPermissionRequest, answer: PermissionAnswer) -> RequestPerm
             .find(|o| choice_of(&o.kind) == Some(c))
             .map(|o| o.option_id.clone())
     };
-    match find(wanted).or_else(|| find(fallback)) {
+    match find(wanted).or_else(|| fallback.and_then(find)) {
         Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
         // Nothing to allow with: refuse by cancelling.
         None => RequestPermissionOutcome::Cancelled,
@@ -544,8 +569,9 @@ async fn drive(
     cancel: &mut watch::Receiver<bool>,
     started: impl FnOnce(AgentInfo) + Send + 'static,
 ) -> Result<TurnEnd, AcpError> {
-    let init = cx
-        .send_request(
+    let init = within(
+        "initialize",
+        cx.send_request(
             InitializeRequest::new(ProtocolVersion::V1)
                 .client_capabilities(
                     ClientCapabilities::new()
@@ -557,9 +583,9 @@ async fn drive(
                 )
                 .client_info(Implementation::new("troupe", env!("CARGO_PKG_VERSION"))),
         )
-        .block_task()
-        .await
-        .map_err(|e| to_error("initialize", e))?;
+        .block_task(),
+    )
+    .await?;
     let auth_methods: Vec<String> = init
         .auth_methods
         .iter()
@@ -591,10 +617,7 @@ async fn drive(
                 "gateway": { "baseUrl": base_url, "headers": {} }
             })));
         }
-        cx.send_request(request)
-            .block_task()
-            .await
-            .map_err(|e| to_error("authenticate", e))?;
+        within("authenticate", cx.send_request(request).block_task()).await?;
     }
     let servers = setup
         .mcp
@@ -612,11 +635,12 @@ async fn drive(
             )
         })
         .collect();
-    let session = cx
-        .send_request(NewSessionRequest::new(setup.cwd.clone()).mcp_servers(servers))
-        .block_task()
-        .await
-        .map_err(|e| to_error("session/new", e))?;
+    let session = within(
+        "session/new",
+        cx.send_request(NewSessionRequest::new(setup.cwd.clone()).mcp_servers(servers))
+            .block_task(),
+    )
+    .await?;
     let turn = cx
         .send_request(PromptRequest::new(
             session.session_id.clone(),
@@ -699,6 +723,15 @@ mod tests {
         assert_eq!(
             chosen(pick(&some, PermissionAnswer::Choose(Choice::RejectOnce))).as_deref(),
             Some("opt-1")
+        );
+        // A one-time permission is never widened into a lasting one.
+        let always_only = request(&[K::AllowAlways, K::RejectOnce]);
+        assert_eq!(
+            chosen(pick(
+                &always_only,
+                PermissionAnswer::Choose(Choice::AllowOnce)
+            )),
+            None
         );
         let allow_only = request(&[K::AllowOnce]);
         assert_eq!(

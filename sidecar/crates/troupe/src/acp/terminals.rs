@@ -31,25 +31,35 @@ struct Terminal {
     exit: watch::Receiver<Option<TerminalExit>>,
 }
 
+/// The newest `limit` bytes of a command's output (a ring: dropping the oldest costs what is
+/// dropped, not what is kept).
 #[derive(Default)]
 struct Buffer {
-    bytes: Vec<u8>,
+    bytes: std::collections::VecDeque<u8>,
     limit: usize,
     truncated: bool,
 }
 
 impl Buffer {
     fn push(&mut self, chunk: &[u8]) {
-        self.bytes.extend_from_slice(chunk);
+        self.bytes.extend(chunk);
         if self.bytes.len() > self.limit {
             let cut = self.bytes.len() - self.limit;
             self.bytes.drain(..cut);
             // Start on a character boundary.
-            while !self.bytes.is_empty() && (self.bytes[0] & 0xC0) == 0x80 {
-                self.bytes.remove(0);
+            while self.bytes.front().is_some_and(|b| (b & 0xC0) == 0x80) {
+                self.bytes.pop_front();
             }
             self.truncated = true;
         }
+    }
+
+    fn text(&self) -> String {
+        let (a, b) = self.bytes.as_slices();
+        let mut all = Vec::with_capacity(a.len() + b.len());
+        all.extend_from_slice(a);
+        all.extend_from_slice(b);
+        String::from_utf8_lossy(&all).into_owned()
     }
 }
 
@@ -126,7 +136,7 @@ impl Terminals {
         let t = all.get(id).ok_or_else(|| unknown(id))?;
         let buf = t.output.lock().unwrap_or_else(|p| p.into_inner());
         Ok(TerminalOutput {
-            output: String::from_utf8_lossy(&buf.bytes).into_owned(),
+            output: buf.text(),
             truncated: buf.truncated,
             exit: t.exit.borrow().clone(),
         })
@@ -254,7 +264,14 @@ mod tests {
         assert!(t.output(&id).unwrap_err().contains("no terminal"));
         assert!(t.wait("term-99").await.is_err());
         let id = t.create(spec("sleep 30", None), dir.path()).unwrap();
+        let exit = t.wait(&id);
         t.kill_all();
         assert!(t.output(&id).is_err());
+        // Killed, not only forgotten.
+        let exit = tokio::time::timeout(std::time::Duration::from_secs(5), exit)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit.signal.as_deref(), Some("SIGKILL"));
     }
 }
