@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::support::{
-    TestDaemon, define, launch, pending_approval, register, repo, start, wait_for, wait_run,
+    TestDaemon, define, launch, party_end, pending_approval, register, repo, start, wait_for,
+    wait_run,
 };
 
 const TROUPE: &str = env!("CARGO_BIN_EXE_troupe");
@@ -498,14 +499,7 @@ async fn a_party_of_acp_agents_runs_with_a_crash_restarted_and_is_cancelled() {
         json!({ "decision": "approve_pattern", "pattern": "*", "scope": "project" }),
     )
     .await;
-    let s = wait_for("the ACP party to finish", 60, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] != "running").then_some(s)
-    })
-    .await;
+    let s = party_end(&c, &party, 60).await;
     assert_eq!(s["party"]["status"], "completed", "{s}");
     let members = s["members"].as_array().unwrap();
     let devs: Vec<&Value> = members
@@ -572,14 +566,8 @@ async fn a_party_of_acp_agents_runs_with_a_crash_restarted_and_is_cancelled() {
     c.call("cancel_party", json!({ "party_id": party }))
         .await
         .unwrap();
-    let s = wait_for("the party to be cancelled", 30, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] == "cancelled").then_some(s)
-    })
-    .await;
+    let s = party_end(&c, &party, 30).await;
+    assert_eq!(s["party"]["status"], "cancelled", "{s}");
     for m in s["members"].as_array().unwrap() {
         assert_eq!(m["status"], "cancelled", "{m}");
         let run = wait_run(&c, m["run_id"].as_str().unwrap()).await;
@@ -646,14 +634,7 @@ async fn an_acp_member_is_restarted_after_a_kill_9_of_the_daemon() {
     let approval = pending_approval(&c).await;
     assert!(!pid_alive(pid), "the orphaned agent was stopped");
     decide(&c, &approval, json!({ "decision": "approve" })).await;
-    let s = wait_for("the party to finish after the restart", 60, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] != "running").then_some(s)
-    })
-    .await;
+    let s = party_end(&c, &party, 60).await;
     assert_eq!(s["party"]["status"], "completed", "{s}");
     let member = &s["members"][0];
     assert_eq!(

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
+use troupe::client::Client;
 use troupe::paths::Layout;
 
 use crate::support::{BIN, TestDaemon, http_post_to, pending_approval, register};
@@ -50,6 +51,28 @@ fn hook_at(layout: &Layout, event: &str, payload: Value, session: Option<&str>) 
     } else {
         serde_json::from_str(&text).unwrap()
     }
+}
+
+/// A run of Troupe's (a stand-in for Claude Code that sleeps) whose workflow blocks WebFetch;
+/// the run and its session.
+async fn claude_worker(c: &Client, project: &str) -> (Value, String) {
+    let parent = register(c, "human", project, None).await;
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "claude-worker", "command": ["sleep", "60"],
+                                "workflow": { "blocked_tools": ["WebFetch"] } } }),
+    )
+    .await
+    .unwrap();
+    let run = c
+        .call(
+            "start_agent",
+            json!({ "agent": "claude-worker", "prompt": "work", "parent_session_id": parent }),
+        )
+        .await
+        .unwrap();
+    let me = run["session_id"].as_str().unwrap().to_string();
+    (run, me)
 }
 
 fn base(event: &str, cwd: &str) -> Value {
@@ -218,22 +241,7 @@ async fn a_claude_member_started_by_troupe_asks_troupe_before_its_tools() {
     let d = TestDaemon::start();
     let c = d.client().await;
     let project = d.project("proj");
-    let parent = register(&c, "human", &project, None).await;
-    c.call(
-        "create_agent_definition",
-        json!({ "definition": { "name": "claude-worker", "command": ["sleep", "60"],
-                                "workflow": { "blocked_tools": ["WebFetch"] } } }),
-    )
-    .await
-    .unwrap();
-    let run = c
-        .call(
-            "start_agent",
-            json!({ "agent": "claude-worker", "prompt": "work", "parent_session_id": parent }),
-        )
-        .await
-        .unwrap();
-    let me = run["session_id"].as_str().unwrap().to_string();
+    let (run, me) = claude_worker(&c, &project).await;
     let pre = |tool: &str, input: Value, id: &str| {
         with(
             base("PreToolUse", &project),
@@ -307,22 +315,7 @@ async fn claude_codes_http_hook_form_gets_the_same_answers_from_the_daemon() {
     let d = TestDaemon::start();
     let c = d.client().await;
     let project = d.project("proj");
-    let parent = register(&c, "human", &project, None).await;
-    c.call(
-        "create_agent_definition",
-        json!({ "definition": { "name": "claude-worker", "command": ["sleep", "60"],
-                                "workflow": { "blocked_tools": ["WebFetch"] } } }),
-    )
-    .await
-    .unwrap();
-    let run = c
-        .call(
-            "start_agent",
-            json!({ "agent": "claude-worker", "prompt": "work", "parent_session_id": parent }),
-        )
-        .await
-        .unwrap();
-    let me = run["session_id"].as_str().unwrap().to_string();
+    let (run, me) = claude_worker(&c, &project).await;
     let url = troupe::client::read_endpoint(&d.layout)
         .unwrap()
         .mcp_url

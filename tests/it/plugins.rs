@@ -11,8 +11,8 @@ use troupe::client::Client;
 
 use crate::mock_llm::{INPUT_TOKENS, MockLlm, OUTPUT_TOKENS, Reply};
 use crate::support::{
-    TestDaemon, define, launch, pending_approval, plugin_folder, register, repo, run_to_end, start,
-    stdout, wait_for, wait_run,
+    TestDaemon, define, launch, party_end, pending_approval, plugin_folder, register, repo,
+    run_to_end, start, stdout, wait_for, wait_run,
 };
 
 async fn install(d: &TestDaemon, name: &str) -> Value {
@@ -305,14 +305,7 @@ async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
     .await
     .unwrap();
 
-    let s = wait_for("the party to complete", 30, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] != "running").then_some(s)
-    })
-    .await;
+    let s = party_end(&c, &party, 30).await;
     assert_eq!(s["party"]["status"], "completed", "{s}");
     let member = &s["members"][0];
     let workdir = member["workdir"].as_str().unwrap();
@@ -575,14 +568,7 @@ async fn an_executor_member_survives_a_kill_9_of_the_daemon() {
     d.kill9();
     d.spawn();
     let c = d.client().await;
-    let s = wait_for("the party to finish after the restart", 60, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] != "running").then_some(s)
-    })
-    .await;
+    let s = party_end(&c, &party, 60).await;
     assert_eq!(s["party"]["status"], "completed", "{s}");
     let member = &s["members"][0];
     assert_eq!(member["attempts"], 2, "{s}");

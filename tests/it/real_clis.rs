@@ -13,7 +13,8 @@ use troupe::client::Client;
 
 use crate::mock_llm::{MockLlm, Reply};
 use crate::support::{
-    TestDaemon, define, launch, pending_approval, register, repo, wait_for, workspace_root,
+    TestDaemon, define, launch, party_end, pending_approval, register, repo, wait_for,
+    workspace_root,
 };
 
 /// Where `scripts/install-agent-clis` put the CLIs.
@@ -74,17 +75,6 @@ async fn member_workdir(c: &Client, party: &str, role: &str) -> String {
             .iter()
             .find(|m| m["role"] == role && m["run_id"].is_string())
             .and_then(|m| m["workdir"].as_str().map(str::to_string))
-    })
-    .await
-}
-
-async fn party_end(c: &Client, party: &str) -> Value {
-    wait_for("the party to end", 180, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] != "running").then_some(s)
     })
     .await
 }
@@ -256,7 +246,7 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
     .await
     .unwrap();
 
-    let s = party_end(&c, &party).await;
+    let s = party_end(&c, &party, 180).await;
     let dump = || {
         format!(
             "{s}\nanthropic: {:#?}\nopenai: {:#?}",
@@ -309,7 +299,7 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
     )
     .await
     .unwrap();
-    let s = party_end(&c, &party).await;
+    let s = party_end(&c, &party, 180).await;
     assert_eq!(s["party"]["status"], "completed", "{}", dump());
     assert!(!nope.exists());
     assert_eq!(

@@ -405,3 +405,15 @@ pub async fn run_to_end(c: &Client, agent: &str, prompt: &str, parent: &str) -> 
     let run_id = start(c, agent, prompt, parent).await;
     wait_run(c, &run_id).await
 }
+
+/// Waits up to `secs` for party `party` to stop running; its `get_party_status`.
+pub async fn party_end(c: &Client, party: &str, secs: u64) -> Value {
+    wait_for(&format!("party {party} to end"), secs, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["party"]["status"] != "running").then_some(s)
+    })
+    .await
+}

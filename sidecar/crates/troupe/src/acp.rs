@@ -136,6 +136,7 @@ pub async fn drive(
         spawned,
         first_update: std::sync::atomic::AtomicBool::new(false),
         aborted: std::sync::atomic::AtomicBool::new(false),
+        pid,
     })));
     let (timeline_done, timeline_end) = oneshot::channel();
     let timeline = tokio::spawn(record_updates(
@@ -164,18 +165,6 @@ pub async fn drive(
         prompt: prompt(&run, &options),
     };
     let (cancel_tx, cancel_rx) = watch::channel(false);
-    let started = {
-        let daemon = daemon.clone();
-        let run = run.clone();
-        move |info: AgentInfo| {
-            event(
-                &daemon,
-                &run,
-                "agent_started",
-                json!({"name": info.name, "version": info.version, "pid": pid}),
-            );
-        }
-    };
     // Boxed so that dropping it really drops it (and the agent's stdin with it).
     let mut session = Box::pin(adapter::run_session(
         stdin,
@@ -183,7 +172,6 @@ pub async fn drive(
         member.clone(),
         setup,
         cancel_rx,
-        started,
     ));
     // No timeout: no limit (a duration too long for a timer is none either).
     let limit = agent
@@ -339,25 +327,11 @@ async fn shut_down(pid: Option<u32>, child: &mut tokio::process::Child) -> Optio
     None
 }
 
-fn event(daemon: &Weak<Daemon>, run: &AgentRun, kind: &str, mut data: Value) {
-    let Some(d) = daemon.upgrade() else {
-        return;
-    };
-    if let Value::Object(m) = &mut data {
-        m.insert("run_id".into(), Value::String(run.run_id.clone()));
-    }
-    let event = troupe_store::NewEvent {
-        kind: kind.into(),
-        project_id: Some(run.project_id.clone()),
-        session_id: Some(run.session_id.clone()),
-        party_id: run.party_id.clone(),
-        data,
-    };
-    tokio::spawn(async move {
-        if let Err(e) = d.store.append_event(event).await {
-            tracing::debug!(error = %e, "ACP event not recorded");
-        }
-    });
+/// What a run's timeline writer is sent, in order.
+enum Record {
+    Update(Update),
+    /// A fact of the runner's own (agent_started, agent_first_update, agent_tool_refused).
+    Event(&'static str, Value),
 }
 
 /// Writes a run's updates to the timeline: text chunks joined into one message (written when
@@ -366,7 +340,7 @@ fn event(daemon: &Weak<Daemon>, run: &AgentRun, kind: &str, mut data: Value) {
 async fn record_updates(
     daemon: Weak<Daemon>,
     run: AgentRun,
-    mut updates: mpsc::Receiver<Update>,
+    mut updates: mpsc::Receiver<Record>,
     mut end: oneshot::Receiver<()>,
 ) -> String {
     let mut t = Timeline {
@@ -378,7 +352,9 @@ async fn record_updates(
         dropped: 0,
     };
     let mut usage: Option<Value> = None;
-    let mut cost_seen = 0.0f64;
+    // The session's cost so far (agents report a running total): each rise goes to the run's
+    // usage at once.
+    let mut cost_recorded = 0.0f64;
     let mut draining = false;
     loop {
         let update = if draining {
@@ -401,6 +377,14 @@ async fn record_updates(
                     t.flush().await;
                     continue;
                 }
+            }
+        };
+        let update = match update {
+            Record::Update(u) => u,
+            Record::Event(kind, data) => {
+                t.flush().await;
+                t.append(kind, data).await;
+                continue;
             }
         };
         match update {
@@ -441,8 +425,11 @@ async fn record_updates(
                 size,
                 cost_usd,
             } => {
-                if let Some(cost) = cost_usd {
-                    cost_seen = cost_seen.max(cost);
+                if let Some(cost) = cost_usd
+                    && cost > cost_recorded
+                {
+                    t.add_cost(cost - cost_recorded).await;
+                    cost_recorded = cost;
                 }
                 usage =
                     Some(json!({"context_used": used, "context_size": size, "cost_usd": cost_usd}));
@@ -456,18 +443,6 @@ async fn record_updates(
     if t.dropped > 0 {
         let data = json!({"count": t.dropped, "kept": MAX_EVENTS});
         t.append("agent_updates_dropped", data).await;
-    }
-    if cost_seen > 0.0
-        && let Some(d) = t.daemon.upgrade()
-    {
-        let usage = troupe_store::Usage {
-            input_tokens: 0,
-            output_tokens: 0,
-            cost_usd: cost_seen,
-        };
-        if let Err(e) = d.store.add_usage(t.run.run_id.clone(), usage).await {
-            tracing::debug!(error = %e, "ACP cost not recorded");
-        }
     }
     t.last
 }
@@ -515,6 +490,20 @@ impl Timeline {
         }
     }
 
+    async fn add_cost(&self, cost_usd: f64) {
+        let Some(d) = self.daemon.upgrade() else {
+            return;
+        };
+        let usage = troupe_store::Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd,
+        };
+        if let Err(e) = d.store.add_usage(self.run.run_id.clone(), usage).await {
+            tracing::debug!(error = %e, "ACP cost not recorded");
+        }
+    }
+
     /// Writes the message streamed so far (whitespace alone is no message).
     async fn flush(&mut self) {
         let text = std::mem::take(&mut self.text);
@@ -527,16 +516,8 @@ impl Timeline {
     }
 }
 
-fn cut(mut s: String) -> String {
-    if s.len() > MAX_TEXT {
-        let mut at = MAX_TEXT;
-        while !s.is_char_boundary(at) {
-            at -= 1;
-        }
-        s.truncate(at);
-        s.push_str("[…]");
-    }
-    s
+fn cut(s: String) -> String {
+    crate::executor::cut_at(s, MAX_TEXT, "[…]")
 }
 
 /// The Troupe name of an ACP tool kind (the names workflows and approval rules use).
@@ -569,7 +550,7 @@ struct MemberState {
     heard: Mutex<Instant>,
     /// Permission requests waiting for a person (the agent is not hung meanwhile).
     asking: AtomicUsize,
-    updates: mpsc::Sender<Update>,
+    updates: mpsc::Sender<Record>,
     terminals: terminals::Terminals,
     /// Turns true when the run is over: waiting answers give up.
     ended: watch::Sender<bool>,
@@ -578,6 +559,7 @@ struct MemberState {
     first_update: std::sync::atomic::AtomicBool,
     /// A person aborted at one of its approvals (the run is being stopped).
     aborted: std::sync::atomic::AtomicBool,
+    pid: Option<u32>,
 }
 
 impl std::ops::Deref for Member {
@@ -604,6 +586,14 @@ impl Member {
 
     fn permits(&self, tool: &str) -> Result<(), String> {
         self.agent.workflow.permits(tool)
+    }
+
+    /// Queues a record for the timeline writer. Waiting here holds the agent's output: a flood
+    /// is slowed, never buffered without end.
+    async fn record(&self, record: Record) {
+        if self.updates.send(record).await.is_err() {
+            tracing::debug!("ACP record after the timeline closed");
+        }
     }
 
     /// Puts a permission request to Troupe: the workflow first, then approval rules and a
@@ -633,12 +623,8 @@ impl Member {
                 .or_insert_with(|| Value::String(title.clone()));
         }
         if let Err(why) = self.permits(&tool) {
-            event(
-                &self.daemon,
-                &self.run,
-                "agent_tool_refused",
-                json!({"tool": tool, "title": ask.tool.title, "reason": why}),
-            );
+            let data = json!({"tool": tool, "title": ask.tool.title, "reason": why});
+            self.record(Record::Event("agent_tool_refused", data)).await;
             return PermissionAnswer::Choose(Choice::RejectOnce);
         }
         let Some(d) = self.daemon.upgrade() else {
@@ -657,55 +643,33 @@ impl Member {
             .and_then(|p| confine(&self.workdir, &p).ok())
             .map(|p| p.display().to_string());
         let dangerous = tool == "run_command" || tool == "delete_file";
-        let mut params = RequestPermissionParams {
+        let params = RequestPermissionParams {
             session_id: self.run.session_id.clone(),
-            approval_id: None,
             tool_name: Some(tool.clone()),
             input: Some(Value::Object(input)),
             file_path,
-            start_line: None,
-            end_line: None,
-            diff: None,
             is_dangerous: dangerous,
             danger_reason: dangerous.then(|| format!("{tool} asked by an ACP agent")),
             request_key: Some(format!("acp:{}:{}", self.run.run_id, ask.tool.id)),
             wait_ms: Some(APPROVAL_POLL_MS),
+            ..RequestPermissionParams::default()
         };
-        loop {
-            let r = match crate::ops::request_permission(&d, params).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(run = %self.run.run_id, error = %e, "ACP permission request failed");
-                    return PermissionAnswer::Choose(Choice::RejectOnce);
-                }
-            };
-            return match (r.status.as_str(), r.decision.as_deref()) {
-                ("pending", _) => {
-                    params = RequestPermissionParams {
-                        session_id: self.run.session_id.clone(),
-                        approval_id: Some(r.approval_id),
-                        tool_name: None,
-                        input: None,
-                        file_path: None,
-                        start_line: None,
-                        end_line: None,
-                        diff: None,
-                        is_dangerous: false,
-                        danger_reason: None,
-                        request_key: None,
-                        wait_ms: Some(APPROVAL_POLL_MS),
-                    };
-                    continue;
-                }
-                // Once, even for a pattern: the new rule answers the agent's next asks, and
-                // the agent's own "always" could be wider than the rule.
-                ("approved", _) => PermissionAnswer::Choose(Choice::AllowOnce),
-                ("aborted", _) => {
-                    self.aborted.store(true, Ordering::SeqCst);
-                    PermissionAnswer::Cancelled
-                }
-                _ => PermissionAnswer::Choose(Choice::RejectOnce),
-            };
+        let r = match crate::ops::request_permission_decided(&d, params).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(run = %self.run.run_id, error = %e, "ACP permission request failed");
+                return PermissionAnswer::Choose(Choice::RejectOnce);
+            }
+        };
+        match r.status.as_str() {
+            // Once, even for a pattern: the new rule answers the agent's next asks, and the
+            // agent's own "always" could be wider than the rule.
+            "approved" => PermissionAnswer::Choose(Choice::AllowOnce),
+            "aborted" => {
+                self.aborted.store(true, Ordering::SeqCst);
+                PermissionAnswer::Cancelled
+            }
+            _ => PermissionAnswer::Choose(Choice::RejectOnce),
         }
     }
 }
@@ -732,26 +696,28 @@ impl ClientSide for Member {
         self.touch();
     }
 
-    fn updated(&self) {
-        if !self.first_update.swap(true, Ordering::SeqCst) {
-            let ms = self.spawned.elapsed().as_secs_f64() * 1000.0;
-            event(
-                &self.daemon,
-                &self.run,
-                "agent_first_update",
-                json!({ "ms_since_spawn": ms }),
-            );
-        }
+    fn updated(&self) -> BoxFuture<()> {
+        let me = self.clone();
+        Box::pin(async move {
+            if !me.first_update.swap(true, Ordering::SeqCst) {
+                let ms = me.spawned.elapsed().as_secs_f64() * 1000.0;
+                let data = json!({ "ms_since_spawn": ms });
+                me.record(Record::Event("agent_first_update", data)).await;
+            }
+        })
+    }
+
+    fn started(&self, info: AgentInfo) -> BoxFuture<()> {
+        let me = self.clone();
+        Box::pin(async move {
+            let data = json!({"name": info.name, "version": info.version, "pid": me.pid});
+            me.record(Record::Event("agent_started", data)).await;
+        })
     }
 
     fn update(&self, update: Update) -> BoxFuture<()> {
-        let tx = self.updates.clone();
-        Box::pin(async move {
-            // Waiting here holds the agent's output: a flood is slowed, never buffered without end.
-            if tx.send(update).await.is_err() {
-                tracing::debug!("ACP update after the timeline closed");
-            }
-        })
+        let me = self.clone();
+        Box::pin(async move { me.record(Record::Update(update)).await })
     }
 
     fn permission(&self, ask: PermissionAsk) -> BoxFuture<PermissionAnswer> {

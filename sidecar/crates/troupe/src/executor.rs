@@ -326,14 +326,19 @@ fn args<T: serde::de::DeserializeOwned>(tool: &str, raw: &str) -> Result<T, Stri
     serde_json::from_str(raw).map_err(|e| format!("bad arguments for {tool}: {e}"))
 }
 
-fn cut(mut s: String) -> String {
-    if s.len() > MAX_TOOL_OUTPUT {
-        let mut at = MAX_TOOL_OUTPUT;
+fn cut(s: String) -> String {
+    cut_at(s, MAX_TOOL_OUTPUT, "\n[output truncated]")
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, `marker` appended when cut.
+pub(crate) fn cut_at(mut s: String, max: usize, marker: &str) -> String {
+    if s.len() > max {
+        let mut at = max;
         while !s.is_char_boundary(at) {
             at -= 1;
         }
         s.truncate(at);
-        s.push_str("\n[output truncated]");
+        s.push_str(marker);
     }
     s
 }
@@ -469,46 +474,24 @@ impl Tools {
             .and_then(Value::as_str)
             .and_then(|p| confine(&self.workdir, p).ok())
             .map(|p| p.display().to_string());
-        let mut params = RequestPermissionParams {
+        let params = RequestPermissionParams {
             session_id: self.run.session_id.clone(),
-            approval_id: None,
             tool_name: Some(tool.to_string()),
             input: Some(input.clone()),
             file_path,
-            start_line: None,
-            end_line: None,
-            diff: None,
             is_dangerous: tool == "run_command",
             danger_reason: (tool == "run_command").then(|| "runs a shell command".to_string()),
-            request_key: None,
             wait_ms: Some(300_000),
+            ..RequestPermissionParams::default()
         };
-        loop {
-            let r = crate::ops::request_permission(d, params)
-                .await
-                .map_err(|e| format!("approval failed: {e}"))?;
-            match r.status.as_str() {
-                "approved" => return Ok(()),
-                "pending" => {
-                    params = RequestPermissionParams {
-                        session_id: self.run.session_id.clone(),
-                        approval_id: Some(r.approval_id),
-                        tool_name: None,
-                        input: None,
-                        file_path: None,
-                        start_line: None,
-                        end_line: None,
-                        diff: None,
-                        is_dangerous: false,
-                        danger_reason: None,
-                        request_key: None,
-                        wait_ms: Some(300_000),
-                    };
-                }
-                other => {
-                    let why = r.reason.map(|r| format!(": {r}")).unwrap_or_default();
-                    return Err(format!("the call to {tool} was {other} by a person{why}"));
-                }
+        let r = crate::ops::request_permission_decided(d, params)
+            .await
+            .map_err(|e| format!("approval failed: {e}"))?;
+        match r.status.as_str() {
+            "approved" => Ok(()),
+            other => {
+                let why = r.reason.map(|r| format!(": {r}")).unwrap_or_default();
+                Err(format!("the call to {tool} was {other} by a person{why}"))
             }
         }
     }
@@ -545,12 +528,8 @@ pub(crate) fn read_capped(path: &Path, shown: &str) -> Result<String, String> {
         Err(_) => return Err(format!("{shown} is not UTF-8 text")),
     };
     if meta.len() > MAX_TOOL_OUTPUT as u64 {
-        let mut text = text;
-        let mut at = text.len().min(MAX_TOOL_OUTPUT);
-        while !text.is_char_boundary(at) {
-            at -= 1;
-        }
-        text.truncate(at);
+        // Marked even when what was read fits: the file is longer than what is shown.
+        let mut text = cut_at(text, MAX_TOOL_OUTPUT, "");
         text.push_str("\n[output truncated]");
         return Ok(text);
     }

@@ -128,7 +128,9 @@ pub trait ClientSide: Send + Sync + 'static {
     /// Any message from the agent (for hang detection).
     fn heard(&self);
     /// A `session/update` came (any kind, before it is read).
-    fn updated(&self);
+    fn updated(&self) -> BoxFuture<()>;
+    /// What `initialize` said about the agent.
+    fn started(&self, info: AgentInfo) -> BoxFuture<()>;
     /// An update of the turn; may wait (backpressure on a flood).
     fn update(&self, update: Update) -> BoxFuture<()>;
     fn permission(&self, ask: PermissionAsk) -> BoxFuture<PermissionAnswer>;
@@ -357,14 +359,13 @@ fn meta(v: Value) -> serde_json::Map<String, Value> {
 
 /// Runs one session over the agent's stdio: initialize, authenticate, session/new, one
 /// prompt. When `cancel` turns true mid-turn, `session/cancel` is sent and the turn's own end
-/// awaited. `started` receives what `initialize` said.
+/// awaited.
 pub async fn run_session<H: ClientSide>(
     stdin: tokio::process::ChildStdin,
     stdout: tokio::process::ChildStdout,
     side: Arc<H>,
     setup: SessionSetup,
     mut cancel: watch::Receiver<bool>,
-    started: impl FnOnce(AgentInfo) + Send + 'static,
 ) -> Result<TurnEnd, AcpError> {
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
     let (s1, s2, s3, s4, s5, s6, s7, s8, s9) = (
@@ -384,7 +385,7 @@ pub async fn run_session<H: ClientSide>(
         .on_receive_notification(
             async move |n: SessionNotification, _cx| {
                 s1.heard();
-                s1.updated();
+                s1.updated().await;
                 if let Some(update) = update_of(n) {
                     s1.update(update).await;
                 }
@@ -548,7 +549,7 @@ pub async fn run_session<H: ClientSide>(
             on_receive_request!(),
         )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-            Ok(drive(cx, setup, &mut cancel, started).await)
+            Ok(drive(cx, setup, &mut cancel, side.as_ref()).await)
         })
         .await;
     match result {
@@ -567,7 +568,7 @@ async fn drive(
     cx: ConnectionTo<Agent>,
     setup: SessionSetup,
     cancel: &mut watch::Receiver<bool>,
-    started: impl FnOnce(AgentInfo) + Send + 'static,
+    side: &impl ClientSide,
 ) -> Result<TurnEnd, AcpError> {
     let init = within(
         "initialize",
@@ -595,11 +596,12 @@ async fn drive(
                 .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
         })
         .collect();
-    started(AgentInfo {
+    side.started(AgentInfo {
         name: init.agent_info.as_ref().map(|i| i.name.clone()),
         version: init.agent_info.as_ref().map(|i| i.version.clone()),
         auth_methods: auth_methods.clone(),
-    });
+    })
+    .await;
     if let Some(method) = &setup.auth_method {
         if !auth_methods.iter().any(|m| m == method) {
             return Err(AcpError::NoSuchAuth {

@@ -618,7 +618,7 @@ pub struct NotificationsResult {
 
 pub use troupe_store::{Approval, ApprovalRule};
 
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestPermissionParams {
     /// The asking session (the CLI fills it from TROUPE_SESSION_ID).

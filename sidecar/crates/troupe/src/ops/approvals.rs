@@ -110,6 +110,26 @@ pub fn arm_pending(
     Ok(())
 }
 
+/// `request_permission` until it is decided: for the daemon's own runs (executors, ACP
+/// agents), which wait as long as the request does (rules apply; its timeout denies).
+pub async fn request_permission_decided(
+    d: &Daemon,
+    p: RequestPermissionParams,
+) -> Result<PermissionResult, ApiError> {
+    let (session_id, wait_ms) = (p.session_id.clone(), p.wait_ms);
+    let mut r = request_permission(d, p).await?;
+    while r.status == "pending" {
+        let again = RequestPermissionParams {
+            session_id: session_id.clone(),
+            approval_id: Some(r.approval_id),
+            wait_ms,
+            ..RequestPermissionParams::default()
+        };
+        r = request_permission(d, again).await?;
+    }
+    Ok(r)
+}
+
 pub async fn request_permission(
     d: &Daemon,
     p: RequestPermissionParams,

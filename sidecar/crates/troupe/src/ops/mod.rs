@@ -9,7 +9,8 @@ mod plugins;
 
 pub use agents::*;
 pub use approvals::{
-    decide_approval, list_approval_rules, list_approvals, request_permission, revoke_approval_rule,
+    decide_approval, list_approval_rules, list_approvals, request_permission,
+    request_permission_decided, revoke_approval_rule,
 };
 pub use hooks::*;
 pub use parties::*;
