@@ -34,7 +34,7 @@ pub use model::{
 };
 pub use orchestration::{
     AgentRun, DefinitionKind, DefinitionRow, MemberRow, MemberState, NewNotification, NewRun,
-    Notification, PartyRow, PartyState, Put, RunStatus, Task, Usage,
+    Notification, PartyRow, PartyState, Put, RunEnd, RunStatus, Task, Usage,
 };
 pub use schema::{SCHEMA_VERSION, schema_sql};
 

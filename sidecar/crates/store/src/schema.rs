@@ -11,6 +11,7 @@ const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0002_parties.sql")),
     M::up(include_str!("migrations/0003_approvals.sql")),
     M::up(include_str!("migrations/0004_usage.sql")),
+    M::up(include_str!("migrations/0005_reliability.sql")),
 ];
 
 /// The schema version a fully migrated database has.
