@@ -497,3 +497,63 @@ async fn a_subagent_lists_its_siblings_over_mcp() {
             .unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_drops_a_request_when_its_run_ends() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = repo(&d.dir.path().join("proj"));
+    let parent = register(&c, "human", &project, None).await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "worker", "command": ["sleep", "120"], "isolation": "worktree" }),
+    )
+    .await;
+    let run = start(&c, "worker", "go", &parent).await;
+    let r = c
+        .call("get_agent_result", json!({ "run_id": run }))
+        .await
+        .unwrap();
+    let session = r["run"]["session_id"].as_str().unwrap().to_string();
+    let asked = c
+        .call(
+            "request_permission",
+            json!({ "session_id": session, "tool_name": "write_file", "file_path": "README.md",
+                    "input": {}, "wait_ms": 0 }),
+        )
+        .await
+        .unwrap();
+    let project_dir = std::fs::canonicalize(&project).unwrap();
+    let mut lsp =
+        troupe::lsp_client::LspClient::start(Path::new(BIN), &d.layout, &project_dir, "warn")
+            .await
+            .unwrap();
+    let uri = format!("file://{}", project_dir.join("README.md").display());
+    let shown = |m: &Value| {
+        m["method"] == "textDocument/publishDiagnostics"
+            && m["params"]["uri"] == uri
+            && m["params"]["diagnostics"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|x| x["code"] == asked["approval_id"]))
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), lsp.until(shown))
+        .await
+        .expect("the request shown")
+        .unwrap();
+    c.call("cancel_agent", json!({ "run_id": run }))
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        lsp.until(|m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == uri
+                && m["params"]["diagnostics"] == json!([])
+        }),
+    )
+    .await
+    .expect("the expired request dropped from the editor")
+    .unwrap();
+    lsp.stop().await.unwrap();
+}
