@@ -6,7 +6,7 @@ use rusqlite_migration::{M, Migrations};
 
 use crate::StoreError;
 
-const MIGRATIONS: &[M<'static>] = &[
+pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0001_foundation.sql")),
     M::up(include_str!("migrations/0002_parties.sql")),
     M::up(include_str!("migrations/0003_approvals.sql")),
