@@ -26,6 +26,10 @@ pub enum BenchCommand {
     Mcp(crate::bench_agents::McpArgs),
     /// ACP member spawn → first update (the scripted agent, or any ACP command).
     Acp(crate::bench_agents::AcpArgs),
+    /// kill -9 soaks: keyed sends (nothing acknowledged lost or doubled) and parties (no rerun,
+    /// no double spawn, no orphan process).
+    #[command(subcommand)]
+    Soak(crate::bench_soak::SoakCommand),
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +97,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Approvals(args) => return crate::bench_approvals::run(args, json).await,
         BenchCommand::Mcp(args) => return crate::bench_agents::mcp(args, json).await,
         BenchCommand::Acp(args) => return crate::bench_agents::acp(args, json).await,
+        BenchCommand::Soak(cmd) => return crate::bench_soak::run(cmd, json).await,
     };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");
@@ -307,7 +312,7 @@ pub(crate) async fn start_daemon(layout: &Layout) -> anyhow::Result<(DaemonGuard
     Ok((daemon, client, spawned.elapsed().as_secs_f64() * 1000.0))
 }
 
-async fn register(client: &Client, cwd: &str) -> anyhow::Result<String> {
+pub(crate) async fn register(client: &Client, cwd: &str) -> anyhow::Result<String> {
     let r = client
         .call("register_session", json!({ "cli": "bench", "cwd": cwd }))
         .await?;

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod bench_agents;
 pub mod bench_approvals;
 pub mod bench_parties;
+pub mod bench_soak;
 pub mod builtin;
 pub mod cli;
 pub mod client;
