@@ -813,3 +813,62 @@ fn fuzz_mcp_tools() {
     assert!(!mcp.is_transport_closed(), "troupe mcp stopped");
     assert_serving(&rt, &mut w).unwrap();
 }
+
+/// Found reading the code the fuzz targets drive: a timeout of 1e300 seconds passed the checks
+/// (positive and finite) and then panicked converting to a `Duration` in the orchestrator
+/// (`start_agent`) or the approval timer. Now refused with a typed error, and the daemon goes on.
+#[tokio::test]
+async fn huge_timeouts_are_refused_not_a_panic() {
+    let mut w = world_async().await;
+    let c = w.daemon.client().await;
+    let parent = w.pool[0].clone();
+    for field in ["timeout_secs", "approval_timeout_secs"] {
+        let mut def = json!({ "name": format!("huge-{field}"), "command": ["true"] });
+        def[field] = json!(1e300);
+        let err = c
+            .call("create_agent_definition", json!({ "definition": def }))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some(codes::INVALID_PARAMS), "{err}");
+        assert!(err.to_string().contains(field), "{err}");
+    }
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "plain", "command": ["true"] } }),
+    )
+    .await
+    .unwrap();
+    let err = c
+        .call(
+            "start_agent",
+            json!({ "agent": "plain", "prompt": "x", "parent_session_id": parent, "timeout": 1e300 }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(codes::INVALID_PARAMS), "{err}");
+    // Still serving, and agents still run (the orchestrator is alive: a process was spawned;
+    // it exits without `complete`, so the run counts as crashed).
+    let run = crate::support::run_to_end(&c, "plain", "x", &parent).await;
+    assert!(run["run"]["pid"].is_number(), "{run}");
+    assert_eq!(run["run"]["error"], "exit status 0", "{run}");
+    assert!(
+        w.daemon
+            .child
+            .as_mut()
+            .unwrap()
+            .try_wait()
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn world_async() -> World {
+    let daemon = TestDaemon::start();
+    let project = daemon.project("proj");
+    let c = daemon.client().await;
+    let a = register(&c, "claude", &project, None).await;
+    World {
+        daemon,
+        pool: vec![a],
+    }
+}
