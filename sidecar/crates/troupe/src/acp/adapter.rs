@@ -627,7 +627,7 @@ impl<W: tokio::io::AsyncWrite> futures_util::Sink<String> for LineSink<W> {
 
 /// The agent's output, a line at a time, invalid UTF-8 replaced: the crate's own reader ends
 /// the session at the first byte that is not UTF-8, where any other malformed line is skipped
-/// (found by fuzzing; `fuzz.rs` keeps the case).
+/// (found by fuzzing; `adapter/fuzz_tests.rs` keeps the case).
 fn lossy_lines<R: tokio::io::AsyncRead + Send + 'static>(
     input: R,
 ) -> impl futures_util::Stream<Item = std::io::Result<String>> + Send + 'static {
@@ -768,7 +768,7 @@ async fn drive(
 }
 
 #[cfg(test)]
-mod fuzz;
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {
