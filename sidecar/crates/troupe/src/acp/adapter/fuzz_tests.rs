@@ -486,7 +486,7 @@ fn regression_a_line_that_is_not_utf8_is_skipped() {
         ],
         permission: PermissionAnswer::Cancelled,
     };
-    let (end, unanswered) = run_case(case).unwrap();
+    let (end, unanswered) = run_case(case).expect("the case ran");
     assert!(unanswered.is_empty(), "{unanswered:?}");
     assert_eq!(end.map(|e| e.as_str()), Ok("end_turn"));
 }
