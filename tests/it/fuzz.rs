@@ -872,3 +872,25 @@ async fn world_async() -> World {
         pool: vec![a],
     }
 }
+
+/// Found by `rpc_frames`: a subscription sent as a plain HTTP request was answered with a bare
+/// "Internal error"; now a typed error that says it needs a WebSocket.
+#[test]
+fn a_subscription_over_plain_http_is_refused_clearly() {
+    let daemon = TestDaemon::start();
+    for method in ["subscribe_messages", "unsubscribe_approvals"] {
+        let body = format!(r#"{{"jsonrpc":"2.0","method":"{method}","id":0}}"#);
+        let (status, reply) =
+            crate::support::http_post(&daemon.ws_addr(), Some(&daemon.token()), body.as_bytes());
+        assert_eq!(status, 200, "{reply}");
+        let err = crate::support::rpc_error(&reply);
+        assert_eq!(err["code"], codes::INVALID_REQUEST, "{err}");
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("needs a WebSocket"),
+            "{err}"
+        );
+    }
+}
