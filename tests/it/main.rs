@@ -12,6 +12,7 @@ mod bad_input;
 mod daemon;
 mod durability;
 mod editors;
+mod fuzz;
 mod hooks;
 mod mcp;
 mod messaging;

@@ -19,6 +19,8 @@ use tower_lsp_server::{Client as Editor, LanguageServer, LspService, Server};
 use crate::client::{self, Client};
 use crate::paths::Layout;
 
+mod framing;
+
 /// Decisions offered on a request, in menu order: (title, decision).
 const ACTIONS: &[(&str, &str)] = &[
     ("Troupe: Approve", "approve"),
@@ -34,9 +36,13 @@ pub async fn run(layout: Layout) -> anyhow::Result<()> {
         layout,
         state: Arc::new(Mutex::new(State::default())),
     });
-    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
-        .serve(service)
-        .await;
+    Server::new(
+        framing::reframe(tokio::io::stdin()),
+        tokio::io::stdout(),
+        socket,
+    )
+    .serve(service)
+    .await;
     Ok(())
 }
 
@@ -103,12 +109,15 @@ async fn daemon(layout: &Layout, state: &Mutex<State>) -> anyhow::Result<Arc<Cli
     Ok(fresh)
 }
 
-/// The range a request covers (1-based inclusive lines → an LSP range).
+/// The range a request covers (1-based inclusive lines → an LSP range; lines past `u32` are
+/// the last line, where they overflowed before: found by fuzzing).
 fn range_of(a: &Value) -> Range {
-    let start = a["start_line"].as_u64().unwrap_or(1).max(1) as u32 - 1;
-    let end = a["end_line"]
-        .as_u64()
-        .map_or(start, |e| (e.max(1) as u32 - 1).max(start));
+    let line = |v: &Value| {
+        v.as_u64()
+            .map(|n| u32::try_from(n.max(1) - 1).unwrap_or(u32::MAX))
+    };
+    let start = line(&a["start_line"]).unwrap_or(0);
+    let end = line(&a["end_line"]).map_or(start, |e| e.max(start));
     Range::new(Position::new(start, 0), Position::new(end, u32::MAX / 2))
 }
 

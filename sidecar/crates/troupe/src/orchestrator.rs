@@ -902,7 +902,9 @@ impl Loop {
                 )
                 .await
                 .map_err(|e| e.to_string())?;
-            let timeout = agent.timeout_secs.map(Duration::from_secs_f64);
+            let timeout = agent
+                .timeout_secs
+                .and_then(|s| Duration::try_from_secs_f64(s).ok());
             self.runner.spawn_task(
                 run.run_id.clone(),
                 timeout,
@@ -953,7 +955,9 @@ impl Loop {
             .command
             .clone()
             .ok_or_else(|| format!("agent {} has no command", agent.name))?;
-        let timeout = agent.timeout_secs.map(Duration::from_secs_f64);
+        let timeout = agent
+            .timeout_secs
+            .and_then(|s| Duration::try_from_secs_f64(s).ok());
         let (pid, start) = self
             .runner
             .spawn(SpawnSpec {

@@ -102,10 +102,13 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
     let mut def = parse_definition(OP, row.definition)?;
     def.validate().map_err(|e| ApiError::invalid(OP, e))?;
     if let Some(t) = p.timeout {
-        if !(t > 0.0 && t.is_finite()) {
+        if !troupe_engine::agent::valid_timeout(t) {
             return Err(ApiError::invalid(
                 OP,
-                format!("timeout must be a positive number of seconds, not {t}"),
+                format!(
+                    "timeout must be a positive number of seconds up to {} (a year), not {t}",
+                    troupe_engine::agent::MAX_TIMEOUT_SECS
+                ),
             ));
         }
         def.timeout_secs = Some(t);

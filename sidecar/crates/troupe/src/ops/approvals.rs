@@ -232,7 +232,8 @@ pub async fn request_permission(
                 .as_ref()
                 .and_then(|r| serde_json::from_value::<AgentDefinition>(r.definition.clone()).ok())
                 .and_then(|def| def.approval_timeout_secs)
-                .map_or(DEFAULT_APPROVAL_TIMEOUT, Duration::from_secs_f64);
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .unwrap_or(DEFAULT_APPROVAL_TIMEOUT);
             let party_id = run
                 .as_ref()
                 .and_then(|r| r.party_id.clone())
