@@ -402,6 +402,8 @@ pub struct PartyTrial {
     pub crashed_runs: u64,
     /// Runs by status.
     pub run_statuses: BTreeMap<String, u64>,
+    /// Why each run that did not complete ended (`role#index attempt n: status: error`).
+    pub unfinished_runs: Vec<String>,
     /// Runs (or timeline spawns) of a member after it had completed.
     pub reruns: u64,
     /// (role, index, attempt) with more than one run or more than one `member_spawning`.
@@ -769,9 +771,17 @@ async fn party_trial(args: &PartiesSoakArgs, plan: &TrialPlan) -> anyhow::Result
     t.runs = runs.len() as u64;
     t.crashed_runs = runs.iter().filter(|r| r["status"] == "crashed").count() as u64;
     for r in &runs {
-        *t.run_statuses
-            .entry(r["status"].as_str().unwrap_or("?").to_string())
-            .or_default() += 1;
+        let status = r["status"].as_str().unwrap_or("?");
+        *t.run_statuses.entry(status.to_string()).or_default() += 1;
+        if !matches!(status, "success" | "partial" | "blocked") {
+            t.unfinished_runs.push(format!(
+                "{}#{} attempt {}: {status}: {}",
+                r["role_name"].as_str().unwrap_or("?"),
+                r["instance_index"],
+                r["attempt"],
+                r["error"].as_str().unwrap_or("")
+            ));
+        }
     }
     let (reruns, double_spawns) = check_runs(&runs, &events);
     t.reruns = reruns;
