@@ -400,6 +400,10 @@ pub struct PartyTrial {
     pub members: u64,
     pub runs: u64,
     pub crashed_runs: u64,
+    /// Runs by status.
+    pub run_statuses: BTreeMap<String, u64>,
+    /// Why each run that did not complete ended (`role#index attempt n: status: error`).
+    pub unfinished_runs: Vec<String>,
     /// Runs (or timeline spawns) of a member after it had completed.
     pub reruns: u64,
     /// (role, index, attempt) with more than one run or more than one `member_spawning`.
@@ -447,7 +451,7 @@ async fn parties(args: PartiesSoakArgs, json_out: bool) -> anyhow::Result<()> {
             .with_context(|| format!("trial {}", i + 1))?;
         if !json_out {
             eprintln!(
-                "trial {:>2}: kill at {:>4} ms ({} done, {} running, {} of them ACP{}) → {}{}; {} runs for {} members ({} crashed)  reruns {}  double spawns {}  orphans {}{}",
+                "trial {:>2}: kill at {:>4} ms ({} done, {} running, {} of them ACP{}) → {}{}; {} runs for {} members ({})  reruns {}  double spawns {}  orphans {}{}",
                 i + 1,
                 t.kill_after_ms,
                 t.completed_at_kill,
@@ -462,7 +466,11 @@ async fn parties(args: PartiesSoakArgs, json_out: bool) -> anyhow::Result<()> {
                 },
                 t.runs,
                 t.members,
-                t.crashed_runs,
+                t.run_statuses
+                    .iter()
+                    .map(|(k, v)| format!("{v} {k}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 t.reruns,
                 t.double_spawns,
                 t.orphans,
@@ -539,7 +547,7 @@ impl TrialPlan {
             .iter()
             .map(|r| (*r, 0.1 + rng.f64() * 0.5))
             .collect();
-        let approve_after = Duration::from_millis(rng.u64(0..=300));
+        let approve_after = Duration::from_millis(rng.u64(200..=800));
         // The critical path: plan → (build | check) → review → ship; an ACP member takes about
         // its approval wait and a poll of the approver.
         let acp = approve_after.as_secs_f64() + 0.03;
@@ -762,6 +770,19 @@ async fn party_trial(args: &PartiesSoakArgs, plan: &TrialPlan) -> anyhow::Result
 
     t.runs = runs.len() as u64;
     t.crashed_runs = runs.iter().filter(|r| r["status"] == "crashed").count() as u64;
+    for r in &runs {
+        let status = r["status"].as_str().unwrap_or("?");
+        *t.run_statuses.entry(status.to_string()).or_default() += 1;
+        if !matches!(status, "success" | "partial" | "blocked") {
+            t.unfinished_runs.push(format!(
+                "{}#{} attempt {}: {status}: {}",
+                r["role_name"].as_str().unwrap_or("?"),
+                r["instance_index"],
+                r["attempt"],
+                r["error"].as_str().unwrap_or("")
+            ));
+        }
+    }
     let (reruns, double_spawns) = check_runs(&runs, &events);
     t.reruns = reruns;
     t.double_spawns = double_spawns;
@@ -826,8 +847,11 @@ fn check_runs(runs: &[Value], events: &[Value]) -> (u64, u64) {
         *per_attempt
             .entry(format!("{m}/{}", r["attempt"]))
             .or_default() += 1;
-        if r["status"] == "completed"
-            && let Some(done) = r["completed_at"].as_str()
+        // A run that called `complete` (success, partial or blocked) completed its member.
+        if matches!(
+            r["status"].as_str(),
+            Some("success" | "partial" | "blocked")
+        ) && let Some(done) = r["completed_at"].as_str()
         {
             let first = completed_at.entry(m).or_insert_with(|| done.to_string());
             if done < first.as_str() {
@@ -1006,7 +1030,7 @@ mod tests {
                 "a",
                 0,
                 2,
-                "completed",
+                "success",
                 "2026-01-01T00:00:00.300Z",
                 "2026-01-01T00:00:00.400Z",
             ),
@@ -1014,7 +1038,7 @@ mod tests {
                 "b",
                 0,
                 1,
-                "completed",
+                "partial",
                 "2026-01-01T00:00:00.100Z",
                 "2026-01-01T00:00:00.150Z",
             ),
@@ -1037,7 +1061,7 @@ mod tests {
                 "a",
                 0,
                 1,
-                "completed",
+                "success",
                 "2026-01-01T00:00:00.100Z",
                 "2026-01-01T00:00:00.200Z",
             ),
@@ -1054,7 +1078,7 @@ mod tests {
                 "b",
                 1,
                 1,
-                "completed",
+                "blocked",
                 "2026-01-01T00:00:00.100Z",
                 "2026-01-01T00:00:00.170Z",
             ),
