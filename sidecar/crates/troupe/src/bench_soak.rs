@@ -927,7 +927,9 @@ fn boot_ticks() -> anyhow::Result<u64> {
         .next()
         .and_then(|s| s.parse().ok())
         .context("bad /proc/uptime")?;
-    Ok((secs * ticks_per_second()) as u64)
+    // /proc/uptime is rounded to 10 ms: a tick early, so a process started in this very tick
+    // still counts as started since.
+    Ok(((secs * ticks_per_second()) as u64).saturating_sub(1))
 }
 
 /// state, pgid and start time (ticks since boot) of a process.
@@ -1107,8 +1109,15 @@ mod tests {
             .unwrap();
         let pid = child.id() as i32;
         let runs = BTreeSet::from(["soak-test-run".to_string()]);
-        let found = party_processes(&BTreeSet::new(), &runs, "no-party", since);
-        let by_env = found.iter().any(|p| p.pid == pid);
+        // Until the child has exec'd, /proc shows the test's own environment: wait for it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let by_env = loop {
+            let found = party_processes(&BTreeSet::new(), &runs, "no-party", since);
+            if found.iter().any(|p| p.pid == pid) || Instant::now() > deadline {
+                break found.iter().any(|p| p.pid == pid);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
         let by_group = party_processes(&BTreeSet::from([pid]), &BTreeSet::new(), "x", 0)
             .iter()
             .any(|p| p.pid == pid);
