@@ -169,6 +169,15 @@ fn process() -> String {
 /// Runners this build can run.
 pub const RUNNERS: &[&str] = &["process", "wasm:<executor plugin>", "acp:<agent>"];
 
+/// The longest timeout a definition (or a run) may ask for: a year, in seconds. Larger values
+/// do not fit the daemon's clocks (1e300 s panicked turning into a `Duration`).
+pub const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// Whether `t` is a usable timeout in seconds: positive, finite and at most a year.
+pub fn valid_timeout(t: f64) -> bool {
+    t > 0.0 && t <= MAX_TIMEOUT_SECS
+}
+
 impl AgentDefinition {
     /// Checks the definition can run here.
     pub fn validate(&self) -> Result<(), String> {
@@ -232,15 +241,17 @@ impl AgentDefinition {
             }
         }
         if let Some(t) = self.timeout_secs
-            && !(t > 0.0 && t.is_finite())
-        {
-            return Err(format!("timeout_secs must be a positive number, not {t}"));
-        }
-        if let Some(t) = self.approval_timeout_secs
-            && !(t > 0.0 && t.is_finite())
+            && !valid_timeout(t)
         {
             return Err(format!(
-                "approval_timeout_secs must be a positive number, not {t}"
+                "timeout_secs must be a positive number of seconds up to {MAX_TIMEOUT_SECS} (a year), not {t}"
+            ));
+        }
+        if let Some(t) = self.approval_timeout_secs
+            && !valid_timeout(t)
+        {
+            return Err(format!(
+                "approval_timeout_secs must be a positive number of seconds up to {MAX_TIMEOUT_SECS} (a year), not {t}"
             ));
         }
         if let Some(schema) = &self.workflow.completion_schema {

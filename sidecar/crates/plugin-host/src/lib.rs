@@ -85,7 +85,8 @@ impl Usage {
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-        self.cost_usd += other.cost_usd;
+        // Saturates like the counts: a run's cost stays a finite number whatever was reported.
+        self.cost_usd = (self.cost_usd + other.cost_usd).min(f64::MAX);
     }
 }
 
@@ -627,17 +628,7 @@ impl PluginHost {
                 .await
         })
         .await?;
-        Ok(match out {
-            wit::Decision::Restart(delay_ms) => RecoveryDecision::Restart { delay_ms },
-            wit::Decision::Pause(target) => RecoveryDecision::Pause {
-                notify: match target {
-                    wit::NotifyTarget::Leader => NotifyTarget::Leader,
-                    wit::NotifyTarget::User => NotifyTarget::User,
-                    wit::NotifyTarget::Party => NotifyTarget::Party,
-                },
-            },
-            wit::Decision::Abort => RecoveryDecision::Abort,
-        })
+        Ok(decision_from_wit(out))
     }
 
     /// Asks a router plugin which candidate should take `text`.
@@ -667,24 +658,7 @@ impl PluginHost {
                 .await
         })
         .await?;
-        match out {
-            Ok(choice) => {
-                if !candidates.iter().any(|c| c.name == choice.agent) {
-                    return Err(PluginError::BadResult {
-                        plugin: label,
-                        reason: format!("it chose {:?}, which is not a candidate", choice.agent),
-                    });
-                }
-                Ok(RouteChoice {
-                    agent: choice.agent,
-                    reason: choice.reason,
-                })
-            }
-            Err(message) => Err(PluginError::Guest {
-                plugin: label,
-                message,
-            }),
-        }
+        route_from_wit(out, &candidates, label)
     }
 
     /// Runs an executor's agentic loop to the end (or the task's deadline).
@@ -738,38 +712,92 @@ impl PluginHost {
         .await?;
         let usage = store.data().usage;
         let tool_calls = store.data().tool_calls;
-        match out {
-            Ok(outcome) => {
-                let artifacts: Value = if outcome.artifacts.trim().is_empty() {
-                    Value::Object(Default::default())
-                } else {
-                    serde_json::from_str(&outcome.artifacts).map_err(|e| {
-                        PluginError::BadResult {
-                            plugin: label.clone(),
-                            reason: format!("artifacts are not JSON: {e}"),
-                        }
-                    })?
-                };
-                Ok(ExecOutcome {
-                    summary: outcome.summary,
-                    artifacts,
-                    turns: outcome.turns,
-                    usage,
-                    tool_calls,
-                })
-            }
-            Err(message) => {
-                let denied = limits.denied.lock().map(|d| d.clone()).unwrap_or_default();
-                let message = if denied.is_empty() {
-                    message
-                } else {
-                    format!("{message} (the host refused: {})", denied.join("; "))
-                };
-                Err(PluginError::Guest {
+        let denied = limits.denied.lock().map(|d| d.clone()).unwrap_or_default();
+        outcome_from_wit(out, label, usage, tool_calls, &denied)
+    }
+}
+
+/// A recovery plugin's answer, converted at the WIT boundary.
+fn decision_from_wit(
+    out: v0::recovery::exports::troupe::plugin::recovery_strategy::Decision,
+) -> RecoveryDecision {
+    use v0::recovery::exports::troupe::plugin::recovery_strategy as wit;
+    match out {
+        wit::Decision::Restart(delay_ms) => RecoveryDecision::Restart { delay_ms },
+        wit::Decision::Pause(target) => RecoveryDecision::Pause {
+            notify: match target {
+                wit::NotifyTarget::Leader => NotifyTarget::Leader,
+                wit::NotifyTarget::User => NotifyTarget::User,
+                wit::NotifyTarget::Party => NotifyTarget::Party,
+            },
+        },
+        wit::Decision::Abort => RecoveryDecision::Abort,
+    }
+}
+
+/// A router's answer, converted at the WIT boundary: it must name one of the candidates.
+fn route_from_wit(
+    out: Result<v0::router::exports::troupe::plugin::routing::Choice, String>,
+    candidates: &[Candidate],
+    label: String,
+) -> Result<RouteChoice, PluginError> {
+    match out {
+        Ok(choice) => {
+            if !candidates.iter().any(|c| c.name == choice.agent) {
+                return Err(PluginError::BadResult {
                     plugin: label,
-                    message,
-                })
+                    reason: format!("it chose {:?}, which is not a candidate", choice.agent),
+                });
             }
+            Ok(RouteChoice {
+                agent: choice.agent,
+                reason: choice.reason,
+            })
+        }
+        Err(message) => Err(PluginError::Guest {
+            plugin: label,
+            message,
+        }),
+    }
+}
+
+/// An executor's outcome, converted at the WIT boundary: `artifacts` must be JSON (empty means
+/// `{}`); usage and tool calls are the host's own counts, never the guest's claim.
+fn outcome_from_wit(
+    out: Result<v0::executor::exports::troupe::plugin::execution::Outcome, String>,
+    label: String,
+    usage: Usage,
+    tool_calls: u64,
+    denied: &[String],
+) -> Result<ExecOutcome, PluginError> {
+    match out {
+        Ok(outcome) => {
+            let artifacts: Value = if outcome.artifacts.trim().is_empty() {
+                Value::Object(Default::default())
+            } else {
+                serde_json::from_str(&outcome.artifacts).map_err(|e| PluginError::BadResult {
+                    plugin: label.clone(),
+                    reason: format!("artifacts are not JSON: {e}"),
+                })?
+            };
+            Ok(ExecOutcome {
+                summary: outcome.summary,
+                artifacts,
+                turns: outcome.turns,
+                usage,
+                tool_calls,
+            })
+        }
+        Err(message) => {
+            let message = if denied.is_empty() {
+                message
+            } else {
+                format!("{message} (the host refused: {})", denied.join("; "))
+            };
+            Err(PluginError::Guest {
+                plugin: label,
+                message,
+            })
         }
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
+mod fuzz;
 mod wat_component;
 
 use wat_component::{WIT_DIR, Wit, component};

@@ -295,7 +295,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => {
                 daemon::serve(Config {
@@ -340,7 +340,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::DemoMember => crate::demo_member::run().await,
             Command::ScriptedAcpAgent { script } => crate::scripted_agent::run(script).await,
         }
-    })
+    });
+    // A stdio door (`troupe lsp`, `troupe mcp`) may have a read of stdin in flight on a blocking
+    // thread, which returns only when the editor closes its end: the command is over, so the
+    // process does not wait for it (dropping the runtime would, for as long as stdin is open).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(250));
+    result
 }
 
 fn print_json(value: &Value) -> anyhow::Result<()> {

@@ -61,7 +61,7 @@ pub async fn run(daemon: Weak<Daemon>, run: AgentRun, agent: AgentDefinition) ->
     });
     let timeout = agent
         .timeout_secs
-        .map(Duration::from_secs_f64)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
         .unwrap_or(Duration::from_secs(DEFAULT_RUN_SECS));
     let task = ExecTask {
         prompt: run.prompt.clone(),

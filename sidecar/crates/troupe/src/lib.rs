@@ -24,6 +24,7 @@ pub mod ops;
 pub mod orchestrator;
 pub mod paths;
 pub mod plugins;
+pub mod procs;
 pub mod project;
 pub mod runner;
 pub mod scripted_agent;

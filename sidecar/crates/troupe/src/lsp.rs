@@ -19,6 +19,8 @@ use tower_lsp_server::{Client as Editor, LanguageServer, LspService, Server};
 use crate::client::{self, Client};
 use crate::paths::Layout;
 
+mod framing;
+
 /// Decisions offered on a request, in menu order: (title, decision).
 const ACTIONS: &[(&str, &str)] = &[
     ("Troupe: Approve", "approve"),
@@ -34,9 +36,13 @@ pub async fn run(layout: Layout) -> anyhow::Result<()> {
         layout,
         state: Arc::new(Mutex::new(State::default())),
     });
-    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
-        .serve(service)
-        .await;
+    Server::new(
+        framing::reframe(tokio::io::stdin()),
+        tokio::io::stdout(),
+        socket,
+    )
+    .serve(service)
+    .await;
     Ok(())
 }
 
@@ -103,12 +109,15 @@ async fn daemon(layout: &Layout, state: &Mutex<State>) -> anyhow::Result<Arc<Cli
     Ok(fresh)
 }
 
-/// The range a request covers (1-based inclusive lines → an LSP range).
+/// The range a request covers (1-based inclusive lines → an LSP range; lines past `u32` are
+/// the last line, where they overflowed before: found by fuzzing).
 fn range_of(a: &Value) -> Range {
-    let start = a["start_line"].as_u64().unwrap_or(1).max(1) as u32 - 1;
-    let end = a["end_line"]
-        .as_u64()
-        .map_or(start, |e| (e.max(1) as u32 - 1).max(start));
+    let line = |v: &Value| {
+        v.as_u64()
+            .map(|n| u32::try_from(n.max(1) - 1).unwrap_or(u32::MAX))
+    };
+    let start = line(&a["start_line"]).unwrap_or(0);
+    let end = line(&a["end_line"]).map_or(start, |e| e.max(start));
     Range::new(Position::new(start, 0), Position::new(end, u32::MAX / 2))
 }
 
@@ -156,6 +165,14 @@ fn diagnostic(a: &Value) -> Diagnostic {
         message: describe(a),
         ..Diagnostic::default()
     }
+}
+
+/// The decisions offered for a request: no "Approve pattern" for a path outside the member's
+/// worktree (no rule may answer such a request).
+fn actions_for(a: &Value) -> impl Iterator<Item = &'static (&'static str, &'static str)> + '_ {
+    ACTIONS
+        .iter()
+        .filter(move |(_, d)| !(*d == "approve_pattern" && a["outside_worktree"] == true))
 }
 
 fn decide_command(title: &str, a: &Value, decision: &str) -> Command {
@@ -265,7 +282,7 @@ impl LanguageServer for Backend {
             .filter(|a| overlaps(&range_of(a), &params.range))
         {
             let diag = diagnostic(a);
-            for (title, decision) in ACTIONS {
+            for (title, decision) in actions_for(a) {
                 actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                     title: title.to_string(),
                     kind: Some(CodeActionKind::QUICKFIX),
@@ -284,7 +301,7 @@ impl LanguageServer for Backend {
         let lenses = pending
             .iter()
             .flat_map(|a| {
-                ACTIONS.iter().map(move |(title, decision)| CodeLens {
+                actions_for(a).map(move |(title, decision)| CodeLens {
                     range: Range::new(range_of(a).start, range_of(a).start),
                     command: Some(decide_command(title, a, decision)),
                     data: None,

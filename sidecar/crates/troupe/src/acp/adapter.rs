@@ -23,12 +23,10 @@ use agent_client_protocol::v1::schema::{
     WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{
-    Agent, ByteStreams, Client, on_receive_notification, on_receive_request,
-};
+use agent_client_protocol::{Agent, Client, Lines, on_receive_notification, on_receive_request};
 use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// A boxed future, as [`ClientSide`] returns them.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -357,17 +355,22 @@ fn meta(v: Value) -> serde_json::Map<String, Value> {
     }
 }
 
-/// Runs one session over the agent's stdio: initialize, authenticate, session/new, one
-/// prompt. When `cancel` turns true mid-turn, `session/cancel` is sent and the turn's own end
-/// awaited.
-pub async fn run_session<H: ClientSide>(
-    stdin: tokio::process::ChildStdin,
-    stdout: tokio::process::ChildStdout,
+/// Runs one session over the agent's stdio (`stdin` is what we write to it, `stdout` what it
+/// writes): initialize, authenticate, session/new, one prompt. When `cancel` turns true
+/// mid-turn, `session/cancel` is sent and the turn's own end awaited.
+pub async fn run_session<H, W, R>(
+    stdin: W,
+    stdout: R,
     side: Arc<H>,
     setup: SessionSetup,
     mut cancel: watch::Receiver<bool>,
-) -> Result<TurnEnd, AcpError> {
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+) -> Result<TurnEnd, AcpError>
+where
+    H: ClientSide,
+    W: tokio::io::AsyncWrite + Send + 'static,
+    R: tokio::io::AsyncRead + Send + 'static,
+{
+    let transport = Lines::new(line_sink(stdin), lossy_lines(stdout));
     let (s1, s2, s3, s4, s5, s6, s7, s8, s9) = (
         side.clone(),
         side.clone(),
@@ -558,6 +561,96 @@ pub async fn run_session<H: ClientSide>(
     }
 }
 
+/// Our messages to the agent, a line each. Closing it shuts the agent's stdin (as the crate's
+/// own writer does; an unfold sink could not forward the close).
+struct LineSink<W> {
+    out: Pin<Box<W>>,
+    pending: Vec<u8>,
+    written: usize,
+}
+
+fn line_sink<W: tokio::io::AsyncWrite>(out: W) -> LineSink<W> {
+    LineSink {
+        out: Box::pin(out),
+        pending: Vec::new(),
+        written: 0,
+    }
+}
+
+impl<W: tokio::io::AsyncWrite> futures_util::Sink<String> for LineSink<W> {
+    type Error = std::io::Error;
+
+    fn poll_ready(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.poll_flush(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, line: String) -> std::io::Result<()> {
+        let this = self.get_mut();
+        this.pending = line.into_bytes();
+        this.pending.push(b'\n');
+        this.written = 0;
+        Ok(())
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        while this.written < this.pending.len() {
+            let n = std::task::ready!(
+                this.out
+                    .as_mut()
+                    .poll_write(cx, &this.pending[this.written..])
+            )?;
+            if n == 0 {
+                return std::task::Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            this.written += n;
+        }
+        this.pending.clear();
+        this.written = 0;
+        this.out.as_mut().poll_flush(cx)
+    }
+
+    fn poll_close(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::ready!(self.as_mut().poll_flush(cx))?;
+        self.get_mut().out.as_mut().poll_shutdown(cx)
+    }
+}
+
+/// The agent's output, a line at a time, invalid UTF-8 replaced: the crate's own reader ends
+/// the session at the first byte that is not UTF-8, where any other malformed line is skipped
+/// (found by fuzzing; `adapter/fuzz_tests.rs` keeps the case).
+fn lossy_lines<R: tokio::io::AsyncRead + Send + 'static>(
+    input: R,
+) -> impl futures_util::Stream<Item = std::io::Result<String>> + Send + 'static {
+    let reader = Some(tokio::io::BufReader::new(Box::pin(input)));
+    Box::pin(futures_util::stream::unfold(reader, async |reader| {
+        let mut reader = reader?;
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) => None,
+            Ok(_) => {
+                while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                    line.pop();
+                }
+                let line = String::from_utf8(line)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                Some((Ok(line), Some(reader)))
+            }
+            // A read error ends the stream (the crate reports the transport closed).
+            Err(e) => Some((Err(e), None)),
+        }
+    }))
+}
+
 fn exit_status(exit: TerminalExit) -> TerminalExitStatus {
     TerminalExitStatus::new()
         .exit_code(exit.code)
@@ -673,6 +766,9 @@ async fn drive(
         _ => TurnEnd::Cancelled,
     })
 }
+
+#[cfg(test)]
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {

@@ -131,14 +131,18 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
                     let list = match &project {
                         // A project never seen has no requests.
                         Some(None) => Ok(Vec::new()),
-                        Some(Some(id)) => {
+                        Some(Some(id)) => daemon.store.list_approvals(
+                            Some("pending"),
+                            Some(id),
+                            None,
+                            None,
+                            false,
+                        ),
+                        None => {
                             daemon
                                 .store
-                                .list_approvals(Some("pending"), Some(id), None, None)
+                                .list_approvals(Some("pending"), None, None, None, false)
                         }
-                        None => daemon
-                            .store
-                            .list_approvals(Some("pending"), None, None, None),
                     };
                     let Ok(approvals) = list else { return };
                     tracing::debug!(pending = approvals.len(), "approvals snapshot");
@@ -357,18 +361,48 @@ where
         &self,
         request: Request<'a>,
     ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
+        use futures_util::future::Either;
         let method = request.method_name();
-        if is_known(method) {
-            futures_util::future::Either::Left(self.0.call(request))
+        if let Some(sub) = SUBSCRIPTIONS
+            .iter()
+            .find(|s| s.name == method || s.unsubscribe == method)
+        {
+            // jsonrpsee answers a subscription over plain HTTP with a bare "Internal error"
+            // (found by fuzzing): say what is wrong instead.
+            let id = request.id.clone().into_owned();
+            let name = if sub.name == method {
+                sub.name
+            } else {
+                sub.unsubscribe
+            };
+            let inner = self.0.call(request);
+            Either::Left(Either::Right(async move {
+                let response = inner.await;
+                if response.as_error_code() != Some(crate::api::error::codes::INTERNAL)
+                    || !response.as_json().get().contains("\"Internal error\"")
+                {
+                    return response;
+                }
+                MethodResponse::error(
+                    id,
+                    ErrorObjectOwned::owned(
+                        crate::api::error::codes::INVALID_REQUEST,
+                        format!(
+                            "{name} is a subscription: it needs a WebSocket connection, not a plain HTTP request"
+                        ),
+                        Some(serde_json::json!({ "kind": "invalid_request", "method": name })),
+                    ),
+                )
+            }))
+        } else if is_known(method) {
+            Either::Left(Either::Left(self.0.call(request)))
         } else {
             let error = ErrorObjectOwned::owned(
                 crate::api::error::codes::METHOD_NOT_FOUND,
                 format!("unknown operation {method:?} (`troupe api list` lists them)"),
                 Some(serde_json::json!({ "kind": "method_not_found", "method": method })),
             );
-            futures_util::future::Either::Right(std::future::ready(MethodResponse::error(
-                request.id, error,
-            )))
+            Either::Right(std::future::ready(MethodResponse::error(request.id, error)))
         }
     }
 
