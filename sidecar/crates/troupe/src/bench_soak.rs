@@ -402,6 +402,11 @@ pub struct PartyTrial {
     pub crashed_runs: u64,
     /// Runs by status.
     pub run_statuses: BTreeMap<String, u64>,
+    /// Crashes the party counted for its members (each costs a retry).
+    pub member_crashes: u64,
+    /// Of those, crashes with no crashed or timed-out run: attempts whose run never started
+    /// (the kill fell between its row and its spawn) counted as crashes.
+    pub crashes_without_a_crashed_run: u64,
     /// Why each run that did not complete ended (`role#index attempt n: status: error`).
     pub unfinished_runs: Vec<String>,
     /// Runs (or timeline spawns) of a member after it had completed.
@@ -493,6 +498,7 @@ async fn parties(args: PartiesSoakArgs, json_out: bool) -> anyhow::Result<()> {
         "members": sum(|t| t.members),
         "runs": sum(|t| t.runs),
         "crashed_runs": sum(|t| t.crashed_runs),
+        "crashes_without_a_crashed_run": sum(|t| t.crashes_without_a_crashed_run),
         "reruns": sum(|t| t.reruns),
         "double_spawns": sum(|t| t.double_spawns),
         "orphans": sum(|t| t.orphans),
@@ -510,7 +516,7 @@ async fn parties(args: PartiesSoakArgs, json_out: bool) -> anyhow::Result<()> {
     } else {
         let n = |k: &str| totals[k].as_u64().unwrap_or(0);
         println!(
-            "{} trials of kill -9 mid-party (process and ACP members; seed {seed}):\n  killed mid-party       {:>6}  (with an ACP member running: {})\n  parties completed      {:>6}  (stuck {})\n  member runs            {:>6}  for {} members ({} crashed by the kills)\n  completed member rerun {:>6}\n  attempt spawned twice  {:>6}\n  orphan processes       {:>6}  (in {} trials)\n  launch → finished      {:>6.0} ms (median, downtime included)",
+            "{} trials of kill -9 mid-party (process and ACP members; seed {seed}):\n  killed mid-party       {:>6}  (with an ACP member running: {})\n  parties completed      {:>6}  (stuck {})\n  member runs            {:>6}  for {} members ({} crashed by the kills)\n  crashes counted for attempts whose run never started {} (each spends a retry)\n  completed member rerun {:>6}\n  attempt spawned twice  {:>6}\n  orphan processes       {:>6}  (in {} trials)\n  launch → finished      {:>6.0} ms (median, downtime included)",
             args.trials,
             n("killed_mid_party"),
             n("killed_with_acp_running"),
@@ -519,6 +525,7 @@ async fn parties(args: PartiesSoakArgs, json_out: bool) -> anyhow::Result<()> {
             n("runs"),
             n("members"),
             n("crashed_runs"),
+            n("crashes_without_a_crashed_run"),
             n("reruns"),
             n("double_spawns"),
             n("orphans"),
@@ -756,7 +763,12 @@ async fn party_trial(args: &PartiesSoakArgs, plan: &TrialPlan) -> anyhow::Result
         .as_str()
         .unwrap_or("unknown")
         .to_string();
-    t.members = status["members"].as_array().map_or(0, Vec::len) as u64;
+    let members = status["members"].as_array().cloned().unwrap_or_default();
+    t.members = members.len() as u64;
+    t.member_crashes = members
+        .iter()
+        .filter_map(|m| m["crash_count"].as_u64())
+        .sum();
     let runs = c.call("list_agents", json!({ "party_id": party })).await?["runs"]
         .as_array()
         .cloned()
@@ -770,6 +782,11 @@ async fn party_trial(args: &PartiesSoakArgs, plan: &TrialPlan) -> anyhow::Result
 
     t.runs = runs.len() as u64;
     t.crashed_runs = runs.iter().filter(|r| r["status"] == "crashed").count() as u64;
+    let failed_runs = runs
+        .iter()
+        .filter(|r| matches!(r["status"].as_str(), Some("crashed" | "timeout")))
+        .count() as u64;
+    t.crashes_without_a_crashed_run = t.member_crashes.saturating_sub(failed_runs);
     for r in &runs {
         let status = r["status"].as_str().unwrap_or("?");
         *t.run_statuses.entry(status.to_string()).or_default() += 1;
