@@ -369,11 +369,12 @@ fn fuzz_rpc_frames() {
 
 // --- LSP: frames and requests at a real `troupe lsp` ----------------------------------------
 
-/// A `troupe lsp` child with its stderr collected (to catch a panic message).
+/// A `troupe lsp` child with its stderr collected (to catch a panic message) and its stdout
+/// read all along, as an editor does (a server blocked writing to a full pipe is not a hang).
 struct Lsp {
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
-    stdout: BufReader<tokio::process::ChildStdout>,
+    stdout: tokio::sync::mpsc::UnboundedReceiver<Value>,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -405,9 +406,18 @@ impl Lsp {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
+        let (tx, stdout) = tokio::sync::mpsc::unbounded_channel();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        tokio::spawn(async move {
+            while let Some(m) = read_message(&mut out).await {
+                if tx.send(m).is_err() {
+                    break;
+                }
+            }
+        });
         Lsp {
             stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
+            stdout,
             child,
             stderr,
         }
@@ -425,23 +435,7 @@ impl Lsp {
 
     /// The next message, or None when the output ended or was not LSP.
     async fn read(&mut self) -> Option<Value> {
-        let mut len = None;
-        loop {
-            let mut line = String::new();
-            if self.stdout.read_line(&mut line).await.ok()? == 0 {
-                return None;
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some(v) = line.strip_prefix("Content-Length: ") {
-                len = v.parse::<usize>().ok();
-            }
-        }
-        let mut body = vec![0; len?];
-        self.stdout.read_exact(&mut body).await.ok()?;
-        serde_json::from_slice(&body).ok()
+        self.stdout.recv().await
     }
 
     /// Waits for the response to request `id` (answering the server's own requests).
@@ -471,6 +465,27 @@ impl Lsp {
         let err = self.stderr.lock().unwrap();
         err.contains("panicked").then(|| err.clone())
     }
+}
+
+/// One message from the server's output, or None at its end (or at output that is not LSP).
+async fn read_message(out: &mut BufReader<tokio::process::ChildStdout>) -> Option<Value> {
+    let mut len = None;
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Content-Length: ") {
+            len = v.parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; len?];
+    out.read_exact(&mut body).await.ok()?;
+    serde_json::from_slice(&body).ok()
 }
 
 fn initialize(root: &str) -> Value {
