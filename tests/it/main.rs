@@ -20,4 +20,5 @@ mod mock_llm;
 mod parties;
 mod plugins;
 mod real_clis;
+mod reliability;
 mod tidy;

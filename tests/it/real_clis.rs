@@ -375,3 +375,104 @@ async fn real_claude_p_asks_troupe_through_its_permission_prompt_tool() {
     assert_eq!(result["result"], "Wrote approved.txt.", "{result}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved\n");
 }
+
+/// The running run of `role`, attempt `attempt`, once real Claude Code and the `troupe mcp` it
+/// started are both up in its tree: run id, process group, and the tree.
+async fn claude_tree(
+    d: &TestDaemon,
+    c: &Client,
+    party: &str,
+    attempt: i64,
+    mock: &MockLlm,
+) -> (String, i64, Vec<(u32, String)>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    loop {
+        let runs = c
+            .call("list_agents", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        let found = runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["attempt"] == attempt && r["status"] == "running")
+            .and_then(|r| Some((r["run_id"].as_str()?.to_string(), r["pgid"].as_i64()?)));
+        if let Some((run, pgid)) = found {
+            let tree = crate::support::processes_of(&run, pgid);
+            seen.clone_from(&tree);
+            let claude = tree
+                .iter()
+                .any(|(_, cmd)| cmd.contains("claude") && !cmd.contains("claude-agent-acp"));
+            let mcp = tree.iter().any(|(_, cmd)| cmd.ends_with(" mcp"));
+            if claude && mcp {
+                return (run, pgid, tree);
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "no Claude Code with its troupe mcp in attempt {attempt}; its tree: {seen:?}\n{}",
+                diagnose(d, c, party, &[mock]).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_claude_code_leaves_no_process_after_a_kill_9_and_restart_or_a_stop() {
+    let mut d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path().to_path_buf();
+    let project = repo(&dir.join("proj"));
+    // The model never answers: Claude Code stays mid-turn, its whole tree alive.
+    let anthropic = MockLlm::start(vec![]);
+    anthropic.hold_when_empty();
+    anthropic.skip_side_calls();
+    let mut env = claude_env(&dir.join("claude-home"));
+    env["ANTHROPIC_API_KEY"] = json!("sk-test-troupe");
+    define(
+        &c,
+        "agent",
+        json!({
+            "name": "claude", "runner": "acp:claude", "command": [bin("claude-agent-acp")],
+            "isolation": "worktree", "env": env,
+            "acp": { "auth_method": "gateway", "base_url": anthropic.base_url() },
+        }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "zombies", "roles": { "writer": { "agent": "claude", "prompt": "Wait." } },
+                "recovery": { "on_crash": "restart", "max_retries": 3 } }),
+    )
+    .await;
+    let party = launch(&c, "zombies", &project).await;
+    let (first, pgid, tree) = claude_tree(&d, &c, &party, 1, &anthropic).await;
+
+    // kill -9 of the daemon, then a restart: no process of the old attempt remains.
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    crate::support::no_process_left(&first, pgid, 60).await;
+    // Each process seen in the tree is gone (its pid is free, a zombie, or another program).
+    for (pid, cmd) in &tree {
+        let now = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let now: Vec<String> = now
+            .split(|b| *b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect();
+        assert_ne!(&now.join(" "), cmd, "{pid} ({cmd}) survived the restart");
+    }
+
+    // Recovery restarts it; `troupe stop` then ends the new attempt's whole tree.
+    let (second, pgid2, _) = claude_tree(&d, &c, &party, 2, &anthropic).await;
+    drop(c);
+    let out = d.cli(&["stop"]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    d.child.take().unwrap().wait().unwrap();
+    crate::support::no_process_left(&second, pgid2, 60).await;
+}

@@ -120,8 +120,23 @@ impl TestDaemon {
 }
 
 impl Drop for TestDaemon {
+    /// Stops the daemon as `troupe stop` would (SIGTERM: its agents that cannot be adopted go
+    /// with it, so tests leave no agent processes behind), SIGKILL if it does not go in time.
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            if let Some(pid) = i32::try_from(child.id())
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _gone = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -416,4 +431,62 @@ pub async fn party_end(c: &Client, party: &str, secs: u64) -> Value {
         (s["party"]["status"] != "running").then_some(s)
     })
     .await
+}
+
+/// The live processes (not zombies) in process group `pgid` or carrying `TROUPE_RUN_ID=run_id`,
+/// read straight from /proc (independently of the daemon's own walker): pid and command line.
+pub fn processes_of(run_id: &str, pgid: i64) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let marker = format!("TROUPE_RUN_ID={run_id}");
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        let in_group = fields.get(2).and_then(|g| g.parse::<i64>().ok()) == Some(pgid);
+        let marked = std::fs::read(format!("/proc/{pid}/environ"))
+            .unwrap_or_default()
+            .split(|b| *b == 0)
+            .any(|v| v == marker.as_bytes());
+        if in_group || marked {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .unwrap_or_default()
+                .split(|b| *b == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            out.push((pid, cmd));
+        }
+    }
+    out
+}
+
+/// Waits until no process of the run is left (its group, its marked processes).
+pub async fn no_process_left(run_id: &str, pgid: i64, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = processes_of(run_id, pgid);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes of run {run_id} (group {pgid}) outlived it: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -126,13 +126,20 @@ export async function activate(context: vscode.ExtensionContext) {
     'troupe.pendingApprovals': async () => {
       const { approvals } = await call('list_approvals', { status: 'pending' });
       const picked: any = await vscode.window.showQuickPick(
-        approvals.map((a: any) => ({ label: `${a.tool_name} ${a.subject}`, description: a.role_name ?? '', detail: a.approval_id, a })),
+        approvals.map((a: any) => ({
+          label: `${a.is_dangerous ? '$(warning) ' : ''}${a.tool_name} ${a.subject}`,
+          description: a.role_name ?? '',
+          detail: a.is_dangerous ? `dangerous: ${a.danger_reason ?? ''} (${a.approval_id})` : a.approval_id,
+          a,
+        })),
         { title: `Troupe: ${approvals.length} pending requests` },
       );
       if (!picked) {
         return;
       }
-      const decision = await vscode.window.showQuickPick(['approve', 'deny', 'approve_pattern', 'abort'], { title: picked.label });
+      // No rule may answer a request outside the member's worktree: no approve_pattern for it.
+      const decisions = picked.a.outside_worktree ? ['approve', 'deny', 'abort'] : ['approve', 'deny', 'approve_pattern', 'abort'];
+      const decision = await vscode.window.showQuickPick(decisions, { title: picked.label });
       if (decision) {
         await call('decide_approval', { approval_id: picked.a.approval_id, decision });
       }

@@ -77,13 +77,17 @@ M.subcommands = {
       vim.ui.select(r.approvals, {
         prompt = 'Troupe: pending requests',
         format_item = function(a)
-          return string.format('%s %s (%s)', a.tool_name, a.subject, a.role_name or a.session_id)
+          local warning = a.is_dangerous and ('[DANGEROUS: ' .. (a.danger_reason or '') .. '] ') or ''
+          return string.format('%s%s %s (%s)', warning, a.tool_name, a.subject, a.role_name or a.session_id)
         end,
       }, function(a)
         if not a then
           return
         end
-        vim.ui.select({ 'approve', 'deny', 'approve_pattern', 'abort' }, { prompt = a.tool_name .. ' ' .. a.subject }, function(d)
+        -- No rule may answer a request outside the member's worktree: no approve_pattern for it.
+        local decisions = a.outside_worktree and { 'approve', 'deny', 'abort' }
+          or { 'approve', 'deny', 'approve_pattern', 'abort' }
+        vim.ui.select(decisions, { prompt = a.tool_name .. ' ' .. a.subject }, function(d)
           if d then
             M.call('decide_approval', { approval_id = a.approval_id, decision = d }, function(res)
               vim.notify('troupe: ' .. res.approval.status)

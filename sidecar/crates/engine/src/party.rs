@@ -2,7 +2,7 @@
 //! what happens next (spawn, stop, notify, finish). No IO, no clock: the caller passes `now` and
 //! carries out the returned actions; the same inputs always give the same actions.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -197,6 +197,10 @@ pub enum StepError {
 }
 
 /// A party in progress.
+///
+/// `members` may be replaced wholesale (a party restored from the store) before a step; after
+/// that only `step` changes members, roles' dependencies and pauses, because `step` keeps an
+/// index of them (see `Index`) so that its cost does not grow with the number of roles.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Party {
     pub definition: PartyDefinition,
@@ -207,6 +211,170 @@ pub struct Party {
     pub overrides: BTreeMap<String, Strategy>,
     /// Roles not scheduled until signalled.
     pub paused: BTreeSet<String>,
+    index: Cache,
+}
+
+/// Derived from `definition` and `members`: where each member is and how each role stands.
+#[derive(Debug, Clone)]
+struct Index {
+    /// The `members` Vec it was built for (address, length): a replaced Vec is indexed again.
+    built_for: (usize, usize),
+    /// Role name → id. Ids follow name order over every role named by the definition, its
+    /// flow or a member.
+    ids: HashMap<String, usize>,
+    roles: Vec<RoleState>,
+    /// (role id, instance index) → position in `members`.
+    positions: HashMap<(usize, u32), usize>,
+    /// Each member's role id, by position.
+    role_of: Vec<usize>,
+    leader: Option<String>,
+    /// Roles that have members, and how many of them have every member done.
+    with_members: usize,
+    done: usize,
+    /// Roles whose readiness may have changed since the last `schedule` (`None`: all of
+    /// them). Between two schedules of a running party no other role can become ready.
+    candidates: Option<BTreeSet<usize>>,
+    /// Members changed by the step in progress, with their value before it.
+    touched: Vec<(usize, Member)>,
+    is_touched: Vec<bool>,
+    /// Positions of the members the last step changed, in member order.
+    changed: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct RoleState {
+    name: String,
+    /// In the definition (only those are ever scheduled).
+    defined: bool,
+    /// Positions in `members`, in member order.
+    members: Vec<usize>,
+    pending: usize,
+    done: usize,
+    deps: Vec<usize>,
+    dependents: Vec<usize>,
+}
+
+impl RoleState {
+    /// No member has started yet.
+    fn untouched(&self) -> bool {
+        !self.members.is_empty() && self.pending == self.members.len()
+    }
+
+    fn is_done(&self) -> bool {
+        !self.members.is_empty() && self.done == self.members.len()
+    }
+}
+
+impl Default for Index {
+    /// Fits no `members` Vec: built on first use.
+    fn default() -> Index {
+        Index {
+            built_for: (0, usize::MAX),
+            ids: HashMap::new(),
+            roles: Vec::new(),
+            positions: HashMap::new(),
+            role_of: Vec::new(),
+            leader: None,
+            with_members: 0,
+            done: 0,
+            candidates: None,
+            touched: Vec::new(),
+            is_touched: Vec::new(),
+            changed: Vec::new(),
+        }
+    }
+}
+
+impl Index {
+    fn build(definition: &PartyDefinition, members: &[Member]) -> Index {
+        let mut names: BTreeSet<&str> = definition.roles.keys().map(String::as_str).collect();
+        for (role, deps) in &definition.flow {
+            names.insert(role);
+            names.extend(deps.iter().map(String::as_str));
+        }
+        names.extend(members.iter().map(|m| m.role.as_str()));
+        let ids: HashMap<String, usize> = names
+            .iter()
+            .enumerate()
+            .map(|(id, name)| (name.to_string(), id))
+            .collect();
+        let mut roles: Vec<RoleState> = names
+            .iter()
+            .map(|name| RoleState {
+                name: name.to_string(),
+                defined: definition.roles.contains_key(*name),
+                ..RoleState::default()
+            })
+            .collect();
+        for role in &mut roles {
+            role.deps = definition
+                .deps(&role.name)
+                .iter()
+                .filter_map(|d| ids.get(d).copied())
+                .collect();
+        }
+        for id in 0..roles.len() {
+            for dep in roles[id].deps.clone() {
+                roles[dep].dependents.push(id);
+            }
+        }
+        let mut positions = HashMap::with_capacity(members.len());
+        let mut role_of = Vec::with_capacity(members.len());
+        for (pos, m) in members.iter().enumerate() {
+            let id = ids[&m.role];
+            role_of.push(id);
+            positions.entry((id, m.index)).or_insert(pos);
+            let role = &mut roles[id];
+            role.members.push(pos);
+            role.pending += usize::from(m.status == MemberStatus::Pending);
+            role.done += usize::from(m.status.is_done());
+        }
+        Index {
+            built_for: (members.as_ptr() as usize, members.len()),
+            leader: definition.leader().map(str::to_string),
+            with_members: roles.iter().filter(|r| !r.members.is_empty()).count(),
+            done: roles.iter().filter(|r| r.is_done()).count(),
+            ids,
+            roles,
+            positions,
+            role_of,
+            candidates: None,
+            touched: Vec::new(),
+            is_touched: vec![false; members.len()],
+            changed: Vec::new(),
+        }
+    }
+
+    fn fits(&self, members: &[Member]) -> bool {
+        self.built_for == (members.as_ptr() as usize, members.len())
+    }
+
+    fn position(&self, role: &str, index: u32) -> Option<usize> {
+        let id = *self.ids.get(role)?;
+        self.positions.get(&(id, index)).copied()
+    }
+
+    fn mark_candidate(&mut self, id: usize) {
+        if let Some(c) = &mut self.candidates {
+            c.insert(id);
+        }
+    }
+}
+
+/// The index, left out of comparisons (it is derived data).
+#[derive(Clone, Default)]
+struct Cache(Box<Index>);
+
+impl PartialEq for Cache {
+    fn eq(&self, _: &Cache) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
 }
 
 impl Party {
@@ -233,11 +401,40 @@ impl Party {
             members,
             overrides: BTreeMap::new(),
             paused: BTreeSet::new(),
+            index: Cache::default(),
         }
     }
 
-    /// Applies one input; returns the actions to carry out, in order.
+    /// Applies one input; returns the actions to carry out, in order. Its cost depends on the
+    /// members it changes, not on how many roles or members the party has.
     pub fn step(&mut self, input: Input, now_ms: u64) -> Result<Vec<Action>, StepError> {
+        self.index_mut();
+        let result = self.apply(input, now_ms);
+        self.settle_changes();
+        result
+    }
+
+    /// The members the last `step` changed, in member order.
+    pub fn changed_members(&self) -> impl Iterator<Item = &Member> {
+        self.index
+            .0
+            .changed
+            .iter()
+            .filter_map(|pos| self.members.get(*pos))
+    }
+
+    /// One member, if the party has it.
+    pub fn member(&self, role: &str, index: u32) -> Option<&Member> {
+        let index_ = &self.index.0;
+        if index_.fits(&self.members) {
+            return index_.position(role, index).map(|p| &self.members[p]);
+        }
+        self.members
+            .iter()
+            .find(|m| m.role == role && m.index == index)
+    }
+
+    fn apply(&mut self, input: Input, now_ms: u64) -> Result<Vec<Action>, StepError> {
         let mut out = Vec::new();
         match input {
             Input::Launch => {
@@ -248,13 +445,13 @@ impl Party {
                 self.schedule(now_ms, &mut out);
             }
             Input::Completed { role, index } => {
-                let m = self.member_mut(&role, index)?;
+                let pos = self.position(&role, index)?;
                 // A late report about a member we stopped or already counted changes nothing.
-                if m.status != MemberStatus::Running {
+                if self.members[pos].status != MemberStatus::Running {
                     return Ok(out);
                 }
-                m.status = MemberStatus::Completed;
-                m.finished_at_ms = Some(now_ms);
+                self.set_status(pos, MemberStatus::Completed);
+                self.touch(pos).finished_at_ms = Some(now_ms);
                 self.after_member_done(&role, now_ms, &mut out);
             }
             Input::Crashed {
@@ -262,10 +459,11 @@ impl Party {
                 index,
                 reason,
             } => {
-                let m = self.member_mut(&role, index)?;
-                if m.status != MemberStatus::Running {
+                let pos = self.position(&role, index)?;
+                if self.members[pos].status != MemberStatus::Running {
                     return Ok(out);
                 }
+                let m = self.touch(pos);
                 m.crash_count += 1;
                 let crashes = m.crash_count;
                 let strategy = self.strategy(&role);
@@ -273,8 +471,7 @@ impl Party {
                 let retries = self.retries(&role);
                 match strategy {
                     Strategy::Plugin(plugin) => {
-                        let m = self.member_mut(&role, index)?;
-                        m.status = MemberStatus::Recovering;
+                        self.set_status(pos, MemberStatus::Recovering);
                         out.push(Action::ConsultRecovery {
                             role,
                             index,
@@ -285,7 +482,7 @@ impl Party {
                         });
                     }
                     Strategy::Restart if crashes <= retries => {
-                        let m = self.member_mut(&role, index)?;
+                        let m = self.touch(pos);
                         m.attempts += 1;
                         m.started_at_ms = Some(now_ms);
                         let attempt = m.attempts;
@@ -302,9 +499,8 @@ impl Party {
                         });
                     }
                     Strategy::Restart | Strategy::Pause => {
-                        let m = self.member_mut(&role, index)?;
-                        m.status = MemberStatus::Crashed;
-                        m.finished_at_ms = Some(now_ms);
+                        self.set_status(pos, MemberStatus::Crashed);
+                        self.touch(pos).finished_at_ms = Some(now_ms);
                         self.paused.insert(role.clone());
                         let why = if strategy == Strategy::Restart {
                             format!("it crashed {crashes} times, the retry limit is {retries}")
@@ -319,9 +515,8 @@ impl Party {
                         });
                     }
                     Strategy::Abort => {
-                        let m = self.member_mut(&role, index)?;
-                        m.status = MemberStatus::Failed;
-                        m.finished_at_ms = Some(now_ms);
+                        self.set_status(pos, MemberStatus::Failed);
+                        self.touch(pos).finished_at_ms = Some(now_ms);
                         let why = format!(
                             "{role}#{index} crashed ({reason}) and its recovery strategy is abort"
                         );
@@ -345,15 +540,16 @@ impl Party {
                     }
                     Signal::Retry => {
                         let mut any = false;
-                        for m in self.members.iter_mut().filter(|m| m.role == role) {
+                        for pos in self.role_members(&role) {
                             if matches!(
-                                m.status,
+                                self.members[pos].status,
                                 MemberStatus::Crashed
                                     | MemberStatus::Failed
                                     | MemberStatus::Recovering
                             ) {
                                 any = true;
-                                m.status = MemberStatus::Running;
+                                self.set_status(pos, MemberStatus::Running);
+                                let m = self.touch(pos);
                                 m.attempts += 1;
                                 m.started_at_ms = Some(now_ms);
                                 m.finished_at_ms = None;
@@ -367,15 +563,15 @@ impl Party {
                         if !any {
                             return Err(StepError::NothingToRetry(role));
                         }
-                        self.paused.remove(&role);
+                        self.unpause(&role);
                     }
                     Signal::Proceed => {
-                        if !self.paused.remove(&role) {
+                        if !self.unpause(&role) {
                             return Err(StepError::NotPaused(role));
                         }
-                        for m in self.members.iter_mut().filter(|m| m.role == role) {
-                            if m.status == MemberStatus::Crashed {
-                                m.status = MemberStatus::Skipped;
+                        for pos in self.role_members(&role) {
+                            if self.members[pos].status == MemberStatus::Crashed {
+                                self.set_status(pos, MemberStatus::Skipped);
                             }
                         }
                         self.after_member_done(&role, now_ms, &mut out);
@@ -393,7 +589,8 @@ impl Party {
                 crash_count,
                 decision,
             } => {
-                let m = self.member_mut(&role, index)?;
+                let pos = self.position(&role, index)?;
+                let m = &self.members[pos];
                 // Cancelled, signalled or crashed again meanwhile: the answer is moot.
                 if m.status != MemberStatus::Recovering || m.crash_count != crash_count {
                     return Ok(out);
@@ -402,8 +599,8 @@ impl Party {
                 let notify = self.notify_target(&role);
                 match decision {
                     Decision::Restart => {
-                        let m = self.member_mut(&role, index)?;
-                        m.status = MemberStatus::Running;
+                        self.set_status(pos, MemberStatus::Running);
+                        let m = self.touch(pos);
                         m.attempts += 1;
                         m.started_at_ms = Some(now_ms);
                         m.finished_at_ms = None;
@@ -421,9 +618,8 @@ impl Party {
                         });
                     }
                     Decision::Pause { notify, why } => {
-                        let m = self.member_mut(&role, index)?;
-                        m.status = MemberStatus::Crashed;
-                        m.finished_at_ms = Some(now_ms);
+                        self.set_status(pos, MemberStatus::Crashed);
+                        self.touch(pos).finished_at_ms = Some(now_ms);
                         self.paused.insert(role.clone());
                         out.push(Action::Notify {
                             target: notify,
@@ -433,9 +629,8 @@ impl Party {
                         });
                     }
                     Decision::Abort { why } => {
-                        let m = self.member_mut(&role, index)?;
-                        m.status = MemberStatus::Failed;
-                        m.finished_at_ms = Some(now_ms);
+                        self.set_status(pos, MemberStatus::Failed);
+                        self.touch(pos).finished_at_ms = Some(now_ms);
                         let why = format!("{role}#{index} crashed and {why}");
                         self.end(PartyStatus::Failed, why, notify, now_ms, &mut out);
                     }
@@ -501,18 +696,103 @@ impl Party {
         }
     }
 
-    fn member_mut(&mut self, role: &str, index: u32) -> Result<&mut Member, StepError> {
-        self.members
-            .iter_mut()
-            .find(|m| m.role == role && m.index == index)
+    /// The index, (re)built if `members` was replaced since it was built.
+    fn index_mut(&mut self) -> &mut Index {
+        if !self.index.0.fits(&self.members) {
+            *self.index.0 = Index::build(&self.definition, &self.members);
+        }
+        &mut self.index.0
+    }
+
+    fn position(&mut self, role: &str, index: u32) -> Result<usize, StepError> {
+        self.index_mut()
+            .position(role, index)
             .ok_or_else(|| StepError::UnknownMember(role.to_string(), index))
     }
 
-    fn role_done(&self, role: &str) -> bool {
-        self.members
-            .iter()
-            .filter(|m| m.role == role)
-            .all(|m| m.status.is_done())
+    /// Positions of `role`'s members, in member order.
+    fn role_members(&mut self, role: &str) -> Vec<usize> {
+        let index = self.index_mut();
+        match index.ids.get(role) {
+            Some(id) => index.roles[*id].members.clone(),
+            None => Vec::new(),
+        }
+    }
+
+    /// A member about to change: its value before the step is kept for `changed_members`.
+    fn touch(&mut self, pos: usize) -> &mut Member {
+        self.index_mut();
+        let index = &mut self.index.0;
+        if !index.is_touched[pos] {
+            index.is_touched[pos] = true;
+            index.touched.push((pos, self.members[pos].clone()));
+        }
+        &mut self.members[pos]
+    }
+
+    /// Changes a member's status, keeping its role's counts and the roles to look at next.
+    fn set_status(&mut self, pos: usize, status: MemberStatus) {
+        let old = self.touch(pos).status;
+        if old == status {
+            return;
+        }
+        self.members[pos].status = status;
+        let index = self.index_mut();
+        let id = index.role_of[pos];
+        let role = &mut index.roles[id];
+        let (was_done, was_untouched) = (role.is_done(), role.untouched());
+        role.pending = role.pending + usize::from(status == MemberStatus::Pending)
+            - usize::from(old == MemberStatus::Pending);
+        role.done = role.done + usize::from(status.is_done()) - usize::from(old.is_done());
+        let (is_done, is_untouched) = (role.is_done(), role.untouched());
+        if is_done != was_done {
+            if is_done {
+                index.done += 1;
+                for k in 0..index.roles[id].dependents.len() {
+                    let dependent = index.roles[id].dependents[k];
+                    index.mark_candidate(dependent);
+                }
+            } else {
+                index.done -= 1;
+            }
+        }
+        if is_untouched && !was_untouched {
+            index.mark_candidate(id);
+        }
+    }
+
+    /// Lets a paused role go; false when it was not paused.
+    fn unpause(&mut self, role: &str) -> bool {
+        if !self.paused.remove(role) {
+            return false;
+        }
+        let index = self.index_mut();
+        if let Some(id) = index.ids.get(role).copied() {
+            index.mark_candidate(id);
+        }
+        true
+    }
+
+    /// Ends a step: which members it changed (and really differ), in member order.
+    fn settle_changes(&mut self) {
+        let index = &mut self.index.0;
+        let mut changed: Vec<usize> = Vec::with_capacity(index.touched.len());
+        for (pos, before) in index.touched.drain(..) {
+            index.is_touched[pos] = false;
+            if self.members[pos] != before {
+                changed.push(pos);
+            }
+        }
+        changed.sort_unstable();
+        index.changed = changed;
+    }
+
+    fn role_done(&mut self, role: &str) -> bool {
+        let index = self.index_mut();
+        index
+            .ids
+            .get(role)
+            .is_some_and(|id| index.roles[*id].is_done())
     }
 
     fn after_member_done(&mut self, role: &str, now_ms: u64, out: &mut Vec<Action>) {
@@ -520,7 +800,7 @@ impl Party {
             out.push(Action::RoleCompleted {
                 role: role.to_string(),
             });
-            if self.definition.leader() != Some(role) {
+            if self.index_mut().leader.as_deref() != Some(role) {
                 out.push(Action::Notify {
                     target: NotifyTarget::Leader,
                     text: format!("role {role} completed"),
@@ -531,40 +811,36 @@ impl Party {
     }
 
     /// Starts every instance of each role whose dependencies are all done; finishes the party
-    /// when every member is done.
+    /// when every member is done. Looks only at the roles whose readiness may have changed
+    /// since the last time (every role, the first time).
     fn schedule(&mut self, now_ms: u64, out: &mut Vec<Action>) {
         if self.status != PartyStatus::Running {
             return;
         }
-        // One pass over the members: which roles are untouched, which are done.
-        let mut untouched: BTreeMap<&str, bool> = BTreeMap::new();
-        let mut done: BTreeMap<&str, bool> = BTreeMap::new();
-        for m in &self.members {
-            let u = untouched.entry(&m.role).or_insert(true);
-            *u &= m.status == MemberStatus::Pending;
-            let d = done.entry(&m.role).or_insert(true);
-            *d &= m.status.is_done();
-        }
-        let ready: Vec<String> = self
-            .definition
-            .roles
-            .keys()
-            .filter(|role| {
-                !self.paused.contains(*role)
-                    && untouched.get(role.as_str()).copied().unwrap_or(false)
-                    && self
-                        .definition
-                        .deps(role)
-                        .iter()
-                        .all(|dep| done.get(dep.as_str()).copied().unwrap_or(false))
+        let index = self.index_mut();
+        let candidates: Vec<usize> = match index.candidates.replace(BTreeSet::new()) {
+            Some(c) => c.into_iter().collect(),
+            None => (0..index.roles.len()).collect(),
+        };
+        let index = &self.index.0;
+        let ready: Vec<usize> = candidates
+            .into_iter()
+            .filter(|id| {
+                let r = &index.roles[*id];
+                r.defined
+                    && !self.paused.contains(&r.name)
+                    && r.untouched()
+                    && r.deps.iter().all(|dep| index.roles[*dep].is_done())
             })
-            .cloned()
             .collect();
-        let all_done = done.values().all(|d| *d);
+        let all_done = index.done == index.with_members;
         let any_ready = !ready.is_empty();
-        for role in ready {
-            for m in self.members.iter_mut().filter(|m| m.role == role) {
-                m.status = MemberStatus::Running;
+        for id in ready {
+            let r = &self.index.0.roles[id];
+            let (role, positions) = (r.name.clone(), r.members.clone());
+            for pos in positions {
+                self.set_status(pos, MemberStatus::Running);
+                let m = self.touch(pos);
                 m.attempts += 1;
                 m.started_at_ms = Some(now_ms);
                 out.push(Action::Spawn {
@@ -592,10 +868,11 @@ impl Party {
         now_ms: u64,
         out: &mut Vec<Action>,
     ) {
-        for m in &mut self.members {
-            match m.status {
+        for pos in 0..self.members.len() {
+            match self.members[pos].status {
                 MemberStatus::Running => {
-                    m.status = MemberStatus::Cancelled;
+                    self.set_status(pos, MemberStatus::Cancelled);
+                    let m = self.touch(pos);
                     m.finished_at_ms = Some(now_ms);
                     out.push(Action::Stop {
                         role: m.role.clone(),
@@ -603,7 +880,7 @@ impl Party {
                     });
                 }
                 MemberStatus::Pending | MemberStatus::Crashed | MemberStatus::Recovering => {
-                    m.status = MemberStatus::Cancelled;
+                    self.set_status(pos, MemberStatus::Cancelled);
                 }
                 _ => {}
             }

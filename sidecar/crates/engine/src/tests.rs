@@ -413,3 +413,135 @@ fn a_recovery_plugin_decides_each_crash() {
         "unknown recovery strategy \"plugin:Bad\": use restart, pause, abort or plugin:<name>"
     );
 }
+
+/// A small deterministic generator (xorshift64*), so the random walk below needs no crate.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n.max(1)
+    }
+}
+
+fn random_definition(rng: &mut Rng) -> PartyDefinition {
+    let n = 1 + rng.below(9);
+    let strategies = ["restart", "pause", "restart", "pause", "plugin:p", "abort"];
+    let leader = rng.below(2 * n);
+    let mut roles = serde_json::Map::new();
+    let mut flow = serde_json::Map::new();
+    for r in 0..n {
+        let mut role = json!({ "agent": "x", "count": 1 + rng.below(3) });
+        if rng.below(2) == 0 {
+            role["on_crash"] = json!(strategies[rng.below(strategies.len())]);
+        }
+        if rng.below(2) == 0 {
+            role["retry_attempts"] = json!(rng.below(3));
+        }
+        if r == leader {
+            role["is_leader"] = json!(true);
+        }
+        roles.insert(format!("r{r}"), role);
+        let deps: Vec<String> = (0..r)
+            .filter(|_| rng.below(3) == 0)
+            .map(|d| format!("r{d}"))
+            .collect();
+        flow.insert(format!("r{r}"), json!(deps));
+    }
+    let on_crash = strategies[rng.below(strategies.len())];
+    def(json!({
+        "name": "walk", "roles": roles, "flow": flow,
+        "recovery": { "on_crash": on_crash, "max_retries": rng.below(3) }
+    }))
+}
+
+fn random_input(rng: &mut Rng, party: &Party) -> Input {
+    let m = &party.members[rng.below(party.members.len())];
+    let (role, index) = match rng.below(30) {
+        0 => ("ghost".to_string(), 0),
+        1 => (m.role.clone(), 7),
+        _ => (m.role.clone(), m.index),
+    };
+    match rng.below(100) {
+        0 => Input::Launch,
+        1 => Input::Cancel,
+        2..=9 => Input::Signal {
+            role,
+            signal: [
+                Signal::Proceed,
+                Signal::Retry,
+                Signal::Proceed,
+                Signal::Retry,
+                Signal::Abort,
+            ][rng.below(5)],
+        },
+        10..=12 => Input::OverrideRecovery {
+            role,
+            strategy: [Strategy::Restart, Strategy::Pause, Strategy::Abort][rng.below(3)].clone(),
+        },
+        13..=24 => Input::RecoveryDecided {
+            crash_count: m.crash_count.saturating_sub(u32::from(rng.below(4) == 0)),
+            role,
+            index,
+            decision: match rng.below(5) {
+                0..=1 => Decision::Restart,
+                2..=3 => Decision::Pause {
+                    notify: crate::NotifyTarget::User,
+                    why: "why".into(),
+                },
+                _ => Decision::Abort { why: "why".into() },
+            },
+        },
+        25..=44 => Input::Crashed {
+            role,
+            index,
+            reason: "boom".into(),
+        },
+        _ => Input::Completed { role, index },
+    }
+}
+
+/// The scheduler keeps an index so a step costs the same however many roles there are. A
+/// party whose index is built afresh for every step (a clone's members are a new Vec) looks
+/// at every role, as the scheduler did before it had one: both must always decide the same,
+/// end in the same state and report the same changed members.
+#[test]
+fn the_index_decides_as_a_full_scan_would() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut ends = std::collections::BTreeMap::new();
+    for _ in 0..200 {
+        let mut party = Party::new(random_definition(&mut rng));
+        party.step(Input::Launch, 0).unwrap();
+        for t in 1..150 {
+            let input = random_input(&mut rng, &party);
+            let before = party.clone();
+            let mut full_scan = party.clone();
+            let expected = full_scan.step(input.clone(), t);
+            let got = party.step(input.clone(), t);
+            assert_eq!(got, expected, "{input:?} on {before:?}");
+            assert_eq!(party, full_scan, "{input:?} on {before:?}");
+            let changed: Vec<&crate::Member> = party.changed_members().collect();
+            let diff: Vec<&crate::Member> = party
+                .members
+                .iter()
+                .zip(&before.members)
+                .filter(|(now, was)| now != was)
+                .map(|(now, _)| now)
+                .collect();
+            assert_eq!(changed, diff, "{input:?} on {before:?}");
+            for m in &before.members {
+                assert_eq!(
+                    party.member(&m.role, m.index).map(|x| x.index),
+                    Some(m.index)
+                );
+            }
+        }
+        *ends.entry(party.status.as_str()).or_insert(0) += 1;
+    }
+    // The walk reaches every way a party ends.
+    for end in ["completed", "failed", "cancelled"] {
+        assert!(ends.get(end).copied().unwrap_or(0) > 10, "{ends:?}");
+    }
+}

@@ -32,9 +32,12 @@ pub struct Approval {
     pub diff: Option<String>,
     pub is_dangerous: bool,
     pub danger_reason: Option<String>,
-    /// pending, approved, denied or aborted.
+    /// Its path lies outside the asking member's checkout: always dangerous, never answered by
+    /// a rule.
+    pub outside_worktree: bool,
+    /// pending, approved, denied, aborted or expired (its run ended before anyone decided).
     pub status: String,
-    /// approve, deny, abort, approve_pattern, timeout or rule.
+    /// approve, deny, abort, approve_pattern, timeout, rule or expired.
     pub decision: Option<String>,
     pub decided_by: Option<String>,
     pub reason: Option<String>,
@@ -62,6 +65,7 @@ pub struct NewApproval {
     pub diff: Option<String>,
     pub is_dangerous: bool,
     pub danger_reason: Option<String>,
+    pub outside_worktree: bool,
     pub expires_at_ms: i64,
     /// A rule that already approves it.
     pub approved_by_rule: Option<String>,
@@ -99,7 +103,8 @@ pub struct Decision {
 
 const COLUMNS: &str = "id, request_key, project_id, session_id, run_id, party_id, role_name, \
     tool_name, input, subject, file_path, start_line, end_line, diff, is_dangerous, danger_reason, \
-    status, decision, decided_by, reason, rule_id, expires_at_ms, created_at, decided_at";
+    status, decision, decided_by, reason, rule_id, expires_at_ms, created_at, decided_at, \
+    outside_worktree";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
     let input: String = r.get(8)?;
@@ -128,6 +133,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Approval> {
         expires_at_ms: r.get(21)?,
         created_at: r.get(22)?,
         decided_at: r.get(23)?,
+        outside_worktree: r.get(24)?,
     })
 }
 
@@ -161,8 +167,41 @@ fn event(a: &Approval, kind: &str, data: Value) -> NewEvent {
     }
 }
 
+/// Marks the requests of `run_id` still waiting for a person `expired` (each with an
+/// `approval_expired` event); their ids. Runs inside the caller's write transaction.
+pub(crate) fn expire_for_run(
+    conn: &Connection,
+    run_id: &str,
+    why: &str,
+) -> Result<Vec<String>, StoreError> {
+    let ids: Vec<String> = conn
+        .prepare_cached(
+            "SELECT id FROM approvals WHERE run_id = ?1 AND status = 'pending' ORDER BY created_at, id",
+        )?
+        .query_map([run_id], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in &ids {
+        conn.prepare_cached(&format!(
+            "UPDATE approvals SET status = 'expired', decision = 'expired', decided_by = 'troupe', \
+             reason = ?2, decided_at = {NOW} WHERE id = ?1"
+        ))?
+        .execute(params![id, why])?;
+        let a = load(conn, id)?;
+        append_event(
+            conn,
+            &event(
+                &a,
+                "approval_expired",
+                serde_json::json!({ "approval_id": a.approval_id, "run_id": run_id, "reason": why }),
+            ),
+        )?;
+    }
+    Ok(ids)
+}
+
 impl Store {
     /// Stores a request (or returns the one with the same key). Returns it and whether it is new.
+    /// A request from a run that has already ended is stored `expired`: nobody waits for it.
     pub async fn create_approval(&self, new: NewApproval) -> Result<(Approval, bool), StoreError> {
         self.write(move |conn| {
             if let Some(key) = &new.request_key {
@@ -183,9 +222,10 @@ impl Store {
                 "INSERT INTO approvals (id, request_key, project_id, session_id, run_id, party_id, \
                  role_name, tool_name, input, subject, file_path, start_line, end_line, diff, \
                  is_dangerous, danger_reason, status, decision, rule_id, expires_at_ms, decided_at, \
-                 decided_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-                 ?15, ?16, ?17, ?18, ?19, ?20, CASE WHEN ?19 IS NULL THEN NULL ELSE {NOW} END, \
-                 CASE WHEN ?19 IS NULL THEN NULL ELSE 'rule' END)"
+                 decided_by, outside_worktree) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, \
+                 ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, \
+                 CASE WHEN ?19 IS NULL THEN NULL ELSE {NOW} END, \
+                 CASE WHEN ?19 IS NULL THEN NULL ELSE 'rule' END, ?21)"
             ))?
             .execute(params![
                 id,
@@ -207,7 +247,8 @@ impl Store {
                 status,
                 decision,
                 new.approved_by_rule,
-                new.expires_at_ms
+                new.expires_at_ms,
+                new.outside_worktree
             ])?;
             let a = load(conn, &id)?;
             append_event(
@@ -215,8 +256,23 @@ impl Store {
                 &event(&a, "approval_requested", serde_json::json!({
                     "approval_id": id, "tool": a.tool_name, "subject": a.subject,
                     "auto_approved_by_rule": new.approved_by_rule,
+                    "is_dangerous": a.is_dangerous, "danger_reason": a.danger_reason,
                 })),
             )?;
+            // Asked by a run that has already ended (a straggler of a stopped attempt).
+            if a.status == "pending" && let Some(run) = &new.run_id {
+                let ended: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT status FROM agent_runs WHERE id = ?1 \
+                         AND status NOT IN ('pending', 'running')",
+                    )?
+                    .query_row([run], |r| r.get(0))
+                    .optional()?;
+                if let Some(status) = ended {
+                    expire_for_run(conn, run, &format!("the run that asked had ended ({status})"))?;
+                    return Ok((load(conn, &id)?, true));
+                }
+            }
             Ok((a, true))
         })
         .await
@@ -226,22 +282,29 @@ impl Store {
         self.read(|conn| load(conn, id))
     }
 
-    /// Approvals, oldest first; empty filters match all.
+    /// Approvals, oldest first; empty filters match all, except that `expired` ones (whose run
+    /// ended before anyone decided) are left out unless `status` asks for them or
+    /// `include_expired` is set.
     pub fn list_approvals(
         &self,
         status: Option<&str>,
         project_id: Option<&str>,
         party_id: Option<&str>,
         session_id: Option<&str>,
+        include_expired: bool,
     ) -> Result<Vec<Approval>, StoreError> {
         self.read(|conn| {
             let rows = conn
                 .prepare_cached(&format!(
                     "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR status = ?1) \
+                     AND (?1 IS NOT NULL OR ?5 OR status <> 'expired') \
                      AND (?2 IS NULL OR project_id = ?2) AND (?3 IS NULL OR party_id = ?3) \
                      AND (?4 IS NULL OR session_id = ?4) ORDER BY created_at, id"
                 ))?
-                .query_map(params![status, project_id, party_id, session_id], from_row)?
+                .query_map(
+                    params![status, project_id, party_id, session_id, include_expired],
+                    from_row,
+                )?
                 .collect::<Result<_, _>>()?;
             Ok(rows)
         })
@@ -252,6 +315,13 @@ impl Store {
     pub async fn decide_approval(&self, d: Decision) -> Result<Approval, StoreError> {
         self.write(move |conn| {
             let a = load(conn, &d.approval_id)?;
+            if a.status == "expired" {
+                return Err(StoreError::Conflict(format!(
+                    "approval {} has expired: {}; nothing waits for this answer any more",
+                    a.approval_id,
+                    a.reason.as_deref().unwrap_or("the run that asked ended")
+                )));
+            }
             if a.status != "pending" {
                 return Err(StoreError::Conflict(format!(
                     "approval {} is already {} ({})",

@@ -9,6 +9,7 @@
 mod approvals;
 mod error;
 mod events;
+mod floor;
 mod messages;
 mod model;
 mod orchestration;
@@ -27,6 +28,7 @@ use rusqlite::Connection;
 pub use approvals::{Approval, ApprovalRule, Decision, NewApproval};
 pub use error::StoreError;
 pub use events::EventFilter;
+pub use floor::{FloorFigures, group_commit_floor};
 pub use messages::{PollFilter, Recipients, SendOutcome};
 pub use model::{
     Event, Message, MessageType, NewEvent, NewMessage, NewSession, Priority, Project,
@@ -34,7 +36,7 @@ pub use model::{
 };
 pub use orchestration::{
     AgentRun, DefinitionKind, DefinitionRow, MemberRow, MemberState, NewNotification, NewRun,
-    Notification, PartyRow, PartyState, Put, RunStatus, Task, Usage,
+    Notification, PartyRow, PartyState, Put, RunEnd, RunStatus, Task, Usage,
 };
 pub use schema::{SCHEMA_VERSION, schema_sql};
 
@@ -65,14 +67,7 @@ impl Store {
     /// Opens (creating if needed) the database at `path`, migrates it to the latest schema and
     /// starts the writer thread.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let mut conn = open_connection(path)?;
-        // Most pages a group commit dirties are index leaves at scattered positions (one per
-        // sender and recipient); 2 KiB pages halve the WAL bytes per commit against 4 KiB and
-        // measured ~15% more durable sends/s (`troupe bench messaging`). Only takes effect on
-        // a new database.
-        conn.pragma_update(None, "page_size", 2048)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        schema::migrate(&mut conn)?;
+        let conn = open_migrated(path)?;
         let writer = writer::spawn(conn, open_connection(path)?)?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -133,6 +128,19 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The write connection: WAL, 2 KiB pages on a new database, migrated to the latest schema.
+fn open_migrated(path: &Path) -> Result<Connection, StoreError> {
+    let mut conn = open_connection(path)?;
+    // Most pages a group commit dirties are index leaves at scattered positions (one per
+    // sender and recipient); 2 KiB pages halve the WAL bytes per commit against 4 KiB and
+    // measured ~15% more durable sends/s (`troupe bench messaging`). Only takes effect on
+    // a new database.
+    conn.pragma_update(None, "page_size", 2048)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    schema::migrate(&mut conn)?;
+    Ok(conn)
 }
 
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {

@@ -6,8 +6,8 @@ use rusqlite::{Connection, Row, params};
 use crate::events::append_event;
 use crate::sessions::{list_sessions_in, load_active_session};
 use crate::{
-    Message, MessageType, NewEvent, NewMessage, SessionFilter, SessionStatus, Store, StoreError,
-    new_id,
+    Message, MessageType, NewEvent, NewMessage, Session, SessionFilter, SessionStatus, Store,
+    StoreError, new_id,
 };
 
 /// Who a message goes to, relative to the sender.
@@ -75,7 +75,7 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
     })
 }
 
-fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, StoreError> {
+pub(crate) fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, StoreError> {
     let from = load_active_session(conn, &new.from_session_id)?;
 
     if let Some(key) = &new.idempotency_key {
@@ -148,6 +148,17 @@ fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, StoreError> 
         }
     };
 
+    store_messages(conn, &from, recipients, new)
+}
+
+/// The rows of a send whose checks passed: one message per recipient and one timeline event.
+/// `troupe bench messaging`'s floor commits exactly these (see `floor.rs`).
+pub(crate) fn store_messages(
+    conn: &Connection,
+    from: &Session,
+    recipients: Vec<String>,
+    new: &NewMessage,
+) -> Result<SendOutcome, StoreError> {
     let message_type = new
         .message_type
         .unwrap_or_else(|| new.recipients.default_type());

@@ -123,11 +123,25 @@ pub struct AgentRun {
     pub error: Option<String>,
     pub pid: Option<i64>,
     pub pid_start: Option<i64>,
+    /// The process group the run's processes live in (its own; none for in-daemon runs): the
+    /// whole group is ended with the run, also by a daemon started after a kill -9.
+    pub pgid: Option<i64>,
     pub workdir: Option<String>,
     pub timeout_ms: Option<i64>,
     pub created_at: String,
     pub started_at: Option<String>,
     pub completed_at: Option<String>,
+}
+
+/// What `finish_run` did.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    /// The run as it is now.
+    pub run: AgentRun,
+    /// Whether this call ended it (false: it had already ended, and nothing changed).
+    pub changed: bool,
+    /// Its requests that were still waiting for a person and are now `expired`.
+    pub expired_approvals: Vec<String>,
 }
 
 /// Tokens and money an executor spent.
@@ -278,7 +292,7 @@ fn definition_from_row(row: &Row<'_>) -> rusqlite::Result<DefinitionRow> {
 
 const RUN_COLUMNS: &str = "id, agent_name, definition, project_id, parent_session_id, session_id, \
     party_id, role_name, instance_index, attempt, prompt, task_id, status, result, error, pid, \
-    pid_start, workdir, timeout_ms, created_at, started_at, completed_at";
+    pid_start, workdir, timeout_ms, created_at, started_at, completed_at, pgid";
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<AgentRun> {
     let status: String = row.get(12)?;
@@ -307,6 +321,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<AgentRun> {
         created_at: row.get(19)?,
         started_at: row.get(20)?,
         completed_at: row.get(21)?,
+        pgid: row.get(22)?,
     })
 }
 
@@ -603,19 +618,20 @@ impl Store {
         .await
     }
 
-    /// Records the run's process.
+    /// Records the run's process (and its process group: `None` for a run inside the daemon).
     pub async fn run_started(
         &self,
         run_id: String,
         pid: i64,
         pid_start: Option<i64>,
+        pgid: Option<i64>,
     ) -> Result<AgentRun, StoreError> {
         self.write(move |conn| {
             conn.prepare_cached(&format!(
-                "UPDATE agent_runs SET status = 'running', pid = ?2, pid_start = ?3, \
+                "UPDATE agent_runs SET status = 'running', pid = ?2, pid_start = ?3, pgid = ?4, \
                  started_at = {NOW} WHERE id = ?1 AND status = 'pending'"
             ))?
-            .execute(params![run_id, pid, pid_start])?;
+            .execute(params![run_id, pid, pid_start, pgid])?;
             let run = load_run(conn, &run_id)?;
             append_event(
                 conn,
@@ -624,7 +640,7 @@ impl Store {
                     project_id: Some(run.project_id.clone()),
                     session_id: Some(run.session_id.clone()),
                     party_id: run.party_id.clone(),
-                    data: serde_json::json!({ "run_id": run_id, "pid": pid }),
+                    data: serde_json::json!({ "run_id": run_id, "pid": pid, "pgid": pgid }),
                 },
             )?;
             Ok(run)
@@ -634,17 +650,24 @@ impl Store {
 
     /// Ends a run that has not ended yet; ends its session too. Returns the run and whether
     /// this call ended it (false: it had already ended, and nothing changed).
+    ///
+    /// Its requests still waiting for a person become `expired` in the same transaction (a
+    /// ghost's request must not be answered in place of the live attempt's).
     pub async fn finish_run(
         &self,
         run_id: String,
         status: RunStatus,
         result: Option<Value>,
         error: Option<String>,
-    ) -> Result<(AgentRun, bool), StoreError> {
+    ) -> Result<RunEnd, StoreError> {
         self.write(move |conn| {
             let run = load_run(conn, &run_id)?;
             if run.status.is_finished() {
-                return Ok((run, false));
+                return Ok(RunEnd {
+                    run,
+                    changed: false,
+                    expired_approvals: Vec::new(),
+                });
             }
             let result_json = result.as_ref().map(serde_json::to_string).transpose()?;
             conn.prepare_cached(&format!(
@@ -670,7 +693,16 @@ impl Store {
                     }),
                 },
             )?;
-            Ok((load_run(conn, &run_id)?, true))
+            let expired_approvals = crate::approvals::expire_for_run(
+                conn,
+                &run_id,
+                &format!("the run that asked ended ({})", status.as_str()),
+            )?;
+            Ok(RunEnd {
+                run: load_run(conn, &run_id)?,
+                changed: true,
+                expired_approvals,
+            })
         })
         .await
     }

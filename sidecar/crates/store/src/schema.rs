@@ -6,11 +6,12 @@ use rusqlite_migration::{M, Migrations};
 
 use crate::StoreError;
 
-const MIGRATIONS: &[M<'static>] = &[
+pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0001_foundation.sql")),
     M::up(include_str!("migrations/0002_parties.sql")),
     M::up(include_str!("migrations/0003_approvals.sql")),
     M::up(include_str!("migrations/0004_usage.sql")),
+    M::up(include_str!("migrations/0005_reliability.sql")),
 ];
 
 /// The schema version a fully migrated database has.

@@ -29,7 +29,7 @@ CREATE TABLE agent_runs (
     created_at         TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     started_at         TEXT,
     completed_at       TEXT
-) STRICT;
+, pgid INTEGER) STRICT;
 CREATE TABLE approval_rules (
     id          TEXT PRIMARY KEY,
     project_id  TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
@@ -40,7 +40,7 @@ CREATE TABLE approval_rules (
     created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     revoked_at  TEXT
 ) STRICT;
-CREATE TABLE approvals (
+CREATE TABLE "approvals" (
     id                TEXT PRIMARY KEY,
     request_key       TEXT,                -- the caller's key: a retried request is the same one
     project_id        TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
@@ -58,14 +58,15 @@ CREATE TABLE approvals (
     is_dangerous      INTEGER NOT NULL DEFAULT 0,
     danger_reason     TEXT,
     status            TEXT NOT NULL DEFAULT 'pending'
-                      CHECK (status IN ('pending', 'approved', 'denied', 'aborted')),
-    decision          TEXT,                -- approve, deny, abort, approve_pattern, timeout, rule
+                      CHECK (status IN ('pending', 'approved', 'denied', 'aborted', 'expired')),
+    decision          TEXT,                -- approve, deny, abort, approve_pattern, timeout, rule, expired
     decided_by        TEXT,
     reason            TEXT,
     rule_id           TEXT,
     expires_at_ms     INTEGER NOT NULL,
     created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    decided_at        TEXT
+    decided_at        TEXT,
+    outside_worktree  INTEGER NOT NULL DEFAULT 0   -- a path outside the asking member's checkout
 ) STRICT;
 CREATE TABLE events (
     seq         INTEGER PRIMARY KEY,
@@ -191,6 +192,7 @@ CREATE INDEX idx_approval_rules_project ON approval_rules(project_id) WHERE revo
 CREATE UNIQUE INDEX idx_approvals_key ON approvals(session_id, request_key)
     WHERE request_key IS NOT NULL;
 CREATE INDEX idx_approvals_pending ON approvals(created_at) WHERE status = 'pending';
+CREATE INDEX idx_approvals_run ON approvals(run_id) WHERE status = 'pending';
 CREATE INDEX idx_events_party ON events(party_id, seq) WHERE party_id IS NOT NULL;
 CREATE INDEX idx_ism_idempotency ON inter_session_messages(from_session_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL;

@@ -1,5 +1,6 @@
-//! Store unit tests: the schema snapshot, group commit under concurrency, and isolation of a
-//! failing write from the rest of its group.
+//! Store unit tests: the schema snapshot, group commit under concurrency, isolation of a
+//! failing write from the rest of its group, and an older database's ghost requests expiring
+//! when it migrates.
 
 use expect_test::expect;
 
@@ -40,7 +41,7 @@ fn schema_snapshot() {
         .unwrap();
     assert_eq!(version as usize, crate::SCHEMA_VERSION);
     assert_eq!(pragmas, "wal synchronous=2 foreign_keys=1 page_size=2048");
-    expect!["idx_agent_runs_parent idx_agent_runs_party idx_agent_runs_session idx_agent_runs_status idx_approval_rules_project idx_approvals_key idx_approvals_pending idx_events_party idx_ism_idempotency idx_ism_inbox idx_ism_party idx_parties_project idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project idx_tasks_party"]
+    expect!["idx_agent_runs_parent idx_agent_runs_party idx_agent_runs_session idx_agent_runs_status idx_approval_rules_project idx_approvals_key idx_approvals_pending idx_approvals_run idx_events_party idx_ism_idempotency idx_ism_inbox idx_ism_party idx_parties_project idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project idx_tasks_party"]
     .assert_eq(&index_names(&store));
     // The whole schema, so any change to it is a visible diff in review.
     expect_test::expect_file!["schema.snapshot.sql"].assert_eq(&sql);
@@ -140,4 +141,48 @@ async fn a_closed_store_refuses_writes() {
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Closed), "{err}");
+}
+
+#[tokio::test]
+async fn ghosts_left_by_an_earlier_version_expire_when_it_migrates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        rusqlite_migration::Migrations::from_slice(crate::schema::MIGRATIONS)
+            .to_version(&mut conn, 4)
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO projects (id, root_path, name) VALUES ('p', '/p', 'p');
+             INSERT INTO sessions (id, project_id, cli, cwd) VALUES ('s1', 'p', 'x', '/p'), ('s2', 'p', 'x', '/p');
+             INSERT INTO agent_runs (id, agent_name, definition, project_id, session_id, prompt, status, pid)
+               VALUES ('dead', 'a', '{\"runner\":\"acp:claude\"}', 'p', 's1', '', 'crashed', 42),
+                      ('live', 'a', '{\"runner\":\"wasm:x\"}', 'p', 's2', '', 'running', 43);
+             INSERT INTO approvals (id, project_id, session_id, run_id, tool_name, input, subject, expires_at_ms)
+               VALUES ('ghost', 'p', 's1', 'dead', 'write_file', '{}', 'a', 0),
+                      ('waiting', 'p', 's2', 'live', 'write_file', '{}', 'b', 0);",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.get_approval("ghost").unwrap().status, "expired");
+    assert_eq!(store.get_approval("waiting").unwrap().status, "pending");
+    // The process group is known for agents that have one of their own, not in-daemon runs.
+    assert_eq!(store.get_run("dead").unwrap().pgid, Some(42));
+    assert_eq!(store.get_run("live").unwrap().pgid, None);
+    let listed = store.list_approvals(None, None, None, None, false).unwrap();
+    assert_eq!(listed.len(), 1);
+    let err = store
+        .decide_approval(crate::Decision {
+            approval_id: "ghost".into(),
+            status: "approved",
+            decision: "approve".into(),
+            decided_by: None,
+            reason: None,
+            new_rule: None,
+            in_order: true,
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("expired"), "{err}");
 }

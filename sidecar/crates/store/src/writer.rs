@@ -198,7 +198,7 @@ const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_milli
 
 /// Copies committed WAL frames into the database file (PASSIVE: never blocks the writer or
 /// readers) when woken after a commit, at most once per `CHECKPOINT_INTERVAL`.
-fn checkpointer(conn: Connection, wake: std::sync::mpsc::Receiver<()>) {
+pub(crate) fn checkpointer(conn: Connection, wake: std::sync::mpsc::Receiver<()>) {
     while wake.recv().is_ok() {
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             tracing::warn!(error = %e, "WAL checkpoint failed");

@@ -116,8 +116,15 @@ pub async fn drive(
     mut stop: oneshot::Receiver<()>,
 ) -> Exit {
     let pid = child.id();
+    // Everything of the run's: its group, and whatever carries its run id (Claude Code, the
+    // `troupe mcp` it starts, terminals), ended with it.
+    let procs = crate::procs::RunProcesses {
+        run_id: run.run_id.clone(),
+        pgid: pid,
+        since: pid.and_then(crate::runner::process_start_time),
+    };
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        shut_down(pid, &mut child).await;
+        shut_down(pid, &mut child, &procs).await;
         return Exit::Failed("the agent's stdio was not piped".into());
     };
     let options = agent.acp.clone().unwrap_or_default();
@@ -216,7 +223,7 @@ pub async fn drive(
     drop(session);
     member.ended.send_replace(true);
     member.terminals.kill_all();
-    let exit_status = shut_down(pid, &mut child).await;
+    let exit_status = shut_down(pid, &mut child, &procs).await;
     let aborted = member.aborted.load(Ordering::SeqCst);
     drop(member);
     // Tasks still answering the agent may hold a sender: end the timeline explicitly.
@@ -303,28 +310,42 @@ async fn finish(daemon: &Weak<Daemon>, run: &AgentRun, end: TurnEnd, last_text: 
 }
 
 /// Waits `EXIT_GRACE` for the agent to leave after its stdin closed, then SIGTERM and
-/// SIGKILL to its group; how it exited, when it exited by itself.
-async fn shut_down(pid: Option<u32>, child: &mut tokio::process::Child) -> Option<Exit> {
+/// SIGKILL to its group; then ends whatever of the run is left (its group, processes carrying
+/// its run id that left it). How it exited, when it exited by itself.
+async fn shut_down(
+    pid: Option<u32>,
+    child: &mut tokio::process::Child,
+    procs: &crate::procs::RunProcesses,
+) -> Option<Exit> {
     use std::os::unix::process::ExitStatusExt;
-    if let Ok(Ok(status)) = tokio::time::timeout(EXIT_GRACE, child.wait()).await {
-        // Whatever it left in its group goes too.
-        if let Some(pid) = pid {
-            crate::runner::signal_group(pid, rustix::process::Signal::KILL);
-        }
-        return Some(Exit::Exited {
-            code: status.code(),
-            signal: status.signal(),
-        });
-    }
-    match pid {
-        Some(pid) => crate::runner::stop_group(pid, child).await,
-        None => {
-            if let Err(e) = child.kill().await {
-                tracing::debug!(error = %e, "cannot kill an ACP agent");
+    let exited = match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+        Ok(Ok(status)) => {
+            // Whatever it left in its group goes too.
+            if let Some(pid) = pid {
+                crate::runner::signal_group(pid, rustix::process::Signal::KILL);
             }
+            Some(Exit::Exited {
+                code: status.code(),
+                signal: status.signal(),
+            })
         }
+        _ => {
+            match pid {
+                Some(pid) => crate::runner::stop_group(pid, child).await,
+                None => {
+                    if let Err(e) = child.kill().await {
+                        tracing::debug!(error = %e, "cannot kill an ACP agent");
+                    }
+                }
+            }
+            None
+        }
+    };
+    let killed = crate::procs::end(std::slice::from_ref(procs), crate::runner::TERM_GRACE).await;
+    if killed > 0 {
+        tracing::info!(run = %procs.run_id, killed, "processes the agent left were killed");
     }
-    None
+    exited
 }
 
 /// What a run's timeline writer is sent, in order.
@@ -640,8 +661,11 @@ impl Member {
                     .iter()
                     .find_map(|k| input.get(*k).and_then(Value::as_str).map(str::to_string))
             })
-            .and_then(|p| confine(&self.workdir, &p).ok())
-            .map(|p| p.display().to_string());
+            // A path outside the worktree is kept as asked: the request is flagged for it.
+            .map(|p| match confine(&self.workdir, &p) {
+                Ok(inside) => inside.display().to_string(),
+                Err(_) => self.workdir.join(&p).display().to_string(),
+            });
         let dangerous = tool == "run_command" || tool == "delete_file";
         let params = RequestPermissionParams {
             session_id: self.run.session_id.clone(),
@@ -669,6 +693,8 @@ impl Member {
                 self.aborted.store(true, Ordering::SeqCst);
                 PermissionAnswer::Cancelled
             }
+            // The run ended while it waited (a cancel, a stop): the turn is being cancelled.
+            "expired" => PermissionAnswer::Cancelled,
             _ => PermissionAnswer::Choose(Choice::RejectOnce),
         }
     }
@@ -777,12 +803,16 @@ impl ClientSide for Member {
         })
     }
 
-    fn terminal_create(&self, spec: TerminalSpec) -> Result<String, String> {
+    fn terminal_create(&self, mut spec: TerminalSpec) -> Result<String, String> {
         self.permits("run_command")?;
         let cwd = match &spec.cwd {
             Some(dir) => confine(&self.workdir, &dir.to_string_lossy())?,
             None => self.workdir.clone(),
         };
+        // Marked with the run, so that a daemon started after a kill -9 finds and ends it.
+        spec.env.retain(|(k, _)| k != crate::procs::RUN_MARKER);
+        spec.env
+            .push((crate::procs::RUN_MARKER.into(), self.run.run_id.clone()));
         self.terminals.create(spec, &cwd)
     }
 

@@ -1,6 +1,9 @@
 //! `troupe bench messaging`: measures a real daemon (a child process on a scratch data dir)
 //! through its public API — start → ready, idle RSS, durable sends from 1 and from N concurrent
-//! clients, and send → subscriber delivery latency — and reports medians over several runs.
+//! clients, and send → subscriber delivery latency — and, in the same run on the same disk, the
+//! floor: the same rows group-committed straight through rusqlite (`troupe_store::
+//! group_commit_floor`), so the daemon's throughput is reported as a share of what the disk and
+//! SQLite allow. Medians over several runs.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -26,6 +29,10 @@ pub enum BenchCommand {
     Mcp(crate::bench_agents::McpArgs),
     /// ACP member spawn → first update (the scripted agent, or any ACP command).
     Acp(crate::bench_agents::AcpArgs),
+    /// kill -9 soaks: keyed sends (nothing acknowledged lost or doubled) and parties (no rerun,
+    /// no double spawn, no orphan process).
+    #[command(subcommand)]
+    Soak(crate::bench_soak::SoakCommand),
 }
 
 #[derive(Debug, Args)]
@@ -41,6 +48,13 @@ pub struct PartiesArgs {
     pub layers: usize,
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Party sizes in members (e.g. `100,1000,5000`): runs the benchmark once per size, with
+    /// `size / per-role` roles, and prints the curve. Overrides `--roles`.
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    /// Measure only the engine (no daemon, no processes).
+    #[arg(long)]
+    pub engine_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -84,6 +98,12 @@ pub struct RunFigures {
     pub delivery_p50_us: f64,
     pub delivery_p99_us: f64,
     pub rss_after_load_kib: u64,
+    /// The floor: the concurrent run's rows, group-committed straight through rusqlite.
+    pub floor_rows_per_s: f64,
+    /// The store's whole `send` SQL, group-committed the same way.
+    pub floor_store_sql_per_s: f64,
+    /// `conc_msgs_per_s / floor_rows_per_s`.
+    pub share_of_floor: f64,
 }
 
 pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
@@ -93,6 +113,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Approvals(args) => return crate::bench_approvals::run(args, json).await,
         BenchCommand::Mcp(args) => return crate::bench_agents::mcp(args, json).await,
         BenchCommand::Acp(args) => return crate::bench_agents::acp(args, json).await,
+        BenchCommand::Soak(cmd) => return crate::bench_soak::run(cmd, json).await,
     };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");
@@ -119,13 +140,14 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         "sequential": { "msgs_per_s": med(|r| r.seq_msgs_per_s), "p50_us": med(|r| r.seq_p50_us), "p99_us": med(|r| r.seq_p99_us) },
         "concurrent": { "msgs_per_s": med(|r| r.conc_msgs_per_s), "p50_us": med(|r| r.conc_p50_us), "p99_us": med(|r| r.conc_p99_us), "daemon_cpu_us_per_msg": med(|r| r.conc_daemon_cpu_us_per_msg) },
         "delivery": { "p50_us": med(|r| r.delivery_p50_us), "p99_us": med(|r| r.delivery_p99_us) },
+        "floor": { "rows_per_s": med(|r| r.floor_rows_per_s), "store_sql_per_s": med(|r| r.floor_store_sql_per_s), "share_of_floor": med(|r| r.share_of_floor) },
         "per_run": runs,
     });
     if json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "medians of {} runs ({} B messages):\n  start → ready        {:>9.2} ms\n  idle RSS             {:>9.2} MiB (after load {:.2} MiB)\n  1 client sequential  {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs\n  {} clients           {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs  (daemon CPU {:.1} µs/msg)\n  send → subscriber    p50 {:.0} µs  p99 {:.0} µs",
+            "medians of {} runs ({} B messages):\n  start → ready        {:>9.2} ms\n  idle RSS             {:>9.2} MiB (after load {:.2} MiB)\n  1 client sequential  {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs\n  {} clients           {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs  (daemon CPU {:.1} µs/msg)\n  send → subscriber    p50 {:.0} µs  p99 {:.0} µs\n  floor (same rows, bare rusqlite group commit, same disk) {:>9.0} sends/s; store SQL alone {:.0} sends/s\n  {} clients / floor   {:>9.1} %",
             args.runs,
             args.size,
             summary["start_to_ready_ms"].as_f64().unwrap_or(0.0),
@@ -143,6 +165,10 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
                 .unwrap_or(0.0),
             summary["delivery"]["p50_us"].as_f64().unwrap_or(0.0),
             summary["delivery"]["p99_us"].as_f64().unwrap_or(0.0),
+            summary["floor"]["rows_per_s"].as_f64().unwrap_or(0.0),
+            summary["floor"]["store_sql_per_s"].as_f64().unwrap_or(0.0),
+            args.clients,
+            summary["floor"]["share_of_floor"].as_f64().unwrap_or(0.0) * 100.0,
         );
     }
     Ok(())
@@ -245,6 +271,19 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
     let _answer_or_hangup = first.call("shutdown_daemon", json!({})).await;
     let _reaped = daemon.0.wait();
 
+    // The floor, on the same disk, with the daemon gone: the concurrent run's sends, one per
+    // client per group commit.
+    let (dir, clients, sends, keys) = (
+        scratch.path().to_path_buf(),
+        args.clients,
+        conc_lat.len(),
+        !args.no_keys,
+    );
+    let floor = tokio::task::spawn_blocking(move || {
+        troupe_store::group_commit_floor(&dir, clients, sends, &content, keys)
+    })
+    .await??;
+
     let (seq_p50_us, seq_p99_us) = percentiles(&mut seq_lat);
     let (conc_p50_us, conc_p99_us) = percentiles(&mut conc_lat);
     let (delivery_p50_us, delivery_p99_us) = percentiles(&mut delivery);
@@ -261,6 +300,9 @@ async fn one_run(args: &MessagingArgs) -> anyhow::Result<RunFigures> {
         delivery_p50_us,
         delivery_p99_us,
         rss_after_load_kib,
+        floor_rows_per_s: floor.rows_per_s,
+        floor_store_sql_per_s: floor.store_sql_per_s,
+        share_of_floor: conc_msgs_per_s / floor.rows_per_s,
     })
 }
 
@@ -307,7 +349,7 @@ pub(crate) async fn start_daemon(layout: &Layout) -> anyhow::Result<(DaemonGuard
     Ok((daemon, client, spawned.elapsed().as_secs_f64() * 1000.0))
 }
 
-async fn register(client: &Client, cwd: &str) -> anyhow::Result<String> {
+pub(crate) async fn register(client: &Client, cwd: &str) -> anyhow::Result<String> {
     let r = client
         .call("register_session", json!({ "cli": "bench", "cwd": cwd }))
         .await?;

@@ -13,16 +13,16 @@ use troupe_engine::{Action, Input, Party, PartyDefinition};
 use crate::bench::{PartiesArgs, cpu_ticks, median, start_daemon, ticks_per_second};
 
 /// The benchmark party: `layers` layers of roles; each role waits for two of the layer before.
-fn definition(args: &PartiesArgs) -> Value {
-    let per_layer = args.roles.div_ceil(args.layers.max(1));
+fn definition(role_count: usize, per_role: u32, layers: usize) -> Value {
+    let per_layer = role_count.div_ceil(layers.max(1));
     let mut roles = serde_json::Map::new();
     let mut flow = serde_json::Map::new();
-    for r in 0..args.roles {
+    for r in 0..role_count {
         let (layer, slot) = (r / per_layer, r % per_layer);
         let name = format!("r{r}");
         roles.insert(
             name.clone(),
-            json!({ "agent": "trivial", "count": args.per_role }),
+            json!({ "agent": "trivial", "count": per_role }),
         );
         if layer > 0 {
             let prev = (layer - 1) * per_layer;
@@ -37,39 +37,102 @@ fn definition(args: &PartiesArgs) -> Value {
     json!({ "name": "bench", "roles": roles, "flow": flow, "recovery": { "on_crash": "abort" } })
 }
 
-/// The engine alone: a whole run of the party with every member completing at once.
+/// The engine alone: whole runs of the party with every member completing at once, repeated
+/// for at least 100 ms; returns µs per step (launch included) and steps per run.
 fn engine_cost(def: &Value) -> anyhow::Result<(f64, usize)> {
     let def: PartyDefinition = serde_json::from_value(def.clone())?;
     def.validate(|_| true).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut party = Party::new(def);
     let started = Instant::now();
-    let mut steps = 0;
-    let mut queue = party
-        .step(Input::Launch, 0)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    while let Some(action) = queue.pop() {
-        if let Action::Spawn { role, index, .. } = action {
-            steps += 1;
-            let more = party
-                .step(Input::Completed { role, index }, steps as u64)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            queue.extend(more);
+    let (mut steps, mut total) = (0, 0);
+    while total == 0 || started.elapsed() < Duration::from_millis(100) {
+        let mut party = Party::new(def.clone());
+        steps = 1;
+        let mut queue = party
+            .step(Input::Launch, 0)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        while let Some(action) = queue.pop() {
+            if let Action::Spawn { role, index, .. } = action {
+                steps += 1;
+                let more = party
+                    .step(Input::Completed { role, index }, steps as u64)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                queue.extend(more);
+            }
         }
+        if !party.status.is_over() {
+            bail!("the engine benchmark's party did not finish");
+        }
+        total += steps;
     }
-    Ok((started.elapsed().as_secs_f64() * 1e6 / steps as f64, steps))
+    Ok((started.elapsed().as_secs_f64() * 1e6 / total as f64, steps))
 }
 
 pub async fn run(args: PartiesArgs, json_out: bool) -> anyhow::Result<()> {
-    if args.roles == 0 || args.per_role == 0 || args.runs == 0 {
-        bail!("--roles, --per-role and --runs must be at least 1");
+    if args.roles == 0 || args.per_role == 0 || args.runs == 0 || args.sizes.contains(&0) {
+        bail!("--roles, --per-role, --runs and --sizes must be at least 1");
     }
-    let def = definition(&args);
+    if args.sizes.is_empty() {
+        let summary = measure(&args, args.roles, json_out).await?;
+        return report(&args, args.roles, &summary, json_out);
+    }
+    // The curve: one party size after the other.
+    let mut curve = Vec::new();
+    for size in &args.sizes {
+        let roles = size.div_ceil(args.per_role as usize);
+        let summary = measure(&args, roles, json_out).await?;
+        if !json_out {
+            report(&args, roles, &summary, false)?;
+        }
+        curve.push(json!({ "roles": roles, "medians": summary }));
+    }
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "runs": args.runs, "curve": curve }))?
+        );
+        return Ok(());
+    }
+    println!(
+        "\n  members  roles  daemon CPU/member  engine/step  wall     decided → running  peak RSS"
+    );
+    for point in &curve {
+        let m = &point["medians"];
+        let f = |k: &str| m[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "  {:>7}  {:>5}  {:>12.3} ms  {:>8.2} µs  {:>6.2} s  {:>9.2} ms       {:>6.1} MiB",
+            f("members"),
+            point["roles"],
+            f("daemon_cpu_ms_per_member"),
+            f("engine_us_per_step"),
+            f("wall_s"),
+            f("spawn_latency_ms"),
+            f("daemon_peak_rss_mib"),
+        );
+    }
+    Ok(())
+}
+
+/// Medians of `args.runs` runs of a party of `roles` roles.
+async fn measure(
+    args: &PartiesArgs,
+    roles: usize,
+    quiet: bool,
+) -> anyhow::Result<serde_json::Map<String, Value>> {
+    let def = definition(roles, args.per_role, args.layers);
     let mut rows: Vec<BTreeMap<&str, f64>> = Vec::new();
     for i in 0..args.runs {
-        let row = one_run(&def)
-            .await
-            .with_context(|| format!("run {}", i + 1))?;
-        if !json_out {
+        let row = if args.engine_only {
+            let (engine_us, steps) = engine_cost(&def)?;
+            BTreeMap::from([
+                ("members", steps.saturating_sub(1) as f64),
+                ("engine_us_per_step", engine_us),
+            ])
+        } else {
+            one_run(&def)
+                .await
+                .with_context(|| format!("{roles} roles, run {}", i + 1))?
+        };
+        if !quiet {
             eprintln!("run {}: {row:?}", i + 1);
         }
         rows.push(row);
@@ -86,24 +149,36 @@ pub async fn run(args: PartiesArgs, json_out: bool) -> anyhow::Result<()> {
         "engine_us_per_step",
         "daemon_peak_rss_mib",
     ];
-    let summary: serde_json::Map<String, Value> = keys
+    Ok(keys
         .iter()
+        .filter(|k| rows.iter().any(|r| r.contains_key(**k)))
         .map(|k| (k.to_string(), json!(med(k))))
-        .collect();
+        .collect())
+}
+
+fn report(
+    args: &PartiesArgs,
+    roles: usize,
+    summary: &serde_json::Map<String, Value>,
+    json_out: bool,
+) -> anyhow::Result<()> {
     if json_out {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({ "runs": args.runs, "medians": summary }))?
         );
-    } else {
-        println!(
-            "medians of {} runs: {} roles x {} = {} members in {} layers",
-            args.runs,
-            args.roles,
-            args.per_role,
-            med("members"),
-            args.layers
-        );
+        return Ok(());
+    }
+    let med = |k: &str| summary.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    println!(
+        "medians of {} runs: {} roles x {} = {} members in {} layers",
+        args.runs,
+        roles,
+        args.per_role,
+        med("members"),
+        args.layers
+    );
+    if !args.engine_only {
         println!("  wall time               {:>9.2} s", med("wall_s"));
         println!(
             "  sum of member run times {:>9.2} s (mean {:.1} ms per member)",
@@ -119,10 +194,12 @@ pub async fn run(args: PartiesArgs, json_out: bool) -> anyhow::Result<()> {
             "  daemon CPU              {:>9.2} ms per member",
             med("daemon_cpu_ms_per_member")
         );
-        println!(
-            "  engine alone            {:>9.2} µs per scheduling step",
-            med("engine_us_per_step")
-        );
+    }
+    println!(
+        "  engine alone            {:>9.2} µs per scheduling step",
+        med("engine_us_per_step")
+    );
+    if !args.engine_only {
         println!(
             "  daemon peak RSS         {:>9.2} MiB",
             med("daemon_peak_rss_mib")

@@ -283,6 +283,9 @@ fn spawn_daemon(layout: &Layout) -> anyhow::Result<Child> {
         .arg("--data-dir")
         .arg(&layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+        // Started from inside a run (a member's CLI call), the daemon is not part of that run.
+        .env_remove(crate::procs::RUN_MARKER)
+        .env_remove("TROUPE_SESSION_ID")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

@@ -167,6 +167,14 @@ fn diagnostic(a: &Value) -> Diagnostic {
     }
 }
 
+/// The decisions offered for a request: no "Approve pattern" for a path outside the member's
+/// worktree (no rule may answer such a request).
+fn actions_for(a: &Value) -> impl Iterator<Item = &'static (&'static str, &'static str)> + '_ {
+    ACTIONS
+        .iter()
+        .filter(move |(_, d)| !(*d == "approve_pattern" && a["outside_worktree"] == true))
+}
+
 fn decide_command(title: &str, a: &Value, decision: &str) -> Command {
     Command {
         title: title.to_string(),
@@ -274,7 +282,7 @@ impl LanguageServer for Backend {
             .filter(|a| overlaps(&range_of(a), &params.range))
         {
             let diag = diagnostic(a);
-            for (title, decision) in ACTIONS {
+            for (title, decision) in actions_for(a) {
                 actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                     title: title.to_string(),
                     kind: Some(CodeActionKind::QUICKFIX),
@@ -293,7 +301,7 @@ impl LanguageServer for Backend {
         let lenses = pending
             .iter()
             .flat_map(|a| {
-                ACTIONS.iter().map(move |(title, decision)| CodeLens {
+                actions_for(a).map(move |(title, decision)| CodeLens {
                     range: Range::new(range_of(a).start, range_of(a).start),
                     command: Some(decide_command(title, a, decision)),
                     data: None,

@@ -408,11 +408,16 @@ fn caller_fields(op: &str) -> &'static [&'static str] {
                         .ok()
                         .and_then(|s| s.get("properties").cloned())
                         .unwrap_or_default();
-                    let fields = CALLER_FIELDS
+                    let mut fields: Vec<&'static str> = CALLER_FIELDS
                         .iter()
                         .copied()
                         .filter(|f| props.get(*f).is_some())
                         .collect();
+                    // An operation that names its caller (`session_id`) and also takes a parent
+                    // (`list_agents`) is asked as the caller: it works out the family itself.
+                    if fields.contains(&"session_id") {
+                        fields.retain(|f| *f != "parent_session_id");
+                    }
                     (o.name, fields)
                 })
                 .collect()

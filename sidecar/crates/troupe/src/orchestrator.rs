@@ -67,6 +67,12 @@ pub enum Command {
     StopRun {
         run_id: String,
     },
+    /// The daemon is stopping: end the runs that cannot be adopted by the next daemon (ACP
+    /// agents talk to this one over stdio; executor runs live in it) with all their processes,
+    /// record them crashed, then stop the loop. Process members keep running, to be adopted.
+    Shutdown {
+        reply: Reply,
+    },
     /// A recovery plugin answered (after its restart delay, if any) about crash `crash_count`.
     RecoveryDecided {
         party_id: String,
@@ -98,6 +104,11 @@ impl Orchestrator {
             .map_err(|_| ApiError::Unavailable("the daemon is shutting down".into()))?;
         rx.await
             .map_err(|_| ApiError::Unavailable("the daemon is shutting down".into()))?
+    }
+
+    /// Ends what cannot outlive this daemon (see `Command::Shutdown`) and stops the loop.
+    pub async fn shutdown(&self) -> Result<(), ApiError> {
+        self.request(|reply| Command::Shutdown { reply }).await
     }
 
     /// Sends a command that needs no answer.
@@ -212,7 +223,9 @@ impl Boot {
                     Some(e) = exit_rx.recv() => Event::Exit(e),
                     else => break,
                 };
-                state.handle(event).await;
+                if state.handle(event).await == Flow::Stop {
+                    break;
+                }
             }
         });
         Ok(())
@@ -243,9 +256,21 @@ pub fn party_label(row: &PartyRow) -> String {
     )
 }
 
+/// Whether the loop goes on after an event.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
 impl Loop {
-    async fn handle(&mut self, event: Event) {
+    async fn handle(&mut self, event: Event) -> Flow {
         match event {
+            Event::Command(Command::Shutdown { reply }) => {
+                self.shut_down().await;
+                let _caller_gone = reply.send(Ok(()));
+                return Flow::Stop;
+            }
             Event::Command(Command::Launch { party_id, reply }) => {
                 let result = self.launch(&party_id).await;
                 let _caller_gone = reply.send(result);
@@ -318,6 +343,45 @@ impl Loop {
             Event::Exit(exit) => self.run_exited(exit).await,
         }
         self.drain().await;
+        Flow::Continue
+    }
+
+    /// The daemon is stopping: the runs no later daemon can adopt are recorded crashed (so
+    /// their pending approvals expire) and every process of theirs is ended.
+    async fn shut_down(&mut self) {
+        let runs = match self.store.list_runs(None, None, true) {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list the runs to stop");
+                return;
+            }
+        };
+        let mut procs = Vec::new();
+        for run in runs {
+            let runner = run
+                .definition
+                .get("runner")
+                .and_then(Value::as_str)
+                .unwrap_or("process")
+                .to_string();
+            if !runner.starts_with("acp:") && !runner.starts_with("wasm:") {
+                continue;
+            }
+            self.bury(&run.run_id, RunStatus::Crashed, not_adoptable(&runner))
+                .await;
+            self.runner.stop(&run.run_id);
+            procs.push(crate::procs::RunProcesses {
+                run_id: run.run_id.clone(),
+                pgid: run.pgid.and_then(|g| u32::try_from(g).ok()),
+                since: run.pid_start,
+            });
+        }
+        let killed = crate::procs::end(&procs, crate::runner::TERM_GRACE).await;
+        tracing::info!(
+            runs = procs.len(),
+            killed,
+            "runs that cannot outlive the daemon were ended"
+        );
     }
 
     /// Applies an input from an operation: errors go back to the caller.
@@ -420,8 +484,10 @@ impl Loop {
                     ("member_stopping", json!({ "role": role, "index": index }))
                 }
                 Action::Notify { target, text } => {
+                    // A notice for the leader when no leader member is live (none, it
+                    // finished, it is being restarted) goes to the person instead.
                     if *target == NotifyTarget::User
-                        || self_leaderless(live) && *target == NotifyTarget::Leader
+                        || *target == NotifyTarget::Leader && !leader_running(live)
                     {
                         notifications.push(NewNotification {
                             project_id: Some(row.project_id.clone()),
@@ -615,9 +681,25 @@ impl Loop {
         let row = live.row.clone();
         let recipients = match target {
             NotifyTarget::User => return,
+            // No leader member running: `step` recorded it for the person instead.
+            NotifyTarget::Leader if !leader_running(live) => return,
             NotifyTarget::Leader => match self.live_leader_session(party_id) {
                 Some(s) => Recipients::Session(s),
-                None => return, // recorded as a notification for the person instead
+                None => {
+                    // Running, but its run is not known yet: the person hears it instead.
+                    let n = NewNotification {
+                        project_id: Some(row.project_id.clone()),
+                        party_id: Some(party_id.to_string()),
+                        kind: "party".into(),
+                        text: format!("{}: {text}", row.name),
+                        data: json!({ "party_id": party_id }),
+                    };
+                    match self.store.add_notification(n).await {
+                        Ok(_) => self.hub.bump(crate::ops::approvals::NOTIFICATIONS_KEY),
+                        Err(e) => tracing::warn!(party = %party_id, error = %e, "notice lost"),
+                    }
+                    return;
+                }
             },
             NotifyTarget::Party => Recipients::Party(party_id.to_string()),
         };
@@ -816,6 +898,7 @@ impl Loop {
                     run.run_id.clone(),
                     i64::from(pid),
                     crate::runner::process_start_time(pid),
+                    None,
                 )
                 .await
                 .map_err(|e| e.to_string())?;
@@ -852,11 +935,13 @@ impl Loop {
             let spawned = std::time::Instant::now();
             let child = crate::acp::spawn(agent, &workdir, &env, log).map_err(|e| e.to_string())?;
             let pid = child.id().ok_or("the agent exited at once")?;
+            // Its own process group: the group is the leader's pid.
             self.store
                 .run_started(
                     run.run_id.clone(),
                     i64::from(pid),
                     crate::runner::process_start_time(pid),
+                    Some(i64::from(pid)),
                 )
                 .await
                 .map_err(|e| e.to_string())?;
@@ -888,7 +973,12 @@ impl Loop {
             })
             .map_err(|e| e.to_string())?;
         self.store
-            .run_started(run.run_id.clone(), i64::from(pid), start)
+            .run_started(
+                run.run_id.clone(),
+                i64::from(pid),
+                start,
+                Some(i64::from(pid)),
+            )
             .await
             .map_err(|e| e.to_string())?;
         Ok(())
@@ -896,12 +986,13 @@ impl Loop {
 
     /// Records a run's end (when nothing recorded it yet).
     async fn bury(&self, run_id: &str, status: RunStatus, error: String) {
-        if let Err(e) = self
+        match self
             .store
             .finish_run(run_id.to_string(), status, None, Some(error))
             .await
         {
-            tracing::warn!(run = %run_id, error = %e, "cannot record a run's end");
+            Ok(end) => crate::ops::approvals::announce_expired(&self.hub, &end.expired_approvals),
+            Err(e) => tracing::warn!(run = %run_id, error = %e, "cannot record a run's end"),
         }
     }
 
@@ -911,7 +1002,7 @@ impl Loop {
             Exit::Stopped => RunStatus::Cancelled,
             _ => RunStatus::Crashed,
         };
-        let run = match self
+        let end = match self
             .store
             .finish_run(
                 exit.run_id.clone(),
@@ -921,13 +1012,15 @@ impl Loop {
             )
             .await
         {
-            Ok(done) => done,
+            Ok(end) => end,
             Err(e) => {
                 tracing::warn!(run = %exit.run_id, error = %e, "run exit not recorded");
                 return;
             }
         };
-        self.after_run_end(&run.0, Some(&exit.exit), run.1).await;
+        crate::ops::approvals::announce_expired(&self.hub, &end.expired_approvals);
+        self.after_run_end(&end.run, Some(&exit.exit), end.changed)
+            .await;
     }
 
     async fn run_completed(&mut self, run_id: &str) {
@@ -1044,50 +1137,84 @@ impl Loop {
 
     /// Rebuilds live parties and runs after a (re)start.
     async fn recover(&mut self) -> anyhow::Result<()> {
-        // 1. Runs an earlier daemon left: adopt the live processes, bury the rest.
+        // 1. Runs an earlier daemon left: adopt the live processes that can be adopted, end
+        //    every process of the rest (its whole group and whatever carries its run id, the
+        //    agent CLI's own children included) and bury them.
+        let mut adopted = std::collections::HashSet::new();
+        let mut ended = Vec::new();
         for run in self.store.list_runs(None, None, true)? {
             let alive = run
                 .pid
                 .and_then(|p| u32::try_from(p).ok())
                 .filter(|p| crate::runner::is_alive(*p, run.pid_start));
-            // An ACP agent talked to the daemon that stopped over its stdio: it cannot be
-            // taken over, so it is stopped and counted as crashed (recovery may restart it).
-            let over_stdio = run
+            // An ACP agent talked to the daemon that stopped over its stdio, and an in-daemon
+            // run lived in it: neither can be taken over.
+            let runner = run
                 .definition
                 .get("runner")
                 .and_then(serde_json::Value::as_str)
-                .is_some_and(|r| r.starts_with("acp:"));
+                .unwrap_or("process");
+            let adoptable = !runner.starts_with("acp:") && !runner.starts_with("wasm:");
+            let procs = crate::procs::RunProcesses {
+                run_id: run.run_id.clone(),
+                pgid: run.pgid.and_then(|g| u32::try_from(g).ok()),
+                since: run.pid_start,
+            };
             match alive {
-                Some(pid) if over_stdio => {
-                    crate::runner::signal_group(pid, rustix::process::Signal::KILL);
-                    self.bury(
-                        &run.run_id,
-                        RunStatus::Crashed,
-                        "the daemon driving this ACP agent stopped".into(),
-                    )
-                    .await;
-                }
-                Some(pid) => {
+                Some(pid) if adoptable && run.pgid.is_some() => {
                     let left = run
                         .timeout_ms
                         .map(|t| Duration::from_millis(u64::try_from(t).unwrap_or(0)));
                     tracing::info!(run = %run.run_id, pid, "adopting a running agent");
+                    adopted.insert(run.run_id.clone());
                     self.runner
                         .adopt(run.run_id.clone(), pid, run.pid_start, left);
                 }
-                None if run.status == RunStatus::Pending => {
-                    self.bury(
-                        &run.run_id,
+                _ if run.status == RunStatus::Pending => {
+                    ended.push((
+                        procs,
                         RunStatus::Cancelled,
-                        "never started: the daemon stopped first".into(),
-                    )
-                    .await;
+                        "never started: the daemon stopped first".to_string(),
+                    ));
+                }
+                Some(_) => {
+                    ended.push((procs, RunStatus::Crashed, not_adoptable(runner)));
                 }
                 None => {
-                    self.bury(&run.run_id, RunStatus::Crashed, Exit::Vanished.describe())
-                        .await;
+                    ended.push((procs, RunStatus::Crashed, Exit::Vanished.describe()));
                 }
             }
+        }
+        // Runs that ended (before or now) whose processes are still about: a member that
+        // completed just before a kill -9, a child that left its group.
+        let mut leftovers: Vec<crate::procs::RunProcesses> =
+            ended.iter().map(|(p, _, _)| p.clone()).collect();
+        for run_id in crate::procs::marked_runs() {
+            if adopted.contains(&run_id) || leftovers.iter().any(|p| p.run_id == run_id) {
+                continue;
+            }
+            // Only runs of this data dir: another daemon's runs are its own business.
+            if self
+                .store
+                .get_run(&run_id)
+                .is_ok_and(|r| r.status.is_finished())
+            {
+                leftovers.push(crate::procs::RunProcesses {
+                    run_id,
+                    pgid: None,
+                    since: None,
+                });
+            }
+        }
+        let killed = crate::procs::end(&leftovers, crate::runner::TERM_GRACE).await;
+        if killed > 0 {
+            tracing::info!(
+                killed,
+                "processes of runs an earlier daemon left were killed"
+            );
+        }
+        for (procs, status, why) in ended {
+            self.bury(&procs.run_id, status, why).await;
         }
         // 2. Live parties, from their rows.
         for status in ["running", "pending"] {
@@ -1320,8 +1447,23 @@ async fn consult(
     }
 }
 
-fn self_leaderless(live: &LiveParty) -> bool {
-    live.snapshot.party.leader().is_none()
+/// Why a run that no later daemon can take over ended with its daemon.
+fn not_adoptable(runner: &str) -> String {
+    if runner.starts_with("acp:") {
+        "the daemon driving this ACP agent stopped".into()
+    } else {
+        "the daemon running this executor stopped".into()
+    }
+}
+
+/// Whether a member of the party's leader role is running (none when it has no leader).
+fn leader_running(live: &LiveParty) -> bool {
+    live.snapshot.party.leader().is_some_and(|leader| {
+        live.party
+            .members
+            .iter()
+            .any(|m| m.role == leader && m.status == MemberStatus::Running)
+    })
 }
 
 fn describe_input(input: &Input) -> (String, Value) {

@@ -1,7 +1,8 @@
 //! The process runner: starts an agent's command in its own process group with the
 //! environment it needs to call back, enforces its timeout, stops it (SIGTERM to the group, then
 //! SIGKILL), watches processes adopted after a daemon restart, and reports every exit as an
-//! event. It knows nothing of parties or the store.
+//! event. A run's processes never outlive it: what it left in its group, or marked with its
+//! run id, is ended with it (`crate::procs`). It knows nothing of parties or the store.
 
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
@@ -14,7 +15,7 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::sync::{mpsc, oneshot};
 
 /// Grace between SIGTERM and SIGKILL.
-const TERM_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const TERM_GRACE: Duration = Duration::from_secs(2);
 /// How often an adopted process (not our child) is checked.
 const ADOPTED_POLL: Duration = Duration::from_millis(100);
 
@@ -157,6 +158,8 @@ impl Runner {
                 () = sleep_opt(spec.timeout) => { stop_group(pid, &mut child).await; Exit::TimedOut }
                 _ = stop_rx => { stop_group(pid, &mut child).await; Exit::Stopped }
             };
+            // What the process left in its group (or marked with its run) never outlives it.
+            end_remnants(&spec.run_id, pid, start).await;
             runner.report(spec.run_id, exit);
         });
         Ok((pid, start))
@@ -213,6 +216,7 @@ impl Runner {
             let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
             let exit = loop {
                 if !is_alive(pid, start) {
+                    end_remnants(&run_id, pid, start).await;
                     break Exit::Vanished;
                 }
                 if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
@@ -322,6 +326,25 @@ pub(crate) async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
     }
     // Anything the agent started in its group goes too.
     signal_group(pid, Signal::KILL);
+}
+
+/// Ends whatever a run's process left in its group once it is gone (and, when there is
+/// something, processes carrying its run id that left the group). An empty group costs one
+/// syscall: a member that leaves nothing pays no walk of the process table.
+pub(crate) async fn end_remnants(run_id: &str, pgid: u32, since: Option<i64>) {
+    let group = i32::try_from(pgid).ok().and_then(Pid::from_raw);
+    if group.is_none_or(|g| rustix::process::test_kill_process_group(g).is_err()) {
+        return;
+    }
+    let procs = [crate::procs::RunProcesses {
+        run_id: run_id.to_string(),
+        pgid: Some(pgid),
+        since,
+    }];
+    let killed = crate::procs::end(&procs, TERM_GRACE).await;
+    if killed > 0 {
+        tracing::info!(run = %run_id, killed, "processes the run left were killed");
+    }
 }
 
 /// The process's start time (clock ticks since boot, /proc/<pid>/stat field 22).

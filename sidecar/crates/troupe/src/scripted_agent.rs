@@ -13,7 +13,9 @@
 //!   unknown request among its messages, then `write`;
 //! - `flood`: `TROUPE_ACP_FLOOD` (20000) message chunks and a tool call per 5000, then ends.
 //!
-//! `TROUPE_ACP_FIRST_SCRIPT` replaces the script on the first attempt only.
+//! `TROUPE_ACP_FIRST_SCRIPT` replaces the script on the first attempt only. With
+//! `TROUPE_ACP_CHILD=SECS` it first starts a child (`sleep SECS`) in the agent's process group,
+//! as Claude Code starts `troupe mcp`: a process the daemon must not leave behind when the agent goes.
 //!
 //! With `TROUPE_ACP_RECORD` set, every message it receives is appended to that file (JSON
 //! lines). Ids of its own requests are strings, and a reply must echo them exactly (else it
@@ -137,6 +139,16 @@ pub async fn run(script: Option<String>) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    if let Ok(secs) = std::env::var("TROUPE_ACP_CHILD") {
+        // Not waited for: it outlives this agent unless its process group is ended.
+        tokio::process::Command::new("sleep")
+            .arg(secs)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("cannot start the agent's child")?;
+    }
     if script == "hang-hard" {
         // Keep a handler installed so SIGTERM does nothing: only SIGKILL ends it.
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -357,13 +357,30 @@ pub struct CompleteResult {
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListAgentsParams {
+    /// The runs started by this session.
     #[serde(default)]
     pub parent_session_id: Option<String>,
+    /// The calling session: lists the runs it started and its siblings (the other runs started
+    /// by its own parent, or the other members of its party), read-only. Agents calling over
+    /// MCP are this session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// With `session_id`: only its children, or only its siblings (default: both).
+    #[serde(default)]
+    pub scope: Option<AgentScope>,
     #[serde(default)]
     pub party_id: Option<String>,
     /// Only pending and running runs.
     #[serde(default)]
     pub active_only: bool,
+}
+
+/// Which relatives of the calling session `list_agents` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentScope {
+    Children,
+    Siblings,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
@@ -664,9 +681,12 @@ pub struct PermissionResult {
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListApprovalsParams {
-    /// pending, approved, denied or aborted.
+    /// pending, approved, denied, aborted or expired. Without it, every status but expired.
     #[serde(default)]
     pub status: Option<String>,
+    /// Also list expired requests (asked by a run that ended before anyone decided).
+    #[serde(default)]
+    pub include_expired: bool,
     #[serde(default)]
     pub party_id: Option<String>,
     #[serde(default)]

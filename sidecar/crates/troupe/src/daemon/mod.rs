@@ -254,6 +254,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         );
         connections.shutdown().await;
     }
+    // Agents that cannot be adopted by the next daemon go now, with every process of theirs.
+    if let Err(e) = daemon.orchestrator.shutdown().await {
+        tracing::warn!(error = %e, "runs not ended at shutdown");
+    }
     if let Some(started_event) = started_event.take() {
         log_write_failure(started_event.await);
     }

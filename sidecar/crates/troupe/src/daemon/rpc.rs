@@ -131,14 +131,18 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
                     let list = match &project {
                         // A project never seen has no requests.
                         Some(None) => Ok(Vec::new()),
-                        Some(Some(id)) => {
+                        Some(Some(id)) => daemon.store.list_approvals(
+                            Some("pending"),
+                            Some(id),
+                            None,
+                            None,
+                            false,
+                        ),
+                        None => {
                             daemon
                                 .store
-                                .list_approvals(Some("pending"), Some(id), None, None)
+                                .list_approvals(Some("pending"), None, None, None, false)
                         }
-                        None => daemon
-                            .store
-                            .list_approvals(Some("pending"), None, None, None),
                     };
                     let Ok(approvals) = list else { return };
                     tracing::debug!(pending = approvals.len(), "approvals snapshot");

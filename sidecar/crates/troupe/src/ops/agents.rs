@@ -227,11 +227,12 @@ pub async fn complete(d: &Daemon, p: CompleteParams) -> Result<CompleteResult, A
         "output": p.output, "status": status, "artifacts": p.artifacts,
         "files_modified": p.files_modified, "next_steps": p.next_steps,
     });
-    let (run, changed) = d
+    let end = d
         .store
         .finish_run(run.run_id, status, Some(result), None)
         .await?;
-    let run = ended_now(run, changed)?;
+    crate::ops::approvals::announce_expired(&d.hub, &end.expired_approvals);
+    let run = ended_now(end.run, end.changed)?;
     d.orchestrator.tell(Command::RunCompleted {
         run_id: run.run_id.clone(),
     });
@@ -242,11 +243,50 @@ pub async fn complete(d: &Daemon, p: CompleteParams) -> Result<CompleteResult, A
 }
 
 pub async fn list_agents(d: &Daemon, p: ListAgentsParams) -> Result<RunsResult, ApiError> {
-    let runs = d.store.list_runs(
-        p.parent_session_id.as_deref(),
-        p.party_id.as_deref(),
-        p.active_only,
-    )?;
+    const OP: &str = "list_agents";
+    let Some(caller) = &p.session_id else {
+        if p.scope.is_some() {
+            return Err(ApiError::invalid(
+                OP,
+                "scope goes with session_id (the caller)",
+            ));
+        }
+        let runs = d.store.list_runs(
+            p.parent_session_id.as_deref(),
+            p.party_id.as_deref(),
+            p.active_only,
+        )?;
+        return Ok(RunsResult { runs });
+    };
+    if p.parent_session_id.is_some() {
+        return Err(ApiError::invalid(
+            OP,
+            "give session_id (the caller's family) or parent_session_id, not both",
+        ));
+    }
+    d.store.get_session(caller)?;
+    let keep = |r: &AgentRun| {
+        p.party_id
+            .as_deref()
+            .is_none_or(|x| r.party_id.as_deref() == Some(x))
+    };
+    let mut runs = Vec::new();
+    if p.scope != Some(AgentScope::Siblings) {
+        runs.extend(d.store.list_runs(Some(caller), None, p.active_only)?);
+    }
+    if p.scope != Some(AgentScope::Children)
+        && let Some(own) = d.store.run_of_session(caller)?
+    {
+        let siblings = match (&own.party_id, &own.parent_session_id) {
+            (Some(party), _) => d.store.list_runs(None, Some(party), p.active_only)?,
+            (None, Some(parent)) => d.store.list_runs(Some(parent), None, p.active_only)?,
+            (None, None) => Vec::new(),
+        };
+        runs.extend(siblings.into_iter().filter(|r| r.run_id != own.run_id));
+    }
+    runs.retain(keep);
+    runs.sort_by(|a, b| (&a.created_at, &a.run_id).cmp(&(&b.created_at, &b.run_id)));
+    runs.dedup_by(|a, b| a.run_id == b.run_id);
     Ok(RunsResult { runs })
 }
 
@@ -264,7 +304,7 @@ pub async fn cancel_agent(d: &Daemon, p: RunIdParams) -> Result<RunResult, ApiEr
             run.run_id
         )));
     }
-    let (run, changed) = d
+    let end = d
         .store
         .finish_run(
             run.run_id,
@@ -273,7 +313,8 @@ pub async fn cancel_agent(d: &Daemon, p: RunIdParams) -> Result<RunResult, ApiEr
             Some("cancelled".into()),
         )
         .await?;
-    let run = ended_now(run, changed)?;
+    crate::ops::approvals::announce_expired(&d.hub, &end.expired_approvals);
+    let run = ended_now(end.run, end.changed)?;
     d.orchestrator.tell(Command::StopRun {
         run_id: run.run_id.clone(),
     });

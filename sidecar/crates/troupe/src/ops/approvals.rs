@@ -3,11 +3,12 @@
 //! reconnect), `list_approvals`, `decide_approval` (approve, deny, abort, approve_pattern),
 //! and the rules' `list_approval_rules` / `revoke_approval_rule`.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use globset::Glob;
 use troupe_engine::AgentDefinition;
-use troupe_store::{Approval, ApprovalRule, Decision, NewApproval, RunStatus, Store};
+use troupe_store::{AgentRun, Approval, ApprovalRule, Decision, NewApproval, RunStatus, Store};
 
 use crate::api::ApiError;
 use crate::api::types::*;
@@ -48,6 +49,54 @@ fn subject(file_path: Option<&str>, input: &serde_json::Value) -> String {
         }
     }
     input.to_string()
+}
+
+/// Why a request is flagged when its path lies outside the asking member's checkout.
+pub const OUTSIDE_WORKTREE: &str = "outside the member's worktree";
+
+/// The first path of a request (its `file_path`, or the input's `file_path`, `path`,
+/// `notebook_path` or `abs_path`) that lies outside the asking run's checkout, resolved against it (`..` and
+/// symlinks followed as the system would), if any.
+fn outside_path(
+    run: Option<&AgentRun>,
+    file_path: Option<&str>,
+    input: &serde_json::Value,
+) -> Option<String> {
+    let workdir = Path::new(run?.workdir.as_deref()?);
+    let root = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_path_buf());
+    let in_input = ["file_path", "path", "notebook_path", "abs_path"]
+        .into_iter()
+        .filter_map(|k| input.get(k).and_then(|v| v.as_str()));
+    file_path
+        .into_iter()
+        .chain(in_input)
+        .find(|p| !resolve(&root, p).starts_with(&root))
+        .map(str::to_string)
+}
+
+/// `path` (relative to `base`) as the system would find it: `..` after the symlinks before it.
+fn resolve(base: &Path, path: &str) -> PathBuf {
+    use std::path::Component;
+    let joined = base.join(path);
+    let mut at = PathBuf::from("/");
+    for part in joined.components() {
+        match part {
+            Component::Prefix(_) | Component::RootDir => at = PathBuf::from("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                at.pop();
+            }
+            Component::Normal(name) => {
+                at.push(name);
+                if let Ok(real) = at.canonicalize() {
+                    at = real;
+                }
+            }
+        }
+    }
+    at
 }
 
 fn rule_matches(rule: &ApprovalRule, tool: &str, subject: &str) -> bool {
@@ -99,12 +148,24 @@ pub fn arm_timeout(
     });
 }
 
+/// Wakes whoever waits on requests that just expired (their run ended) and the subscribers of
+/// the pending list (editors drop their diagnostics).
+pub fn announce_expired(hub: &Hub, approval_ids: &[String]) {
+    if approval_ids.is_empty() {
+        return;
+    }
+    for id in approval_ids {
+        hub.publish(&wake_key(id), 1);
+    }
+    hub.bump(APPROVALS_KEY);
+}
+
 /// Re-arms the deadline of every pending request (after a restart).
 pub fn arm_pending(
     store: &Store,
     hub: &std::sync::Arc<Hub>,
 ) -> Result<(), troupe_store::StoreError> {
-    for a in store.list_approvals(Some("pending"), None, None, None)? {
+    for a in store.list_approvals(Some("pending"), None, None, None, false)? {
         arm_timeout(store.clone(), hub.clone(), a.approval_id, a.expires_at_ms);
     }
     Ok(())
@@ -178,11 +239,26 @@ pub async fn request_permission(
                 .and_then(|r| r.party_id.clone())
                 .or(session.party_id.clone());
             let subject = subject(p.file_path.as_deref(), &input);
-            let rule = d
-                .store
-                .active_rules(&session.project_id, party_id.as_deref())?
-                .into_iter()
-                .find(|r| rule_matches(r, &tool, &subject));
+            // A path outside the member's checkout is always a person's call.
+            let outside = outside_path(run.as_ref(), p.file_path.as_deref(), &input);
+            let rule = match outside {
+                Some(_) => None,
+                None => d
+                    .store
+                    .active_rules(&session.project_id, party_id.as_deref())?
+                    .into_iter()
+                    .find(|r| rule_matches(r, &tool, &subject)),
+            };
+            let (is_dangerous, danger_reason) = match &outside {
+                Some(path) => (
+                    true,
+                    Some(match &p.danger_reason {
+                        Some(theirs) => format!("{OUTSIDE_WORKTREE} ({path}); {theirs}"),
+                        None => format!("{OUTSIDE_WORKTREE} ({path})"),
+                    }),
+                ),
+                None => (p.is_dangerous, p.danger_reason.clone()),
+            };
             let (a, created) = d
                 .store
                 .create_approval(NewApproval {
@@ -199,8 +275,9 @@ pub async fn request_permission(
                     start_line: p.start_line,
                     end_line: p.end_line,
                     diff: p.diff.clone(),
-                    is_dangerous: p.is_dangerous,
-                    danger_reason: p.danger_reason.clone(),
+                    is_dangerous,
+                    danger_reason,
+                    outside_worktree: outside.is_some(),
                     expires_at_ms: now_ms()
                         + i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2),
                     approved_by_rule: rule.map(|r| r.rule_id),
@@ -253,6 +330,9 @@ pub fn matching_rule(
         .as_ref()
         .and_then(|r| r.party_id.clone())
         .or(session.party_id.clone());
+    if outside_path(run.as_ref(), file_path, input).is_some() {
+        return Ok(None);
+    }
     let subject = subject(file_path, input);
     Ok(d.store
         .active_rules(&session.project_id, party_id.as_deref())?
@@ -269,6 +349,7 @@ pub async fn list_approvals(
         p.project_id.as_deref(),
         p.party_id.as_deref(),
         p.session_id.as_deref(),
+        p.include_expired,
     )?;
     Ok(ApprovalsResult { approvals })
 }
@@ -286,6 +367,16 @@ pub async fn decide_approval(
         DecisionKind::ApprovePattern => ("approved", "approve_pattern"),
     };
     let new_rule = if p.decision == DecisionKind::ApprovePattern {
+        if a.outside_worktree {
+            return Err(ApiError::invalid(
+                OP,
+                format!(
+                    "approval {} asks for a path {OUTSIDE_WORKTREE}: no rule may answer such a \
+                     request; approve it once or deny it",
+                    a.approval_id
+                ),
+            ));
+        }
         let pattern = p
             .pattern
             .clone()
@@ -332,7 +423,8 @@ pub async fn decide_approval(
     {
         let run = d.store.get_run(run_id)?;
         if run.party_id.is_none() {
-            d.store
+            let end = d
+                .store
                 .finish_run(
                     run_id.clone(),
                     RunStatus::Cancelled,
@@ -340,6 +432,7 @@ pub async fn decide_approval(
                     Some("aborted by the person at an approval".into()),
                 )
                 .await?;
+            announce_expired(&d.hub, &end.expired_approvals);
         }
         d.orchestrator.tell(Command::StopRun {
             run_id: run_id.clone(),
