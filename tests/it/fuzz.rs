@@ -909,5 +909,36 @@ fn a_subscription_over_plain_http_is_refused_clearly() {
                 .contains("needs a WebSocket"),
             "{err}"
         );
+        // In a batch too, beside an unknown method and a call that is served.
+        let batch = format!(
+            r#"[{body},{{"jsonrpc":"2.0","method":"nope","id":1}},{{"jsonrpc":"2.0","method":"daemon_status","id":2}}]"#
+        );
+        let (status, reply) =
+            crate::support::http_post(&daemon.ws_addr(), Some(&daemon.token()), batch.as_bytes());
+        assert_eq!(status, 200, "{reply}");
+        let answers: Value = serde_json::from_str(&reply).unwrap();
+        let by_id = |id: i64| {
+            answers
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["id"] == id)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(by_id(0)["error"]["code"], codes::INVALID_REQUEST, "{reply}");
+        assert_eq!(
+            by_id(1)["error"]["code"],
+            codes::METHOD_NOT_FOUND,
+            "{reply}"
+        );
+        assert!(
+            by_id(1)["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("nope"),
+            "{reply}"
+        );
+        assert!(by_id(2)["result"]["pid"].is_number(), "{reply}");
     }
 }
