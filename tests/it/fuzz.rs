@@ -369,11 +369,12 @@ fn fuzz_rpc_frames() {
 
 // --- LSP: frames and requests at a real `troupe lsp` ----------------------------------------
 
-/// A `troupe lsp` child with its stderr collected (to catch a panic message).
+/// A `troupe lsp` child with its stderr collected (to catch a panic message) and its stdout
+/// read all along, as an editor does (a server blocked writing to a full pipe is not a hang).
 struct Lsp {
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
-    stdout: BufReader<tokio::process::ChildStdout>,
+    stdout: tokio::sync::mpsc::UnboundedReceiver<Value>,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -405,9 +406,18 @@ impl Lsp {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
+        let (tx, stdout) = tokio::sync::mpsc::unbounded_channel();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        tokio::spawn(async move {
+            while let Some(m) = read_message(&mut out).await {
+                if tx.send(m).is_err() {
+                    break;
+                }
+            }
+        });
         Lsp {
             stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
+            stdout,
             child,
             stderr,
         }
@@ -425,23 +435,7 @@ impl Lsp {
 
     /// The next message, or None when the output ended or was not LSP.
     async fn read(&mut self) -> Option<Value> {
-        let mut len = None;
-        loop {
-            let mut line = String::new();
-            if self.stdout.read_line(&mut line).await.ok()? == 0 {
-                return None;
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some(v) = line.strip_prefix("Content-Length: ") {
-                len = v.parse::<usize>().ok();
-            }
-        }
-        let mut body = vec![0; len?];
-        self.stdout.read_exact(&mut body).await.ok()?;
-        serde_json::from_slice(&body).ok()
+        self.stdout.recv().await
     }
 
     /// Waits for the response to request `id` (answering the server's own requests).
@@ -471,6 +465,27 @@ impl Lsp {
         let err = self.stderr.lock().unwrap();
         err.contains("panicked").then(|| err.clone())
     }
+}
+
+/// One message from the server's output, or None at its end (or at output that is not LSP).
+async fn read_message(out: &mut BufReader<tokio::process::ChildStdout>) -> Option<Value> {
+    let mut len = None;
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Content-Length: ") {
+            len = v.parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; len?];
+    out.read_exact(&mut body).await.ok()?;
+    serde_json::from_slice(&body).ok()
 }
 
 fn initialize(root: &str) -> Value {
@@ -894,5 +909,36 @@ fn a_subscription_over_plain_http_is_refused_clearly() {
                 .contains("needs a WebSocket"),
             "{err}"
         );
+        // In a batch too, beside an unknown method and a call that is served.
+        let batch = format!(
+            r#"[{body},{{"jsonrpc":"2.0","method":"nope","id":1}},{{"jsonrpc":"2.0","method":"daemon_status","id":2}}]"#
+        );
+        let (status, reply) =
+            crate::support::http_post(&daemon.ws_addr(), Some(&daemon.token()), batch.as_bytes());
+        assert_eq!(status, 200, "{reply}");
+        let answers: Value = serde_json::from_str(&reply).unwrap();
+        let by_id = |id: i64| {
+            answers
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["id"] == id)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(by_id(0)["error"]["code"], codes::INVALID_REQUEST, "{reply}");
+        assert_eq!(
+            by_id(1)["error"]["code"],
+            codes::METHOD_NOT_FOUND,
+            "{reply}"
+        );
+        assert!(
+            by_id(1)["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("nope"),
+            "{reply}"
+        );
+        assert!(by_id(2)["result"]["pid"].is_number(), "{reply}");
     }
 }

@@ -9,7 +9,9 @@ use jsonrpsee::server::{
     serve_with_graceful_shutdown,
 };
 use jsonrpsee::types::ErrorObjectOwned;
-use jsonrpsee_core::middleware::{Batch, Notification, Request, RpcServiceT};
+use jsonrpsee_core::middleware::{
+    Batch, BatchEntry, BatchEntryErr, Notification, Request, RpcServiceT,
+};
 use jsonrpsee_core::server::MethodResponse;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -337,6 +339,15 @@ fn refusal(reason: &str) -> HttpResponse {
     response
 }
 
+/// The error for a call of an unknown method: it names the method.
+fn unknown_method(method: &str) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        crate::api::error::codes::METHOD_NOT_FOUND,
+        format!("unknown operation {method:?} (`troupe api list` lists them)"),
+        Some(serde_json::json!({ "kind": "method_not_found", "method": method })),
+    )
+}
+
 /// Answers a call to an unknown method with an error that names it (jsonrpsee's own says only
 /// "Method not found").
 #[derive(Debug, Clone)]
@@ -397,19 +408,48 @@ where
         } else if is_known(method) {
             Either::Left(Either::Left(self.0.call(request)))
         } else {
-            let error = ErrorObjectOwned::owned(
-                crate::api::error::codes::METHOD_NOT_FOUND,
-                format!("unknown operation {method:?} (`troupe api list` lists them)"),
-                Some(serde_json::json!({ "kind": "method_not_found", "method": method })),
-            );
+            let error = unknown_method(method);
             Either::Right(std::future::ready(MethodResponse::error(request.id, error)))
         }
     }
 
     fn batch<'a>(
         &self,
-        requests: Batch<'a>,
+        mut requests: Batch<'a>,
     ) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
+        // Entries that would not be served are refused here, each with an error that says why:
+        // unknown methods (named), and subscriptions, which jsonrpsee answers inside a batch
+        // over HTTP with a bare "Internal error" (found by fuzzing).
+        for entry in requests.iter_mut() {
+            let refusal = match entry {
+                Ok(BatchEntry::Call(req)) => {
+                    let method = req.method_name();
+                    let error = if !is_known(method) {
+                        Some(unknown_method(method))
+                    } else if SUBSCRIPTIONS
+                        .iter()
+                        .any(|s| s.name == method || s.unsubscribe == method)
+                    {
+                        Some(ErrorObjectOwned::owned(
+                            crate::api::error::codes::INVALID_REQUEST,
+                            format!(
+                                "{method} is a subscription: send it alone over a WebSocket connection, not in a batch"
+                            ),
+                            Some(
+                                serde_json::json!({ "kind": "invalid_request", "method": method }),
+                            ),
+                        ))
+                    } else {
+                        None
+                    };
+                    error.map(|e| (req.id.clone(), e))
+                }
+                _ => None,
+            };
+            if let Some((id, error)) = refusal {
+                *entry = Err(BatchEntryErr::new(id, error));
+            }
+        }
         self.0.batch(requests)
     }
 
