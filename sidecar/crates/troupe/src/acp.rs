@@ -319,16 +319,11 @@ async fn shut_down(
 ) -> Option<Exit> {
     use std::os::unix::process::ExitStatusExt;
     let exited = match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
-        Ok(Ok(status)) => {
-            // Whatever it left in its group goes too.
-            if let Some(pid) = pid {
-                crate::runner::signal_group(pid, rustix::process::Signal::KILL);
-            }
-            Some(Exit::Exited {
-                code: status.code(),
-                signal: status.signal(),
-            })
-        }
+        // Whatever it left behind is ended below, by its run's marker.
+        Ok(Ok(status)) => Some(Exit::Exited {
+            code: status.code(),
+            signal: status.signal(),
+        }),
         _ => {
             match pid {
                 Some(pid) => crate::runner::stop_group(pid, child).await,

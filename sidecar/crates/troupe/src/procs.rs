@@ -1,7 +1,9 @@
-//! The process table (`/proc`): finding every process a run left — its process group and
-//! anything carrying its `TROUPE_RUN_ID` in its environment, such as a child that started a
-//! session of its own — and ending them (SIGTERM, a grace, SIGKILL). Only processes of our own
-//! user are looked at, and never the daemon itself. It knows nothing of runs beyond their ids.
+//! The process table (`/proc`): finding every process a run left — anything carrying its
+//! `TROUPE_RUN_ID` in its environment (every process of a run inherits it, children that left
+//! the group included), and its process group while the recorded leader still leads it — and
+//! ending them (SIGTERM, a grace, SIGKILL). A group whose leader is gone is never signalled as a
+//! whole: its number may belong to someone else by now. Only processes of our own user are
+//! looked at, never the daemon itself. It knows nothing of runs beyond their ids.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -20,8 +22,8 @@ pub struct RunProcesses {
     pub run_id: String,
     /// Its process group (the group leader's pid), if it has one of its own.
     pub pgid: Option<u32>,
-    /// The group leader's start time (clock ticks since boot): a process of the group started
-    /// no earlier than its leader, which tells it from a later group that reused the number.
+    /// The group leader's start time (clock ticks since boot): the group counts as the run's
+    /// only while a process with the leader's pid and this start time leads it.
     pub since: Option<i64>,
 }
 
@@ -94,24 +96,48 @@ fn marker(pid: u32) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
-fn belongs(p: &Proc, runs: &[RunProcesses]) -> bool {
-    runs.iter().any(|r| {
-        p.run.as_deref() == Some(r.run_id.as_str())
-            || r.pgid
-                .is_some_and(|g| g == p.pgid && r.since.is_none_or(|s| p.start >= s))
-    })
+/// The recorded groups whose leader is still the recorded process (same pid, same start time).
+/// Only such a group is surely the run's: once its leader is gone its number may be reused by
+/// an unrelated group (pid_max may be as low as 32768), so a group with a dead leader is never
+/// signalled as a whole, and its processes count only by their marker.
+fn verified_groups(table: &[Proc], runs: &[RunProcesses]) -> Vec<u32> {
+    runs.iter()
+        .filter_map(|r| {
+            let g = r.pgid?;
+            let since = r.since?;
+            table
+                .iter()
+                .any(|p| p.pid == g && p.pgid == g && p.start == since)
+                .then_some(g)
+        })
+        .collect()
 }
 
-/// The pids of the live processes of these runs.
-pub fn find(runs: &[RunProcesses]) -> Vec<u32> {
+/// The live processes of these runs (by marker, or in a verified group), and the verified
+/// groups.
+fn scan(runs: &[RunProcesses]) -> (Vec<u32>, Vec<u32>) {
     if runs.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    table()
-        .into_iter()
-        .filter(|p| belongs(p, runs))
+    let table = table();
+    let groups = verified_groups(&table, runs);
+    let pids = table
+        .iter()
+        .filter(|p| {
+            groups.contains(&p.pgid)
+                || p.run
+                    .as_deref()
+                    .is_some_and(|id| runs.iter().any(|r| r.run_id == id))
+        })
         .map(|p| p.pid)
-        .collect()
+        .collect();
+    (pids, groups)
+}
+
+/// The pids of the live processes of these runs: those carrying one of their run ids, and those
+/// in a run's group while its recorded leader still lives.
+pub fn find(runs: &[RunProcesses]) -> Vec<u32> {
+    scan(runs).0
 }
 
 /// The run ids carried by live processes of our user (to find what runs left behind).
@@ -119,9 +145,9 @@ pub fn marked_runs() -> HashSet<String> {
     table().into_iter().filter_map(|p| p.run).collect()
 }
 
-fn signal_all(runs: &[RunProcesses], pids: &[u32], signal: Signal) {
-    for g in runs.iter().filter_map(|r| r.pgid) {
-        if let Some(g) = i32::try_from(g).ok().and_then(Pid::from_raw) {
+fn signal_all(groups: &[u32], pids: &[u32], signal: Signal) {
+    for g in groups {
+        if let Some(g) = i32::try_from(*g).ok().and_then(Pid::from_raw) {
             // ESRCH: the group is already gone.
             let _gone = kill_process_group(g, signal);
         }
@@ -133,24 +159,23 @@ fn signal_all(runs: &[RunProcesses], pids: &[u32], signal: Signal) {
     }
 }
 
-/// Ends every process of these runs: SIGTERM to each group and each process found, up to
-/// `grace` for them to go, then SIGKILL to whatever is left. Returns how many processes had to
-/// be killed with SIGKILL.
+/// Ends every process of these runs: SIGTERM to each verified group and each process found, up
+/// to `grace` for them to go, then SIGKILL to whatever is left. Returns how many processes had
+/// to be killed with SIGKILL.
 pub async fn end(runs: &[RunProcesses], grace: Duration) -> usize {
-    let pids = find(runs);
+    let (pids, groups) = scan(runs);
     if pids.is_empty() {
-        // The groups may still hold processes of another user (never ours to judge): leave them.
         return 0;
     }
-    signal_all(runs, &pids, Signal::TERM);
+    signal_all(&groups, &pids, Signal::TERM);
     let deadline = tokio::time::Instant::now() + grace;
     loop {
-        let left = find(runs);
+        let (left, groups) = scan(runs);
         if left.is_empty() {
             return 0;
         }
         if tokio::time::Instant::now() >= deadline {
-            signal_all(runs, &left, Signal::KILL);
+            signal_all(&groups, &left, Signal::KILL);
             // Wait (briefly) until the kernel has taken them, so callers see a clean table.
             let gone_by = tokio::time::Instant::now() + Duration::from_secs(5);
             while !find(runs).is_empty() && tokio::time::Instant::now() < gone_by {

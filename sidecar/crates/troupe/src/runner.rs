@@ -312,7 +312,9 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
     }
 }
 
-/// SIGTERM to the group, up to `TERM_GRACE` to exit, then SIGKILL; reaps the child.
+/// SIGTERM to the group, up to `TERM_GRACE` to exit, then SIGKILL; reaps the child. The group
+/// is signalled only while its leader is unreaped (its number is ours until then); what is left
+/// in it afterwards is ended by marker (`end_remnants`, `crate::procs`).
 pub(crate) async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
     signal_group(pid, Signal::TERM);
     if tokio::time::timeout(TERM_GRACE, child.wait())
@@ -324,8 +326,6 @@ pub(crate) async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
             tracing::warn!(error = %e, "cannot reap a stopped run");
         }
     }
-    // Anything the agent started in its group goes too.
-    signal_group(pid, Signal::KILL);
 }
 
 /// Ends whatever a run's process left in its group once it is gone (and, when there is
