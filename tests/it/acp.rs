@@ -1,4 +1,4 @@
-//! ACP members through the real daemon, with our scripted ACP agent (`troupe
+//! ACP members through the real daemon, with our scripted ACP agent (`troupe-dev
 //! scripted-acp-agent`) as the agent process: permission requests decided as Troupe approvals
 //! (approve, deny, approve pattern), `fs/*` and `terminal/*` inside the worktree, the wire the
 //! agent saw, updates on the timeline; an agent that crashes, hangs, ignores SIGTERM, writes
@@ -15,14 +15,12 @@ use crate::support::{
     wait_run,
 };
 
-const TROUPE: &str = env!("CARGO_BIN_EXE_troupe");
-
 /// An `acp:scripted` agent running `script`, recording what it receives into `record`.
 fn scripted(name: &str, script: &str, record: &Path, extra: Value) -> Value {
     let mut def = json!({
         "name": name,
         "runner": "acp:scripted",
-        "command": [TROUPE, "scripted-acp-agent"],
+        "command": [crate::support::DEV_BIN, "scripted-acp-agent"],
         "isolation": "worktree",
         "env": { "TROUPE_ACP_SCRIPT": script, "TROUPE_ACP_RECORD": record.display().to_string() },
         "acp": { "auth_method": "gateway", "base_url": "http://127.0.0.1:9/anthropic" },

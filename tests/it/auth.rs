@@ -85,7 +85,7 @@ async fn a_socket_or_token_others_can_read_or_own_is_refused() {
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
 
     // Another user's socket (only root can make one here).
-    if troupe::paths::current_uid() == 0 {
+    if troupe_api::layout::current_uid() == 0 {
         std::os::unix::fs::lchown(&socket, Some(65534), Some(65534)).unwrap();
         let err = client::connect(&daemon.layout, true).await.unwrap_err();
         assert!(

@@ -238,11 +238,11 @@ fn a_panicking_handler_becomes_an_internal_error() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let result = rt.block_on(troupe::api::guarded("boom", async {
+    let result = rt.block_on(troupe_core::registry::guarded("boom", async {
         if true {
             panic!("kaboom");
         }
-        Ok::<_, troupe::api::ApiError>(json!({}))
+        Ok::<_, troupe_api::ApiError>(json!({}))
     }));
     let err = result.unwrap_err();
     assert_eq!(err.code_and_kind(), (-32603, "internal"));

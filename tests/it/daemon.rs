@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use serde_json::Value;
-use troupe::paths::Layout;
+use troupe_api::layout::Layout;
 
 use crate::support::{BIN, TestDaemon, cli, stderr, stdout};
 

@@ -401,7 +401,7 @@ async fn the_editor_door_follows_the_daemon_across_a_restart() {
     let c = daemon.client().await;
     let worker = register(&c, "codex", &project.display().to_string(), None).await;
     let mut lsp =
-        troupe::lsp_client::LspClient::start(Path::new(BIN), &daemon.layout, &project, "warn")
+        crate::lsp_client::LspClient::start(Path::new(BIN), &daemon.layout, &project, "warn")
             .await
             .unwrap();
 

@@ -17,8 +17,8 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use troupe::api::OPERATIONS;
-use troupe::api::error::codes;
+use troupe_api::OPERATIONS;
+use troupe_api::error::codes;
 use troupe_fuzz::proptest;
 
 use crate::support::{BIN, TestDaemon, register};
@@ -54,7 +54,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn schema_of(op: &troupe::api::Operation) -> Value {
+fn schema_of(op: &troupe_api::Operation) -> Value {
     serde_json::to_value((op.params_schema)()).unwrap()
 }
 

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use troupe::client::Client;
-use troupe::paths::Layout;
+use troupe_api::layout::Layout;
 
 use crate::support::{BIN, TestDaemon, http_post_to, pending_approval, register};
 

@@ -4,6 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
+// The LSP client the approvals benchmark uses too (troupe-dev), shared by path.
+#[path = "../../sidecar/crates/troupe/src/bin/troupe-dev/lsp_client.rs"]
+mod lsp_client;
 
 mod acp;
 mod approvals;

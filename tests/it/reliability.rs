@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::support::{
-    BIN, TestDaemon, define, launch, no_process_left, party_end, pending_approval, processes_of,
-    register, repo, start, wait_for, wait_run,
+    BIN, DEV_BIN, TestDaemon, define, launch, no_process_left, party_end, pending_approval,
+    processes_of, register, repo, start, wait_for, wait_run,
 };
 
 /// An ACP member whose command leaves, like claude-agent-acp → Claude Code → `troupe mcp`,
@@ -24,7 +24,7 @@ use crate::support::{
 fn tree_agent(name: &str, extra: Value) -> Value {
     let shell = format!(
         "trap '' TERM; sleep 1000 & setsid sh -c \"trap '' TERM; sleep 1000\" & \
-         exec {BIN} scripted-acp-agent"
+         exec {DEV_BIN} scripted-acp-agent"
     );
     let mut def = json!({
         "name": name,
@@ -119,7 +119,7 @@ fn asker(name: &str, record: &Path) -> Value {
     json!({
         "name": name,
         "runner": "acp:scripted",
-        "command": [BIN, "scripted-acp-agent"],
+        "command": [DEV_BIN, "scripted-acp-agent"],
         "isolation": "worktree",
         "env": { "TROUPE_ACP_SCRIPT": "write", "TROUPE_ACP_RECORD": record.display().to_string() },
     })
@@ -334,7 +334,7 @@ async fn a_request_outside_the_members_worktree_is_dangerous_and_no_rule_answers
     let out = ask(format!("{project}/README.md")).await;
     let project_dir = std::fs::canonicalize(&project).unwrap();
     let mut lsp =
-        troupe::lsp_client::LspClient::start(Path::new(BIN), &d.layout, &project_dir, "warn")
+        crate::lsp_client::LspClient::start(Path::new(BIN), &d.layout, &project_dir, "warn")
             .await
             .unwrap();
     let diag = tokio::time::timeout(
@@ -526,7 +526,7 @@ async fn the_editor_drops_a_request_when_its_run_ends() {
         .unwrap();
     let project_dir = std::fs::canonicalize(&project).unwrap();
     let mut lsp =
-        troupe::lsp_client::LspClient::start(Path::new(BIN), &d.layout, &project_dir, "warn")
+        crate::lsp_client::LspClient::start(Path::new(BIN), &d.layout, &project_dir, "warn")
             .await
             .unwrap();
     let uri = format!("file://{}", project_dir.join("README.md").display());

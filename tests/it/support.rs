@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use troupe::client::{self, Client};
-use troupe::paths::Layout;
+use troupe_api::layout::Layout;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_troupe");
+/// The developers' tool: benchmarks and the scripted ACP agent (`troupe-dev scripted-acp-agent`).
+pub const DEV_BIN: &str = env!("CARGO_BIN_EXE_troupe-dev");
 
 /// A daemon running as a child process, killed when dropped.
 pub struct TestDaemon {

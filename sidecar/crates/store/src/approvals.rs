@@ -3,103 +3,12 @@
 //! automatically. Pattern matching itself is the daemon's; this module stores and orders.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::events::append_event;
-use crate::{NewEvent, Store, StoreError, new_id};
+use crate::{Approval, ApprovalRule, Decision, NewApproval, NewEvent, Store, StoreError, new_id};
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-
-/// A permission request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Approval {
-    pub approval_id: String,
-    pub request_key: Option<String>,
-    pub project_id: String,
-    pub session_id: String,
-    pub run_id: Option<String>,
-    pub party_id: Option<String>,
-    pub role_name: Option<String>,
-    pub tool_name: String,
-    pub input: Value,
-    /// What rule patterns match: the file path, else the command, else the input as JSON.
-    pub subject: String,
-    pub file_path: Option<String>,
-    pub start_line: Option<i64>,
-    pub end_line: Option<i64>,
-    pub diff: Option<String>,
-    pub is_dangerous: bool,
-    pub danger_reason: Option<String>,
-    /// Its path lies outside the asking member's checkout: always dangerous, never answered by
-    /// a rule.
-    pub outside_worktree: bool,
-    /// pending, approved, denied, aborted or expired (its run ended before anyone decided).
-    pub status: String,
-    /// approve, deny, abort, approve_pattern, timeout, rule or expired.
-    pub decision: Option<String>,
-    pub decided_by: Option<String>,
-    pub reason: Option<String>,
-    pub rule_id: Option<String>,
-    pub expires_at_ms: i64,
-    pub created_at: String,
-    pub decided_at: Option<String>,
-}
-
-/// A request to store.
-#[derive(Debug, Clone, Default)]
-pub struct NewApproval {
-    pub request_key: Option<String>,
-    pub project_id: String,
-    pub session_id: String,
-    pub run_id: Option<String>,
-    pub party_id: Option<String>,
-    pub role_name: Option<String>,
-    pub tool_name: String,
-    pub input: Value,
-    pub subject: String,
-    pub file_path: Option<String>,
-    pub start_line: Option<i64>,
-    pub end_line: Option<i64>,
-    pub diff: Option<String>,
-    pub is_dangerous: bool,
-    pub danger_reason: Option<String>,
-    pub outside_worktree: bool,
-    pub expires_at_ms: i64,
-    /// A rule that already approves it.
-    pub approved_by_rule: Option<String>,
-}
-
-/// A stored "approve pattern" rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ApprovalRule {
-    pub rule_id: String,
-    pub project_id: String,
-    /// None: the whole project.
-    pub party_id: Option<String>,
-    /// `*` for any tool.
-    pub tool_name: String,
-    pub pattern: String,
-    pub created_by: Option<String>,
-    pub created_at: String,
-    pub revoked_at: Option<String>,
-}
-
-/// A decision to record.
-#[derive(Debug, Clone)]
-pub struct Decision {
-    pub approval_id: String,
-    /// approved, denied or aborted.
-    pub status: &'static str,
-    pub decision: String,
-    pub decided_by: Option<String>,
-    pub reason: Option<String>,
-    /// For approve_pattern: the rule to store (tool, pattern, party scope).
-    pub new_rule: Option<(String, String, Option<String>)>,
-    /// A person answers a worker's requests in order; a timeout needs no order.
-    pub in_order: bool,
-}
 
 const COLUMNS: &str = "id, request_key, project_id, session_id, run_id, party_id, role_name, \
     tool_name, input, subject, file_path, start_line, end_line, diff, is_dangerous, danger_reason, \

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use crate::messages::{Recipients, send, store_messages};
+use crate::Recipients;
+use crate::messages::{send, store_messages};
 use crate::sessions::register;
 use crate::{NewMessage, NewSession, Priority, Session, StoreError};
 

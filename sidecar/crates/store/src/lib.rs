@@ -11,7 +11,6 @@ mod error;
 mod events;
 mod floor;
 mod messages;
-mod model;
 mod orchestration;
 mod schema;
 mod sessions;
@@ -25,20 +24,18 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
-pub use approvals::{Approval, ApprovalRule, Decision, NewApproval};
 pub use error::StoreError;
 pub use events::EventFilter;
 pub use floor::{FloorFigures, group_commit_floor};
-pub use messages::{PollFilter, Recipients, SendOutcome};
-pub use model::{
-    Event, Message, MessageType, NewEvent, NewMessage, NewSession, Priority, Project,
-    RegisterOutcome, Session, SessionFilter, SessionStatus,
-};
-pub use orchestration::{
-    AgentRun, DefinitionKind, DefinitionRow, MemberRow, MemberState, NewNotification, NewRun,
-    Notification, PartyRow, PartyState, Put, RunEnd, RunStatus, Task, Usage,
-};
+pub use messages::{PollFilter, SendOutcome};
+pub use orchestration::{DefinitionKind, Put};
 pub use schema::{SCHEMA_VERSION, schema_sql};
+pub use troupe_model::{
+    AgentRun, Approval, ApprovalRule, Decision, DefinitionRow, Event, MemberRow, MemberState,
+    Message, MessageType, NewApproval, NewEvent, NewMessage, NewNotification, NewRun, NewSession,
+    Notification, PartyRow, PartyState, Priority, Project, Recipients, RegisterOutcome, RunEnd,
+    RunStatus, Session, SessionFilter, SessionStatus, Task, Usage,
+};
 
 /// How many read connections are kept open between reads.
 const MAX_IDLE_READERS: usize = 8;

@@ -6,36 +6,9 @@ use rusqlite::{Connection, Row, params};
 use crate::events::append_event;
 use crate::sessions::{list_sessions_in, load_active_session};
 use crate::{
-    Message, MessageType, NewEvent, NewMessage, Session, SessionFilter, SessionStatus, Store,
+    Message, NewEvent, NewMessage, Recipients, Session, SessionFilter, SessionStatus, Store,
     StoreError, new_id,
 };
-
-/// Who a message goes to, relative to the sender.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recipients {
-    /// One session of the sender's project.
-    Session(String),
-    /// The sender's parent session.
-    Parent,
-    /// One of the sender's children.
-    Child(String),
-    /// Every active child of the sender.
-    Children,
-    /// Every active member of a party (the sender excluded).
-    Party(String),
-}
-
-impl Recipients {
-    fn default_type(&self) -> MessageType {
-        match self {
-            Recipients::Session(_) => MessageType::Direct,
-            Recipients::Parent => MessageType::ToParent,
-            Recipients::Child(_) => MessageType::ToChild,
-            Recipients::Children => MessageType::Broadcast,
-            Recipients::Party(_) => MessageType::Party,
-        }
-    }
-}
 
 /// The stored messages of one send.
 #[derive(Debug, Clone)]

@@ -3,13 +3,15 @@
 //! Every state change writes its timeline events in the same transaction.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::events::append_event;
 use crate::sessions::{load_session, register};
-use crate::{NewEvent, NewSession, Session, Store, StoreError, new_id};
+use crate::{
+    AgentRun, DefinitionRow, MemberRow, NewEvent, NewNotification, NewRun, NewSession,
+    Notification, PartyRow, PartyState, RunEnd, RunStatus, Session, Store, StoreError, Task, Usage,
+    new_id,
+};
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
@@ -46,220 +48,8 @@ pub enum Put {
     SeedBuiltin,
 }
 
-/// A stored definition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct DefinitionRow {
-    pub name: String,
-    pub definition: Value,
-    pub version: i64,
-    pub builtin: bool,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-/// How an agent run ended (or that it has not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Pending,
-    Running,
-    Success,
-    Partial,
-    Blocked,
-    Crashed,
-    Timeout,
-    Cancelled,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Pending => "pending",
-            RunStatus::Running => "running",
-            RunStatus::Success => "success",
-            RunStatus::Partial => "partial",
-            RunStatus::Blocked => "blocked",
-            RunStatus::Crashed => "crashed",
-            RunStatus::Timeout => "timeout",
-            RunStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn is_finished(self) -> bool {
-        !matches!(self, RunStatus::Pending | RunStatus::Running)
-    }
-
-    /// Ended through `complete`.
-    pub fn is_completed(self) -> bool {
-        matches!(
-            self,
-            RunStatus::Success | RunStatus::Partial | RunStatus::Blocked
-        )
-    }
-
-    fn parse(s: &str) -> Result<RunStatus, StoreError> {
-        serde_json::from_value(Value::String(s.to_string())).map_err(StoreError::from)
-    }
-}
-
-/// One run of an agent (a subagent or a party member's attempt).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct AgentRun {
-    pub run_id: String,
-    pub agent_name: String,
-    pub definition: Value,
-    pub project_id: String,
-    pub parent_session_id: Option<String>,
-    pub session_id: String,
-    pub party_id: Option<String>,
-    pub role_name: Option<String>,
-    pub instance_index: Option<i64>,
-    pub attempt: i64,
-    pub prompt: String,
-    pub task_id: Option<String>,
-    pub status: RunStatus,
-    /// The `complete` call: output, status, artifacts, files_modified, next_steps.
-    pub result: Option<Value>,
-    pub error: Option<String>,
-    pub pid: Option<i64>,
-    pub pid_start: Option<i64>,
-    /// The process group the run's processes live in (its own; none for in-daemon runs): the
-    /// whole group is ended with the run, also by a daemon started after a kill -9.
-    pub pgid: Option<i64>,
-    pub workdir: Option<String>,
-    pub timeout_ms: Option<i64>,
-    pub created_at: String,
-    pub started_at: Option<String>,
-    pub completed_at: Option<String>,
-}
-
-/// What `finish_run` did.
-#[derive(Debug, Clone)]
-pub struct RunEnd {
-    /// The run as it is now.
-    pub run: AgentRun,
-    /// Whether this call ended it (false: it had already ended, and nothing changed).
-    pub changed: bool,
-    /// Its requests that were still waiting for a person and are now `expired`.
-    pub expired_approvals: Vec<String>,
-}
-
-/// Tokens and money an executor spent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Usage {
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cost_usd: f64,
-}
-
-/// A run to create, with its child session.
-#[derive(Debug, Clone)]
-pub struct NewRun {
-    pub agent_name: String,
-    pub definition: Value,
-    pub session: NewSession,
-    pub party: Option<(String, String, i64)>,
-    pub attempt: i64,
-    pub prompt: String,
-    pub task_id: Option<String>,
-    pub timeout_ms: Option<i64>,
-    pub workdir: Option<String>,
-}
-
-/// A launched party.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct PartyRow {
-    pub party_id: String,
-    pub name: String,
-    pub project_id: String,
-    pub status: String,
-    pub status_reason: Option<String>,
-    pub snapshot: Value,
-    pub inputs: Option<Value>,
-    pub overrides: Value,
-    pub paused: Value,
-    pub repo_root: String,
-    pub task_id: Option<String>,
-    pub created_by_session_id: Option<String>,
-    pub created_at: String,
-    pub completed_at: Option<String>,
-}
-
-/// One member of a party.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct MemberRow {
-    pub party_id: String,
-    pub role_name: String,
-    pub instance_index: i64,
-    pub status: String,
-    pub crash_count: i64,
-    pub attempts: i64,
-    pub session_id: Option<String>,
-    pub agent_run_id: Option<String>,
-    pub workdir: Option<String>,
-    pub branch_name: Option<String>,
-    pub started_at_ms: Option<i64>,
-    pub finished_at_ms: Option<i64>,
-}
-
-/// The scheduler's state of one member, to persist after a step.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemberState {
-    pub role_name: String,
-    pub instance_index: i64,
-    pub status: String,
-    pub crash_count: i64,
-    pub attempts: i64,
-    pub started_at_ms: Option<i64>,
-    pub finished_at_ms: Option<i64>,
-}
-
-/// A party's state after a step.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PartyState {
-    pub status: String,
-    pub status_reason: Option<String>,
-    pub overrides: Value,
-    pub paused: Value,
-    pub members: Vec<MemberState>,
-}
-
-/// A task (minimal: enough for escalation and reassignment).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Task {
-    pub task_id: String,
-    pub project_id: String,
-    pub party_id: Option<String>,
-    pub role_name: Option<String>,
-    pub title: String,
-    pub description: Option<String>,
-    pub status: String,
-    pub escalation_reason: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-/// Something the person should see.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Notification {
-    pub seq: i64,
-    pub project_id: Option<String>,
-    pub party_id: Option<String>,
-    pub kind: String,
-    pub text: String,
-    pub data: Value,
-    pub created_at: String,
-    pub read_at: Option<String>,
-}
-
-/// A notification to record.
-#[derive(Debug, Clone, Default)]
-pub struct NewNotification {
-    pub project_id: Option<String>,
-    pub party_id: Option<String>,
-    pub kind: String,
-    pub text: String,
-    pub data: Value,
+fn parse_run_status(s: &str) -> Result<RunStatus, StoreError> {
+    serde_json::from_value(Value::String(s.to_string())).map_err(StoreError::from)
 }
 
 fn json_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Value> {
@@ -309,7 +99,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<AgentRun> {
         attempt: row.get(9)?,
         prompt: row.get(10)?,
         task_id: row.get(11)?,
-        status: RunStatus::parse(&status).map_err(|e| {
+        status: parse_run_status(&status).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(12, rusqlite::types::Type::Text, Box::new(e))
         })?,
         result: opt_json_col(row, 13)?,

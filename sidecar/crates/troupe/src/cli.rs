@@ -10,10 +10,11 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 
-use crate::api::types::{Message, Session};
+use crate::client::short;
 use crate::client::{self, Client};
-use crate::daemon::{self, AlreadyRunning, Config, DEFAULT_MAX_MESSAGE_BYTES};
-use crate::paths::Layout;
+use troupe_api::layout::Layout;
+use troupe_api::types::{Message, Session};
+use troupe_core::daemon::{AlreadyRunning, Config, DEFAULT_MAX_MESSAGE_BYTES};
 
 /// Run a troupe of AI coding agents as a team.
 #[derive(Debug, Parser)]
@@ -80,20 +81,9 @@ pub enum Command {
         /// Notification, SessionEnd (the payload's hook_event_name wins when present).
         event: String,
     },
-    /// Measure the daemon.
-    #[command(subcommand)]
-    Bench(crate::bench::BenchCommand),
     /// The process the built-in demo agents run (inside a party).
     #[command(hide = true)]
     DemoMember,
-    /// A scripted Agent Client Protocol agent on stdio (tests, benchmarks, the demo).
-    #[command(hide = true)]
-    ScriptedAcpAgent {
-        /// write, crash, crash-once, hang, hang-hard, wait, malformed, flood (default:
-        /// $TROUPE_ACP_SCRIPT, else write).
-        #[arg(long)]
-        script: Option<String>,
-    },
 }
 
 #[derive(Debug, Args)]
@@ -298,7 +288,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => {
-                daemon::serve(Config {
+                crate::serve::serve(Config {
                     layout,
                     ws_addr: args.ws_addr,
                     allow_non_loopback: args.allow_non_loopback,
@@ -314,19 +304,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Party(cmd) => party(&layout, cmd, cli.json).await,
             Command::Approvals(cmd) => approvals(&layout, cmd, cli.json).await,
             Command::Plugin(cmd) => plugin(&layout, cmd, cli.json).await,
-            Command::Api(ApiCommand::Schema) => print_json(&crate::api::schema_document()),
+            Command::Api(ApiCommand::Schema) => print_json(&troupe_api::schema_document()),
             Command::Api(ApiCommand::List) => {
-                for op in crate::api::OPERATIONS {
+                for op in troupe_api::OPERATIONS {
                     println!("{:<24} {}", op.name, op.summary.trim());
                 }
-                for sub in crate::api::SUBSCRIPTIONS {
+                for sub in troupe_api::SUBSCRIPTIONS {
                     println!("{:<24} {}", sub.name, sub.summary);
                 }
                 Ok(())
             }
             Command::Demo => crate::demo::run().await,
-            Command::Lsp => crate::lsp::run(layout).await,
-            Command::Mcp => crate::mcp::serve_stdio(&layout).await,
+            Command::Lsp => crate::doors::lsp::run(layout).await,
+            Command::Mcp => crate::doors::mcp::serve_stdio(&layout).await,
             Command::Hook { event } => hook(&layout, &event).await,
             Command::Init { cli } => {
                 let exe = std::env::current_exe().context("locating the troupe binary")?;
@@ -336,9 +326,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 Ok(())
             }
-            Command::Bench(cmd) => crate::bench::run(cmd, cli.json).await,
             Command::DemoMember => crate::demo_member::run().await,
-            Command::ScriptedAcpAgent { script } => crate::scripted_agent::run(script).await,
         }
     });
     // A stdio door (`troupe lsp`, `troupe mcp`) may have a read of stdin in flight on a blocking
@@ -450,7 +438,7 @@ async fn status(layout: &Layout, json: bool) -> anyhow::Result<()> {
 /// `troupe call`: fills in `cwd` and the caller's session from the environment where the
 /// operation takes them and they are missing.
 async fn call(layout: &Layout, operation: &str, params: &str) -> anyhow::Result<()> {
-    let Some(op) = crate::api::operation(operation) else {
+    let Some(op) = troupe_api::operation(operation) else {
         bail!("unknown operation {operation:?}; `troupe api list` lists them");
     };
     let text = if params == "-" {
@@ -889,9 +877,4 @@ fn print_message(m: &Message) {
         },
         m.content
     );
-}
-
-/// The last 8 characters of an id: enough to tell sessions apart on screen.
-pub fn short(id: &str) -> &str {
-    &id[id.len().saturating_sub(8)..]
 }

@@ -16,8 +16,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::net::UnixStream;
 
-use crate::daemon::Endpoint;
-use crate::paths::{Layout, check_private_file};
+use troupe_api::layout::Endpoint;
+use troupe_api::layout::{Layout, check_private_file};
 
 /// Longest a call may take (a long-poll waits up to 300 s).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(330);
@@ -284,7 +284,7 @@ fn spawn_daemon(layout: &Layout) -> anyhow::Result<Child> {
         .arg(&layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
         // Started from inside a run (a member's CLI call), the daemon is not part of that run.
-        .env_remove(crate::procs::RUN_MARKER)
+        .env_remove(troupe_api::layout::RUN_MARKER)
         .env_remove("TROUPE_SESSION_ID")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -299,4 +299,9 @@ fn log_tail(path: &Path) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// The last 8 characters of an id: enough to tell sessions apart on screen.
+pub fn short(id: &str) -> &str {
+    &id[id.len().saturating_sub(8)..]
 }

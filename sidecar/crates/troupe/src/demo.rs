@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::api::types::Message;
-use crate::cli::short;
+use crate::client::short;
 use crate::client::{self, Client};
-use crate::paths::Layout;
+use troupe_api::layout::Layout;
+use troupe_api::types::Message;
 
 pub async fn run() -> anyhow::Result<()> {
     let scratch = tempfile::Builder::new()

@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::client;
-use crate::paths::Layout;
+use troupe_api::layout::Layout;
 
 fn env(name: &str) -> anyhow::Result<String> {
     std::env::var(name)

@@ -22,7 +22,7 @@ const CLAUDE_HOOKS: &[(&str, bool)] = &[
 
 /// Writes the config for `cli` into the project around `cwd`; returns the lines to print.
 pub fn init(cli: &str, cwd: &Path, troupe: &Path) -> anyhow::Result<Vec<String>> {
-    let (root, _) = crate::project::resolve_project_root(cwd)
+    let (root, _) = troupe_core::project::resolve_project_root(cwd)
         .with_context(|| format!("finding the project of {}", cwd.display()))?;
     let exe = troupe.display().to_string();
     let mcp = json!({ "command": exe, "args": ["mcp"] });

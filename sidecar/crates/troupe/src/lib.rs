@@ -1,34 +1,16 @@
-//! Troupe: the daemon, its operation registry and doors, and the client side the CLI uses.
-//! The binary (`main.rs`) is a thin clap front over this library.
+//! Troupe's front: the doors that serve the daemon's core (`doors`: JSON-RPC, LSP, MCP), the
+//! daemon's process (`serve`), the command line (`cli`) and the client it and the stdio doors use
+//! (`client`), and the demo. The daemon's brain is `troupe_core`; the contract every side shares is
+//! `troupe_api`. The binary (`main.rs`) is a thin clap front over this library.
 
-pub mod acp;
-pub mod api;
-pub mod bench;
-pub mod bench_agents;
-pub mod bench_approvals;
-pub mod bench_parties;
-pub mod bench_soak;
-pub mod builtin;
+pub mod auth;
 pub mod cli;
 pub mod client;
-pub mod daemon;
 pub mod demo;
 pub mod demo_member;
-pub mod executor;
-pub mod hub;
+pub mod doors;
 pub mod init;
-pub mod lsp;
-pub mod lsp_client;
-pub mod mcp;
-pub mod ops;
-pub mod orchestrator;
-pub mod paths;
-pub mod plugins;
-pub mod procs;
-pub mod project;
-pub mod runner;
-pub mod scripted_agent;
-pub mod system;
+pub mod serve;
 
 /// Exit status of `troupe serve` when another daemon already holds the data dir.
 pub const EXIT_ALREADY_RUNNING: i32 = 3;

@@ -1,0 +1,278 @@
+//! Troupe's API: the operation registry's declaration (every operation once: name, summary,
+//! params and result types), the wire types, the typed error and its stable codes, and where a
+//! daemon keeps its files. Every door, the CLI and the daemon's core share it; it holds no
+//! handler, no transport and no business logic (`troupe-core` binds the handlers).
+
+pub mod error;
+pub mod layout;
+pub mod types;
+
+use serde_json::Value;
+
+pub use error::ApiError;
+use types::*;
+
+/// One operation, as every door sees it.
+pub struct Operation {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub params_schema: fn() -> schemars::Schema,
+    pub result_schema: fn() -> schemars::Schema,
+}
+
+impl std::fmt::Debug for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// A subscription: a call that answers with a stream of notifications.
+#[derive(Debug)]
+pub struct Subscription {
+    pub name: &'static str,
+    pub notification: &'static str,
+    pub unsubscribe: &'static str,
+    pub summary: &'static str,
+    pub params_schema: fn() -> schemars::Schema,
+    pub item_schema: fn() -> schemars::Schema,
+}
+
+/// Parses an operation's params: absent or `null` means `{}`; anything but an object is refused.
+pub fn parse_params<P: serde::de::DeserializeOwned>(
+    op: &'static str,
+    params: Option<Value>,
+) -> Result<P, ApiError> {
+    let params = match params {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(v @ Value::Object(_)) => v,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                op,
+                format!("params must be a JSON object, not {}", json_kind(&other)),
+            ));
+        }
+    };
+    serde_json::from_value(params).map_err(|e| ApiError::invalid(op, e.to_string()))
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The list of operations, handed to a callback macro: `for_each_operation!(my_macro)` expands to
+/// `my_macro! { /// doc
+/// name(Params) -> Result; ... }`. The declaration below and the core's
+/// handler table are both built from it, so the two cannot drift apart. The type names are
+/// those of [`types`]: the caller brings them into scope (`use troupe_api::types::*`).
+#[macro_export]
+macro_rules! for_each_operation {
+    ($callback:ident) => {
+        $callback! {
+        /// Register a session (an agent CLI or a person) in the project of its working directory.
+        register_session(RegisterSessionParams) -> RegisterSessionResult;
+        /// End a session; its messages stay.
+        end_session(SessionIdParams) -> SessionResult;
+        /// Record that a session is alive.
+        heartbeat(SessionIdParams) -> SessionResult;
+        /// One session by id.
+        get_session(SessionIdParams) -> SessionResult;
+        /// Sessions, optionally of one project, party, parent or status.
+        list_sessions(ListSessionsParams) -> SessionsResult;
+        /// Send a message to any session of the same project (no hierarchy check).
+        send_message(SendMessageParams) -> SentMessage;
+        /// Send a message to the session's parent.
+        send_to_parent(SendToParentParams) -> SentMessage;
+        /// Send a message to one of the session's children.
+        send_to_child(SendToChildParams) -> SentMessage;
+        /// Send a message to every active child of the session.
+        broadcast_to_children(BroadcastToChildrenParams) -> BroadcastResult;
+        /// Send a message to every active member of a party.
+        broadcast_to_party(BroadcastToPartyParams) -> BroadcastResult;
+        /// Active sessions that share the session's parent.
+        list_siblings(SessionIdParams) -> SessionsResult;
+        /// Find sessions of a project by status (default active) and party.
+        discover_agents(DiscoverAgentsParams) -> SessionsResult;
+        /// A session's messages in delivery order: unread ones, or those after `since`; can wait for one.
+        poll_messages(PollMessagesParams) -> PollMessagesResult;
+        /// Mark a session's messages read.
+        mark_read(MarkReadParams) -> MarkReadResult;
+        /// The durable timeline of what the daemon did.
+        list_events(ListEventsParams) -> ListEventsResult;
+        /// The daemon's version, paths, uptime and row counts.
+        daemon_status(NoParams) -> DaemonStatus;
+        /// Stop the daemon after answering.
+        shutdown_daemon(NoParams) -> ShutdownResult;
+        /// Store a new agent definition (runner, command, isolation, workflow, limits).
+        create_agent_definition(AgentDefinitionParams) -> DefinitionResult;
+        /// Replace an agent definition.
+        update_agent_definition(AgentDefinitionParams) -> DefinitionResult;
+        /// One agent definition by name.
+        get_agent_definition(NameParams) -> DefinitionResult;
+        /// Every agent definition.
+        list_agent_definitions(NoParams) -> DefinitionsResult;
+        /// Delete an agent definition.
+        delete_agent_definition(NameParams) -> DefinitionResult;
+        /// Start a subagent in a child session (refused past the depth limit).
+        start_agent(StartAgentParams) -> StartAgentResult;
+        /// End the caller's agent run with a structured result.
+        complete(CompleteParams) -> CompleteResult;
+        /// Agent runs, by parent session or party.
+        list_agents(ListAgentsParams) -> RunsResult;
+        /// One agent run with its result.
+        get_agent_result(RunIdParams) -> RunResult;
+        /// Stop a running subagent.
+        cancel_agent(RunIdParams) -> RunResult;
+        /// Store a new party definition (validated: agents exist, the flow is a DAG, one leader).
+        create_party_definition(PartyDefinitionParams) -> DefinitionResult;
+        /// Replace a party definition (parties already launched keep their snapshot).
+        update_party_definition(PartyDefinitionParams) -> DefinitionResult;
+        /// One party definition by name.
+        get_party_definition(NameParams) -> DefinitionResult;
+        /// Every party definition.
+        list_party_definitions(NoParams) -> DefinitionsResult;
+        /// Delete a party definition.
+        delete_party_definition(NameParams) -> DefinitionResult;
+        /// Launch a party from a stored definition in a project; its root roles start at once.
+        launch_party(LaunchPartyParams) -> LaunchPartyResult;
+        /// A party's roles, members, sessions, statuses, crash counts and tasks.
+        get_party_status(PartyIdParams) -> PartyStatusResult;
+        /// Tell a role to proceed (past crashed members), retry them, or abort the party.
+        signal_role(SignalRoleParams) -> PartyResult;
+        /// Change a role's recovery strategy while the party runs.
+        override_recovery(OverrideRecoveryParams) -> PartyResult;
+        /// Stop every member; the party ends cancelled.
+        cancel_party(PartyIdParams) -> PartyResult;
+        /// Parties, newest first, by project and status.
+        list_parties(ListPartiesParams) -> PartiesResult;
+        /// Move a party's task from one role to another.
+        reassign_task(ReassignTaskParams) -> TaskResult;
+        /// Remove a finished party's worktrees and clones (keeps unmerged or uncommitted work unless forced).
+        cleanup_party(CleanupPartyParams) -> CleanupResult;
+        /// Create a task.
+        create_task(CreateTaskParams) -> TaskResult;
+        /// Mark a task escalated: the person and the party's leader are notified; the party goes on.
+        escalate_task(EscalateTaskParams) -> TaskResult;
+        /// Tasks, optionally of one party.
+        list_tasks(ListTasksParams) -> TasksResult;
+        /// Durable notifications for the person (escalations, paused roles, finished parties).
+        list_notifications(ListNotificationsParams) -> NotificationsResult;
+        /// Ask a person for permission and wait (long-poll; resume with approval_id): approved by a matching rule, decided, or denied on timeout.
+        request_permission(RequestPermissionParams) -> PermissionResult;
+        /// Permission requests, by status, party, session or project.
+        list_approvals(ListApprovalsParams) -> ApprovalsResult;
+        /// Answer a pending request: approve, deny, abort (deny and stop the agent) or approve_pattern.
+        decide_approval(DecideApprovalParams) -> ApprovalResult;
+        /// The approve-pattern rules, revoked ones included.
+        list_approval_rules(ListApprovalRulesParams) -> ApprovalRulesResult;
+        /// Revoke an approve-pattern rule.
+        revoke_approval_rule(RuleIdParams) -> ApprovalRuleResult;
+        /// Installed plugins (recovery strategies, routers, executors), the folders that failed to
+        /// load and why, and the WIT versions this daemon supports.
+        list_plugins(NoParams) -> PluginsResult;
+        /// Install (or upgrade) the plugin in a folder holding plugin.toml and its component; it
+        /// replaces the installed one only if it loads.
+        install_plugin(InstallPluginParams) -> PluginResult;
+        /// Unload a plugin and delete its folder.
+        remove_plugin(NameParams) -> RemovePluginResult;
+        /// One plugin: manifest, hash, grant, where its code was loaded from.
+        get_plugin(NameParams) -> PluginResult;
+        /// Change what a plugin is granted: HTTP origins, provider key variable, config, limits.
+        grant_plugin(GrantPluginParams) -> PluginResult;
+        /// Ask a router plugin which agent should take a request.
+        route_request(RouteRequestParams) -> RouteResult;
+        /// A Claude Code hook (what `troupe hook <event>` forwards): registers the session, answers
+        /// PreToolUse from Troupe's policy and approvals, records stops and notifications, and
+        /// hands over unread messages.
+        claude_hook(HookParams) -> HookResult;
+        }
+    };
+}
+
+macro_rules! declare {
+    ($( $(#[doc = $doc:literal])+ $name:ident($params:ty) -> $result:ty; )+) => {
+        /// Every operation, in the order `troupe api schema` lists them.
+        pub static OPERATIONS: &[Operation] = &[$(
+            Operation {
+                name: stringify!($name),
+                summary: concat!($($doc),+),
+                params_schema: || schemars::schema_for!($params),
+                result_schema: || schemars::schema_for!($result),
+            },
+        )+];
+    };
+}
+
+for_each_operation!(declare);
+
+/// Every subscription.
+pub static SUBSCRIPTIONS: &[Subscription] = &[
+    Subscription {
+        name: "subscribe_messages",
+        notification: "message",
+        unsubscribe: "unsubscribe_messages",
+        summary: "Push each new message for a session, in delivery order, as a `message` notification.",
+        params_schema: || schemars::schema_for!(SubscribeMessagesParams),
+        item_schema: || schemars::schema_for!(Message),
+    },
+    Subscription {
+        name: "subscribe_approvals",
+        notification: "approvals",
+        unsubscribe: "unsubscribe_approvals",
+        summary: "Push the pending permission requests at once and after every change.",
+        params_schema: || schemars::schema_for!(SubscribeApprovalsParams),
+        item_schema: || schemars::schema_for!(ApprovalsResult),
+    },
+    Subscription {
+        name: "subscribe_notifications",
+        notification: "notification",
+        unsubscribe: "unsubscribe_notifications",
+        summary: "Push each new notification for the person (escalations, paused roles, finished parties).",
+        params_schema: || schemars::schema_for!(SubscribeNotificationsParams),
+        item_schema: || schemars::schema_for!(Notification),
+    },
+];
+
+/// Looks an operation up by name.
+pub fn operation(name: &str) -> Option<&'static Operation> {
+    OPERATIONS.iter().find(|op| op.name == name)
+}
+
+/// The JSON Schema document printed by `troupe api schema`.
+pub fn schema_document() -> Value {
+    let operations: Vec<Value> = OPERATIONS
+        .iter()
+        .map(|op| {
+            serde_json::json!({
+                "name": op.name,
+                "summary": op.summary.trim(),
+                "params": (op.params_schema)(),
+                "result": (op.result_schema)(),
+            })
+        })
+        .collect();
+    let subscriptions: Vec<Value> = SUBSCRIPTIONS
+        .iter()
+        .map(|sub| {
+            serde_json::json!({
+                "name": sub.name,
+                "notification": sub.notification,
+                "unsubscribe": sub.unsubscribe,
+                "summary": sub.summary,
+                "params": (sub.params_schema)(),
+                "item": (sub.item_schema)(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "operations": operations,
+        "subscriptions": subscriptions,
+    })
+}

@@ -1,0 +1,940 @@
+//! Wire types: the params and result of every operation, with their JSON Schemas. Row records
+//! (`Session`, `Message`, `Event`, …) come from the store. Editor clients mirror these.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+pub use troupe_model::{Event, Message, MessageType, Priority, Project, Session, SessionStatus};
+
+/// Params of an operation that takes none (`{}`).
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterSessionParams {
+    /// The kind of client: claude, codex, gemini, human, …
+    pub cli: String,
+    /// The session's working directory; its git root names the project.
+    pub cwd: String,
+    /// The client's own id for this session; registering it again resumes the session.
+    #[serde(default)]
+    pub external_id: Option<String>,
+    /// The session that started this one (its agent_depth is the parent's + 1).
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+    /// The agent run that spawned this session, when an agent did.
+    #[serde(default)]
+    pub spawned_by_agent_id: Option<String>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RegisterSessionResult {
+    pub session_id: String,
+    pub project_id: String,
+    pub project_root: String,
+    /// False when an existing session with the same cli and external_id was resumed.
+    pub created: bool,
+    pub session: Session,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionIdParams {
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct SessionResult {
+    pub session: Session,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct SessionsResult {
+    pub sessions: Vec<Session>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListSessionsParams {
+    /// Only this project's sessions.
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// Only the sessions of the project this directory belongs to.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub status: Option<SessionStatus>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverAgentsParams {
+    /// The project to search; defaults to the project of `cwd`.
+    #[serde(default)]
+    pub project_id: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Defaults to `active`.
+    #[serde(default)]
+    pub status: Option<SessionStatus>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessageParams {
+    pub from_session_id: String,
+    pub to_session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub message_type: Option<MessageType>,
+    /// A retried send with the same key (per sender) is stored once.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendToParentParams {
+    pub session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendToChildParams {
+    pub session_id: String,
+    pub child_session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BroadcastToChildrenParams {
+    pub session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BroadcastToPartyParams {
+    pub party_id: String,
+    pub from_session_id: String,
+    pub content: String,
+    #[serde(default = "normal")]
+    pub priority: Priority,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+fn normal() -> Priority {
+    Priority::Normal
+}
+
+/// The result of a send to one recipient.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct SentMessage {
+    pub message_id: String,
+    pub to_session_id: String,
+    /// The message's place in the recipient's delivery order.
+    pub seq: i64,
+    /// True when this idempotency key had been used: the earlier message is returned.
+    pub duplicate: bool,
+}
+
+/// The result of a send to many recipients.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct BroadcastResult {
+    pub message_ids: Vec<String>,
+    pub to_session_ids: Vec<String>,
+    pub duplicate: bool,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PollMessagesParams {
+    pub session_id: String,
+    /// Return messages after this `seq` (read or not); without it, unread messages.
+    #[serde(default)]
+    pub since: Option<i64>,
+    /// Mark the returned messages read (default true).
+    #[serde(default)]
+    pub mark_read: Option<bool>,
+    /// Wait up to this long for a message when there is none (long-poll; max 300000).
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+    /// At most this many messages (default 100, max 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PollMessagesResult {
+    pub messages: Vec<Message>,
+    /// Pass as `since` to continue after these messages.
+    pub next_since: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MarkReadParams {
+    pub session_id: String,
+    /// These messages; without it, every message up to `up_to_seq` (or all).
+    #[serde(default)]
+    pub message_ids: Option<Vec<String>>,
+    #[serde(default)]
+    pub up_to_seq: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct MarkReadResult {
+    /// How many messages went from unread to read.
+    pub marked: usize,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeMessagesParams {
+    pub session_id: String,
+    /// Replay messages after this `seq` first; without it, only messages sent from now on.
+    #[serde(default)]
+    pub since: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListEventsParams {
+    #[serde(default)]
+    pub since: Option<i64>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// At most this many events (default 100, max 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ListEventsResult {
+    pub events: Vec<Event>,
+    pub next_since: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub data_dir: String,
+    pub socket_path: String,
+    pub ws_url: String,
+    pub uptime_ms: u64,
+    pub schema_version: usize,
+    pub max_message_bytes: usize,
+    pub projects: i64,
+    pub sessions: i64,
+    pub active_sessions: i64,
+    pub messages: i64,
+    pub events: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ShutdownResult {
+    pub stopping: bool,
+}
+
+// ---- Agents -------------------------------------------------------------------------------
+
+pub use troupe_engine::{AgentDefinition, PartyDefinition, Signal, Strategy};
+pub use troupe_model::{AgentRun, DefinitionRow, Notification, RunStatus, Task};
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDefinitionParams {
+    pub definition: AgentDefinition,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NameParams {
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct DefinitionResult {
+    pub definition: DefinitionRow,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct DefinitionsResult {
+    pub definitions: Vec<DefinitionRow>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartAgentParams {
+    /// The agent definition to run.
+    pub agent: String,
+    pub prompt: String,
+    /// The session starting it; the new session is its child (depth + 1).
+    pub parent_session_id: String,
+    #[serde(default)]
+    pub task: Option<String>,
+    /// Seconds; overrides the definition's timeout.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+    /// How to pass the parent's context (recorded with the prompt).
+    #[serde(default)]
+    pub session_context: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct StartAgentResult {
+    pub run_id: String,
+    pub session_id: String,
+    pub workdir: String,
+}
+
+/// How a run ended by its own account.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionStatus {
+    #[default]
+    Success,
+    Partial,
+    Blocked,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteParams {
+    /// The completing agent's session (the CLI fills it from TROUPE_SESSION_ID).
+    pub session_id: String,
+    /// The run; defaults to the session's run.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    pub output: String,
+    #[serde(default)]
+    pub status: CompletionStatus,
+    #[serde(default)]
+    pub artifacts: std::collections::BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub files_modified: Vec<String>,
+    #[serde(default)]
+    pub next_steps: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct CompleteResult {
+    pub run_id: String,
+    pub status: RunStatus,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListAgentsParams {
+    /// The runs started by this session.
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+    /// The calling session: lists the runs it started and its siblings (the other runs started
+    /// by its own parent, or the other members of its party), read-only. Agents calling over
+    /// MCP are this session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// With `session_id`: only its children, or only its siblings (default: both).
+    #[serde(default)]
+    pub scope: Option<AgentScope>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    /// Only pending and running runs.
+    #[serde(default)]
+    pub active_only: bool,
+}
+
+/// Which relatives of the calling session `list_agents` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentScope {
+    Children,
+    Siblings,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RunsResult {
+    pub runs: Vec<AgentRun>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunIdParams {
+    pub run_id: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RunResult {
+    pub run: AgentRun,
+    /// Tokens and cost of its executor and of the runs it started.
+    pub usage: troupe_model::Usage,
+}
+
+// ---- Parties ------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PartyDefinitionParams {
+    pub definition: PartyDefinition,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchPartyParams {
+    /// The party definition.
+    pub name: String,
+    #[serde(default)]
+    pub task_id: Option<String>,
+    /// Free-form inputs handed to every member's prompt.
+    #[serde(default)]
+    pub inputs: Option<serde_json::Value>,
+    /// The project (its git root); or give `project_id`.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// The session launching it (members' sessions become its children).
+    #[serde(default)]
+    pub created_by_session_id: Option<String>,
+}
+
+/// A party, without its frozen definition.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PartySummary {
+    pub party_id: String,
+    pub name: String,
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub project_id: String,
+    pub repo_root: String,
+    pub task_id: Option<String>,
+    pub created_at: String,
+    pub completed_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct LaunchPartyResult {
+    pub party_id: String,
+    pub party: PartySummary,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PartyIdParams {
+    pub party_id: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RoleStatus {
+    pub role: String,
+    pub agent: String,
+    pub count: u32,
+    pub is_leader: bool,
+    pub depends_on: Vec<String>,
+    /// The recovery strategy in force (run-time override included).
+    pub on_crash: Strategy,
+    pub paused: bool,
+    /// pending, running, completed, paused, failed or cancelled.
+    pub status: String,
+    pub completed: usize,
+    pub running: usize,
+    pub crashes: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct MemberStatusView {
+    pub role: String,
+    pub index: i64,
+    pub status: String,
+    pub crash_count: i64,
+    pub attempts: i64,
+    pub session_id: Option<String>,
+    pub session_status: Option<SessionStatus>,
+    pub run_id: Option<String>,
+    pub run_status: Option<RunStatus>,
+    pub output: Option<String>,
+    pub workdir: Option<String>,
+    pub branch: Option<String>,
+    /// When the scheduler started and finished this member (ms since the epoch).
+    pub started_at_ms: Option<i64>,
+    pub finished_at_ms: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PartyStatusResult {
+    pub party: PartySummary,
+    /// Tokens and cost of its executor members.
+    pub usage: troupe_model::Usage,
+    pub roles: Vec<RoleStatus>,
+    pub members: Vec<MemberStatusView>,
+    pub tasks: Vec<Task>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRoleParams {
+    pub party_id: String,
+    pub role_name: String,
+    pub signal: Signal,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideRecoveryParams {
+    pub party_id: String,
+    pub role_name: String,
+    pub strategy: Strategy,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PartyResult {
+    pub party: PartySummary,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReassignTaskParams {
+    pub party_id: String,
+    pub task_id: String,
+    pub from_role: String,
+    pub to_role: String,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListPartiesParams {
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PartiesResult {
+    pub parties: Vec<PartySummary>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CleanupPartyParams {
+    pub party_id: String,
+    /// Delete uncommitted or unmerged work too.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct KeptCheckout {
+    pub workdir: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct CleanupResult {
+    pub removed: Vec<String>,
+    pub kept: Vec<KeptCheckout>,
+}
+
+// ---- Tasks and notifications --------------------------------------------------------------
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTaskParams {
+    pub title: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub project_id: Option<String>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub role_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct TaskResult {
+    pub task_id: String,
+    pub task: Task,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EscalateTaskParams {
+    pub task_id: String,
+    pub reason: String,
+    /// The escalating session (the CLI fills it from TROUPE_SESSION_ID).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTasksParams {
+    #[serde(default)]
+    pub party_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct TasksResult {
+    pub tasks: Vec<Task>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListNotificationsParams {
+    #[serde(default)]
+    pub since: Option<i64>,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct NotificationsResult {
+    pub notifications: Vec<Notification>,
+    pub next_since: i64,
+}
+
+// ---- Approvals ----------------------------------------------------------------------------
+
+pub use troupe_model::{Approval, ApprovalRule};
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestPermissionParams {
+    /// The asking session (the CLI fills it from TROUPE_SESSION_ID).
+    pub session_id: String,
+    /// Keep waiting on a request made earlier (after a reconnect) instead of asking again.
+    #[serde(default)]
+    pub approval_id: Option<String>,
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
+    /// The file the action touches, with its line range, and a diff preview for edits.
+    #[serde(default)]
+    pub file_path: Option<String>,
+    #[serde(default)]
+    pub start_line: Option<i64>,
+    #[serde(default)]
+    pub end_line: Option<i64>,
+    #[serde(default)]
+    pub diff: Option<String>,
+    #[serde(default)]
+    pub is_dangerous: bool,
+    #[serde(default)]
+    pub danger_reason: Option<String>,
+    /// The caller's key: asking again with it returns the same request.
+    #[serde(default)]
+    pub request_key: Option<String>,
+    /// How long this call waits for the decision (default 30000, max 300000); the request
+    /// itself stays pending until decided or timed out.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PermissionResult {
+    pub approval_id: String,
+    /// pending (call again with approval_id to keep waiting), approved, denied or aborted.
+    pub status: String,
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListApprovalsParams {
+    /// pending, approved, denied, aborted or expired. Without it, every status but expired.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Also list expired requests (asked by a run that ended before anyone decided).
+    #[serde(default)]
+    pub include_expired: bool,
+    #[serde(default)]
+    pub party_id: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ApprovalsResult {
+    pub approvals: Vec<Approval>,
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    Approve,
+    Deny,
+    /// Deny and stop the asking agent.
+    Abort,
+    /// Approve, and approve later matching requests automatically.
+    ApprovePattern,
+}
+
+/// Where an approve_pattern rule applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleScope {
+    Party,
+    Project,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideApprovalParams {
+    pub approval_id: String,
+    pub decision: DecisionKind,
+    /// For approve_pattern: a glob over the request's subject (file path, command or input);
+    /// default: the subject itself.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// For approve_pattern: the party (default when the request came from one) or the project.
+    #[serde(default)]
+    pub scope: Option<RuleScope>,
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ApprovalResult {
+    pub approval: Approval,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListApprovalRulesParams {
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ApprovalRulesResult {
+    pub rules: Vec<ApprovalRule>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleIdParams {
+    pub rule_id: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ApprovalRuleResult {
+    pub rule: ApprovalRule,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeApprovalsParams {
+    /// Only this project's requests (default: all).
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// Only the project of this directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeNotificationsParams {
+    /// Replay notifications after this seq first; without it, only new ones.
+    #[serde(default)]
+    pub since: Option<i64>,
+}
+
+// ---- Plugins ------------------------------------------------------------------------------
+
+/// An installed plugin.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PluginInfo {
+    pub name: String,
+    pub version: String,
+    /// recovery, router or executor.
+    pub kind: String,
+    /// The troupe:plugin WIT version it targets.
+    pub wit: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub dir: String,
+    pub sha256: String,
+    /// Hosts its manifest asks for (`*`: any the user grants).
+    pub http_hosts: Vec<String>,
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+    #[serde(default)]
+    pub config_schema: Option<serde_json::Value>,
+    /// What the user granted it (plugins/grants.toml).
+    pub grant: serde_json::Value,
+    /// compiled or cache: where its machine code came from at its last load.
+    pub loaded_from: String,
+    pub load_ms: f64,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct BrokenPlugin {
+    pub dir: String,
+    pub error: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PluginsResult {
+    pub plugins: Vec<PluginInfo>,
+    /// Plugin folders that did not load, with why.
+    pub broken: Vec<BrokenPlugin>,
+    /// WIT versions this daemon loads.
+    pub supported_wit: Vec<String>,
+    pub plugins_dir: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstallPluginParams {
+    /// A folder holding `plugin.toml` and the component it names (absolute, or relative to `cwd`).
+    pub path: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PluginResult {
+    pub plugin: PluginInfo,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RemovePluginResult {
+    pub name: String,
+    pub removed: bool,
+}
+
+/// Changes to what a plugin is granted; absent fields stay as they are.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrantPluginParams {
+    pub name: String,
+    /// Origins it may reach (replaces the list): `api.openai.com`, `https://host:port`, or
+    /// `http://127.0.0.1:8080` (plain http only for local hosts).
+    #[serde(default)]
+    pub allow_http: Option<Vec<String>>,
+    #[serde(default)]
+    pub allow_private: Option<bool>,
+    /// The daemon's environment variable holding the provider key ("" to clear).
+    #[serde(default)]
+    pub key_env: Option<String>,
+    /// Config values over the manifest's defaults (replaces the object).
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+    #[serde(default)]
+    pub memory_mib: Option<u32>,
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub max_requests: Option<u64>,
+    #[serde(default)]
+    pub max_response_bytes: Option<u64>,
+}
+
+/// An agent a router may choose.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouteCandidate {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouteRequestParams {
+    /// The router plugin.
+    pub router: String,
+    /// The request to route.
+    pub request: String,
+    #[serde(default)]
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// The agents to choose from (default: every agent definition).
+    #[serde(default)]
+    pub candidates: Option<Vec<RouteCandidate>>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RouteResult {
+    pub agent: String,
+    pub reason: String,
+    pub router: String,
+}
+
+// ---- Agent CLI hooks ----------------------------------------------------------------------
+
+fn claude() -> String {
+    "claude".into()
+}
+
+/// One hook of an agent CLI, as `troupe hook <event>` forwards it.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HookParams {
+    /// The CLI whose hook this is (default claude).
+    #[serde(default = "claude")]
+    pub cli: String,
+    /// The hook's JSON input exactly as the CLI sent it (`hook_event_name`, `session_id`,
+    /// `cwd`, `tool_name`, `tool_input`, …).
+    pub payload: serde_json::Value,
+    /// The Troupe session, when Troupe started this CLI (TROUPE_SESSION_ID).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The parent of a session registered by this hook (TROUPE_PARENT_SESSION_ID).
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct HookResult {
+    pub session_id: String,
+    /// The JSON the hook prints for the CLI (`{}` when there is nothing to say).
+    pub output: serde_json::Value,
+}

@@ -1,0 +1,192 @@
+//! Start-up and shutdown of the daemon's core: takes the data dir's lock, opens the store, seeds
+//! the built-ins, starts the orchestrator (which adopts or recovers the runs a previous daemon
+//! left) and the plugins; at the end, ends the runs no later daemon can adopt and closes the
+//! store. It also gives the runners their narrow handle on the daemon (`RunnerHost`). It binds
+//! no socket: the doors do (`troupe` crate).
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+use troupe_api::ApiError;
+use troupe_api::layout::Layout;
+use troupe_api::types::*;
+use troupe_store::{NewEvent, Store};
+
+use crate::daemon::{AlreadyRunning, Config, Daemon};
+use crate::hub::Hub;
+use crate::runners::RunnerHost;
+
+/// Opens the data dir's database.
+pub fn open_store(layout: &Layout) -> anyhow::Result<Store> {
+    Store::open(&layout.db_path())
+        .with_context(|| format!("cannot open the database {}", layout.db_path().display()))
+}
+
+/// Builds the daemon's core on an open store: seeds the built-ins, starts the orchestrator and
+/// the plugins. `ws_addr` is where the JSON-RPC door listens (reported by `daemon_status`).
+pub async fn start(
+    store: Store,
+    config: Config,
+    ws_addr: SocketAddr,
+    started: Instant,
+) -> anyhow::Result<Arc<Daemon>> {
+    let layout = config.layout.clone();
+    let (shutdown, _) = watch::channel(false);
+    let hub = Arc::new(Hub::default());
+    crate::builtin::seed(&store).await?;
+    let cell: crate::orchestrator::HostCell = Arc::default();
+    let (orchestrator, boot) =
+        crate::orchestrator::create(store.clone(), hub.clone(), layout.clone(), cell.clone());
+    let plugins = crate::plugins::Plugins::new(&layout);
+    let daemon = Arc::new(Daemon {
+        store: store.clone(),
+        hub,
+        orchestrator,
+        plugins: plugins.clone(),
+        config,
+        layout,
+        ws_addr,
+        started,
+        shutdown,
+        started_event: Mutex::new(None),
+    });
+    let host: Arc<dyn RunnerHost> = daemon.clone();
+    if cell.set(Arc::downgrade(&host)).is_err() {
+        tracing::debug!("the runners' host was already set");
+    }
+    boot.start().await?;
+    plugins.watch();
+    if plugins.any_installed() {
+        // Build the engine and load the plugins off the start-up path.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = plugins.host() {
+                tracing::error!("plugin host unavailable: {e}");
+            }
+        });
+    }
+    let data =
+        serde_json::json!({ "pid": std::process::id(), "version": env!("CARGO_PKG_VERSION") });
+    let event = tokio::spawn(async move {
+        store
+            .append_event(NewEvent {
+                kind: "daemon_started".into(),
+                data,
+                ..NewEvent::default()
+            })
+            .await
+    });
+    if let Ok(mut slot) = daemon.started_event.lock() {
+        *slot = Some(event);
+    }
+    Ok(daemon)
+}
+
+/// Stops the core once the doors are closed: ends the runs no later daemon can adopt (with
+/// every process of theirs), records `daemon_stopped` and closes the store.
+pub async fn stop(daemon: &Daemon) -> anyhow::Result<()> {
+    if let Err(e) = daemon.orchestrator.shutdown().await {
+        tracing::warn!(error = %e, "runs not ended at shutdown");
+    }
+    let started_event = daemon.started_event.lock().ok().and_then(|mut s| s.take());
+    if let Some(started_event) = started_event {
+        log_write_failure(started_event.await);
+    }
+    log_write_failure(Ok(daemon
+        .store
+        .append_event(NewEvent {
+            kind: "daemon_stopped".into(),
+            ..NewEvent::default()
+        })
+        .await));
+    daemon.store.close().await?;
+    Ok(())
+}
+
+fn log_write_failure(
+    result: Result<Result<i64, troupe_store::StoreError>, tokio::task::JoinError>,
+) {
+    match result {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "cannot record a daemon event"),
+        Err(e) => tracing::warn!(error = %e, "daemon event task failed"),
+    }
+}
+
+/// Takes the data dir's lock (held until the returned file is dropped) and records our pid.
+pub fn take_lock(layout: &Layout) -> anyhow::Result<File> {
+    let path = layout.lock_path();
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let pid = fs::read_to_string(&path).unwrap_or_default();
+            return Err(AlreadyRunning {
+                data_dir: layout.data_dir.display().to_string(),
+                pid: pid.trim().to_string(),
+            }
+            .into());
+        }
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    file.set_len(0)?;
+    writeln!(file, "{}", std::process::id())?;
+    Ok(file)
+}
+
+/// The runners reach the daemon only through this: the store, the plugins, and the operations an
+/// agent's tools call.
+impl RunnerHost for Daemon {
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn plugins(&self) -> &Arc<crate::plugins::Plugins> {
+        &self.plugins
+    }
+
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, ApiError>> {
+        crate::ops::complete(self, p).boxed()
+    }
+
+    fn send_message(&self, p: SendMessageParams) -> BoxFuture<'_, Result<SentMessage, ApiError>> {
+        crate::ops::send_message(self, p).boxed()
+    }
+
+    fn send_to_parent(
+        &self,
+        p: SendToParentParams,
+    ) -> BoxFuture<'_, Result<SentMessage, ApiError>> {
+        crate::ops::send_to_parent(self, p).boxed()
+    }
+
+    fn poll_messages(
+        &self,
+        p: PollMessagesParams,
+    ) -> BoxFuture<'_, Result<PollMessagesResult, ApiError>> {
+        crate::ops::poll_messages(self, p).boxed()
+    }
+
+    fn request_permission_decided(
+        &self,
+        p: RequestPermissionParams,
+    ) -> BoxFuture<'_, Result<PermissionResult, ApiError>> {
+        crate::ops::request_permission_decided(self, p).boxed()
+    }
+}

@@ -1,0 +1,62 @@
+//! The state every operation handler sees: the store, the hub, the orchestrator's handle, the
+//! plugins and the daemon's configuration. Start-up and shutdown live in `crate::boot`; the doors
+//! that serve it live in the `troupe` crate.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::watch;
+use troupe_api::layout::Layout;
+use troupe_store::Store;
+
+use crate::hub::Hub;
+
+/// Default limit on one message's content.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// How to run the daemon.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub layout: Layout,
+    /// Where the WebSocket listens; loopback unless `allow_non_loopback`.
+    pub ws_addr: SocketAddr,
+    pub allow_non_loopback: bool,
+    pub max_message_bytes: usize,
+}
+
+/// The state every operation handler sees.
+pub struct Daemon {
+    pub store: Store,
+    pub hub: Arc<Hub>,
+    pub orchestrator: crate::orchestrator::Orchestrator,
+    pub plugins: Arc<crate::plugins::Plugins>,
+    pub config: Config,
+    pub layout: Layout,
+    pub ws_addr: SocketAddr,
+    pub started: Instant,
+    pub(crate) shutdown: watch::Sender<bool>,
+    /// The `daemon_started` event's write, awaited before `daemon_stopped` is written.
+    pub(crate) started_event:
+        Mutex<Option<tokio::task::JoinHandle<Result<i64, troupe_store::StoreError>>>>,
+}
+
+impl Daemon {
+    /// Asks the daemon to stop once the current requests are answered.
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Changes to `true` when something asked the daemon to stop.
+    pub fn shutdown_requested(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// Another daemon already holds this data dir.
+#[derive(Debug, thiserror::Error)]
+#[error("a troupe daemon is already running for {data_dir} (pid {pid})")]
+pub struct AlreadyRunning {
+    pub data_dir: String,
+    pub pid: String,
+}

@@ -1,0 +1,20 @@
+//! The troupe daemon's core: the operation handlers (`ops`, bound by name in `registry`), the
+//! orchestrator that drives parties and supervises runs, the runners (`runners`: process, wasm
+//! executor, ACP agent), the hub that wakes waiters, the plugins, and start-up and shutdown
+//! (`boot`). It knows no wire format: the doors (JSON-RPC, LSP, MCP, the CLI) live in the `troupe`
+//! crate and reach it through `registry::handler` and `daemon::Daemon`.
+
+pub mod boot;
+pub mod builtin;
+pub mod daemon;
+pub mod hub;
+pub mod ops;
+pub mod orchestrator;
+pub mod plugins;
+pub mod procs;
+pub mod project;
+pub mod registry;
+pub mod runners;
+pub mod system;
+
+pub use daemon::{Config, Daemon};

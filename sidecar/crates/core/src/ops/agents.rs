@@ -1,0 +1,336 @@
+//! Agent operations: agent definition CRUD, and runs — `start_agent` (a child session and a
+//! process, within the depth limit), `complete`, `list_agents`, `get_agent_result`,
+//! `cancel_agent`.
+
+use std::path::PathBuf;
+
+use troupe_engine::{AgentDefinition, Isolation};
+use troupe_store::{AgentRun, DefinitionKind, NewRun, NewSession, Put, RunStatus, SessionStatus};
+
+use crate::daemon::Daemon;
+use crate::orchestrator::Command;
+use troupe_api::ApiError;
+use troupe_api::types::*;
+
+fn parse_definition(
+    op: &'static str,
+    value: serde_json::Value,
+) -> Result<AgentDefinition, ApiError> {
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::Internal(format!("{op}: stored agent definition unreadable: {e}")))
+}
+
+async fn put(
+    d: &Daemon,
+    op: &'static str,
+    def: AgentDefinition,
+    mode: Put,
+) -> Result<DefinitionResult, ApiError> {
+    def.validate().map_err(|e| ApiError::invalid(op, e))?;
+    let json = serde_json::to_value(&def).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let definition = d
+        .store
+        .put_definition(DefinitionKind::Agent, def.name, json, mode)
+        .await?;
+    Ok(DefinitionResult { definition })
+}
+
+pub async fn create_agent_definition(
+    d: &Daemon,
+    p: AgentDefinitionParams,
+) -> Result<DefinitionResult, ApiError> {
+    put(d, "create_agent_definition", p.definition, Put::Create).await
+}
+
+pub async fn update_agent_definition(
+    d: &Daemon,
+    p: AgentDefinitionParams,
+) -> Result<DefinitionResult, ApiError> {
+    put(d, "update_agent_definition", p.definition, Put::Update).await
+}
+
+pub async fn get_agent_definition(d: &Daemon, p: NameParams) -> Result<DefinitionResult, ApiError> {
+    let definition = d.store.get_definition(DefinitionKind::Agent, &p.name)?;
+    Ok(DefinitionResult { definition })
+}
+
+pub async fn list_agent_definitions(
+    d: &Daemon,
+    _: NoParams,
+) -> Result<DefinitionsResult, ApiError> {
+    let definitions = d.store.list_definitions(DefinitionKind::Agent)?;
+    Ok(DefinitionsResult { definitions })
+}
+
+pub async fn delete_agent_definition(
+    d: &Daemon,
+    p: NameParams,
+) -> Result<DefinitionResult, ApiError> {
+    let definition = d
+        .store
+        .delete_definition(DefinitionKind::Agent, p.name)
+        .await?;
+    Ok(DefinitionResult { definition })
+}
+
+pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentResult, ApiError> {
+    const OP: &str = "start_agent";
+    if p.prompt.trim().is_empty() {
+        return Err(ApiError::invalid(OP, "prompt must not be empty"));
+    }
+    let parent = d.store.get_session(&p.parent_session_id)?;
+    if parent.status == SessionStatus::Ended {
+        return Err(ApiError::Conflict(format!(
+            "session {} has ended",
+            parent.session_id
+        )));
+    }
+    // The depth limit comes from the agent the parent is running (none: a person, limit 1).
+    let limit = match d.store.run_of_session(&parent.session_id)? {
+        Some(run) => parse_definition(OP, run.definition)?.nesting_limit(),
+        None => 1,
+    };
+    let depth = parent.agent_depth + 1;
+    if depth > i64::from(limit) {
+        return Err(ApiError::Forbidden(format!(
+            "session {} is at depth {}; its agent may start agents only down to depth {limit} \
+             (allow_nested_agents / max_agent_depth)",
+            parent.session_id, parent.agent_depth
+        )));
+    }
+    let row = d.store.get_definition(DefinitionKind::Agent, &p.agent)?;
+    let mut def = parse_definition(OP, row.definition)?;
+    def.validate().map_err(|e| ApiError::invalid(OP, e))?;
+    if let Some(t) = p.timeout {
+        if !troupe_engine::agent::valid_timeout(t) {
+            return Err(ApiError::invalid(
+                OP,
+                format!(
+                    "timeout must be a positive number of seconds up to {} (a year), not {t}",
+                    troupe_engine::agent::MAX_TIMEOUT_SECS
+                ),
+            ));
+        }
+        def.timeout_secs = Some(t);
+    }
+    let project = d.store.get_project(&parent.project_id)?;
+    let workdir = match def.isolation {
+        Isolation::None => PathBuf::from(&parent.cwd),
+        isolation => {
+            let id = uuid_like();
+            let label = format!("agent-{}", &id[id.len().saturating_sub(12)..]);
+            crate::orchestrator::isolate(
+                &d.layout,
+                &PathBuf::from(&project.root_path),
+                isolation,
+                &label,
+                &def.name,
+                0,
+            )
+            .await
+            .map_err(|e| ApiError::invalid(OP, format!("cannot isolate agent {}: {e}", def.name)))?
+            .0
+        }
+    };
+    let mut prompt = String::new();
+    if let Some(i) = &def.instructions {
+        prompt.push_str(i);
+        prompt.push('\n');
+    }
+    prompt.push_str(&p.prompt);
+    if let Some(ctx) = &p.session_context {
+        prompt.push_str(&format!("\nContext: {ctx}"));
+    }
+    let (run, session) = d
+        .store
+        .create_run(NewRun {
+            agent_name: def.name.clone(),
+            definition: serde_json::to_value(&def)
+                .map_err(|e| ApiError::Internal(e.to_string()))?,
+            session: NewSession {
+                cli: def.runner.clone(),
+                cwd: workdir.display().to_string(),
+                project_root: project.root_path.clone(),
+                project_name: project.name.clone(),
+                external_id: None,
+                parent_session_id: Some(parent.session_id.clone()),
+                spawned_by_agent_id: d
+                    .store
+                    .run_of_session(&parent.session_id)?
+                    .map(|r| r.run_id),
+                party_id: None,
+            },
+            party: None,
+            attempt: 1,
+            prompt,
+            task_id: p.task,
+            timeout_ms: def.timeout_secs.map(|s| (s * 1000.0) as i64),
+            workdir: Some(workdir.display().to_string()),
+        })
+        .await?;
+    let run_id = run.run_id.clone();
+    d.orchestrator
+        .request(|reply| Command::StartRun {
+            run: Box::new(run),
+            definition: Box::new(def),
+            reply,
+        })
+        .await?;
+    Ok(StartAgentResult {
+        run_id,
+        session_id: session.session_id,
+        workdir: workdir.display().to_string(),
+    })
+}
+
+/// A fresh id without dashes; its tail is random (its head is a timestamp).
+fn uuid_like() -> String {
+    troupe_store::new_id().replace('-', "")
+}
+
+pub async fn complete(d: &Daemon, p: CompleteParams) -> Result<CompleteResult, ApiError> {
+    const OP: &str = "complete";
+    let run = match &p.run_id {
+        Some(id) => {
+            let run = d.store.get_run(id)?;
+            if run.session_id != p.session_id {
+                return Err(ApiError::Forbidden(format!(
+                    "run {id} belongs to session {}, not {}",
+                    run.session_id, p.session_id
+                )));
+            }
+            run
+        }
+        None => d.store.run_of_session(&p.session_id)?.ok_or_else(|| {
+            ApiError::invalid(
+                OP,
+                format!("session {} is not running an agent", p.session_id),
+            )
+        })?,
+    };
+    let def = parse_definition(OP, run.definition.clone())?;
+    def.check_completion(&p.artifacts).map_err(|e| {
+        ApiError::invalid(
+            OP,
+            format!(
+                "the result does not match agent {}'s completion schema: {e}",
+                def.name
+            ),
+        )
+    })?;
+    let status = match p.status {
+        CompletionStatus::Success => RunStatus::Success,
+        CompletionStatus::Partial => RunStatus::Partial,
+        CompletionStatus::Blocked => RunStatus::Blocked,
+    };
+    let result = serde_json::json!({
+        "output": p.output, "status": status, "artifacts": p.artifacts,
+        "files_modified": p.files_modified, "next_steps": p.next_steps,
+    });
+    let end = d
+        .store
+        .finish_run(run.run_id, status, Some(result), None)
+        .await?;
+    crate::hub::announce_expired(&d.hub, &end.expired_approvals);
+    let run = ended_now(end.run, end.changed)?;
+    d.orchestrator.tell(Command::RunCompleted {
+        run_id: run.run_id.clone(),
+    });
+    Ok(CompleteResult {
+        run_id: run.run_id,
+        status: run.status,
+    })
+}
+
+pub async fn list_agents(d: &Daemon, p: ListAgentsParams) -> Result<RunsResult, ApiError> {
+    const OP: &str = "list_agents";
+    let Some(caller) = &p.session_id else {
+        if p.scope.is_some() {
+            return Err(ApiError::invalid(
+                OP,
+                "scope goes with session_id (the caller)",
+            ));
+        }
+        let runs = d.store.list_runs(
+            p.parent_session_id.as_deref(),
+            p.party_id.as_deref(),
+            p.active_only,
+        )?;
+        return Ok(RunsResult { runs });
+    };
+    if p.parent_session_id.is_some() {
+        return Err(ApiError::invalid(
+            OP,
+            "give session_id (the caller's family) or parent_session_id, not both",
+        ));
+    }
+    d.store.get_session(caller)?;
+    let keep = |r: &AgentRun| {
+        p.party_id
+            .as_deref()
+            .is_none_or(|x| r.party_id.as_deref() == Some(x))
+    };
+    let mut runs = Vec::new();
+    if p.scope != Some(AgentScope::Siblings) {
+        runs.extend(d.store.list_runs(Some(caller), None, p.active_only)?);
+    }
+    if p.scope != Some(AgentScope::Children)
+        && let Some(own) = d.store.run_of_session(caller)?
+    {
+        let siblings = match (&own.party_id, &own.parent_session_id) {
+            (Some(party), _) => d.store.list_runs(None, Some(party), p.active_only)?,
+            (None, Some(parent)) => d.store.list_runs(Some(parent), None, p.active_only)?,
+            (None, None) => Vec::new(),
+        };
+        runs.extend(siblings.into_iter().filter(|r| r.run_id != own.run_id));
+    }
+    runs.retain(keep);
+    runs.sort_by(|a, b| (&a.created_at, &a.run_id).cmp(&(&b.created_at, &b.run_id)));
+    runs.dedup_by(|a, b| a.run_id == b.run_id);
+    Ok(RunsResult { runs })
+}
+
+pub async fn get_agent_result(d: &Daemon, p: RunIdParams) -> Result<RunResult, ApiError> {
+    let run = d.store.get_run(&p.run_id)?;
+    let usage = d.store.usage("run", &run.run_id)?;
+    Ok(RunResult { run, usage })
+}
+
+pub async fn cancel_agent(d: &Daemon, p: RunIdParams) -> Result<RunResult, ApiError> {
+    let run = d.store.get_run(&p.run_id)?;
+    if let Some(party) = &run.party_id {
+        return Err(ApiError::Conflict(format!(
+            "run {} is a member of party {party}: use cancel_party or signal_role",
+            run.run_id
+        )));
+    }
+    let end = d
+        .store
+        .finish_run(
+            run.run_id,
+            RunStatus::Cancelled,
+            None,
+            Some("cancelled".into()),
+        )
+        .await?;
+    crate::hub::announce_expired(&d.hub, &end.expired_approvals);
+    let run = ended_now(end.run, end.changed)?;
+    d.orchestrator.tell(Command::StopRun {
+        run_id: run.run_id.clone(),
+    });
+    let usage = d.store.usage("run", &run.run_id)?;
+    Ok(RunResult { run, usage })
+}
+
+/// The run, if this call is what ended it; otherwise a conflict naming how it had ended.
+fn ended_now(run: AgentRun, changed: bool) -> Result<AgentRun, ApiError> {
+    if changed {
+        Ok(run)
+    } else {
+        Err(ApiError::Conflict(format!(
+            "run {} already ended as {}",
+            run.run_id,
+            run.status.as_str()
+        )))
+    }
+}

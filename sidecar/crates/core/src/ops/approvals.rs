@@ -1,0 +1,441 @@
+//! Approval operations: a worker's `request_permission` (stored, answered by a matching rule or
+//! left for a person, timed out to deny; the call long-polls and can be resumed after a
+//! reconnect), `list_approvals`, `decide_approval` (approve, deny, abort, approve_pattern),
+//! and the rules' `list_approval_rules` / `revoke_approval_rule`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use globset::Glob;
+use troupe_engine::AgentDefinition;
+use troupe_store::{AgentRun, Approval, ApprovalRule, Decision, NewApproval, RunStatus, Store};
+
+use crate::daemon::Daemon;
+use crate::hub::Hub;
+use crate::ops::MAX_WAIT_MS;
+use crate::orchestrator::Command;
+use troupe_api::ApiError;
+use troupe_api::types::*;
+
+use crate::hub::wake_key;
+pub use crate::hub::{APPROVALS_KEY, NOTIFICATIONS_KEY, announce_expired};
+
+/// How long a request waits for a person when its agent does not say.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+const DEFAULT_WAIT_MS: u64 = 30_000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// What rule patterns match: the file path, else the command, else the input as JSON.
+fn subject(file_path: Option<&str>, input: &serde_json::Value) -> String {
+    if let Some(path) = file_path {
+        return path.to_string();
+    }
+    for key in ["command", "file_path", "path", "url"] {
+        if let Some(s) = input.get(key).and_then(|v| v.as_str()) {
+            return s.to_string();
+        }
+    }
+    input.to_string()
+}
+
+/// Why a request is flagged when its path lies outside the asking member's checkout.
+pub const OUTSIDE_WORKTREE: &str = "outside the member's worktree";
+
+/// The first path of a request (its `file_path`, or the input's `file_path`, `path`,
+/// `notebook_path` or `abs_path`) that lies outside the asking run's checkout, resolved against it (`..` and
+/// symlinks followed as the system would), if any.
+fn outside_path(
+    run: Option<&AgentRun>,
+    file_path: Option<&str>,
+    input: &serde_json::Value,
+) -> Option<String> {
+    let workdir = Path::new(run?.workdir.as_deref()?);
+    let root = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_path_buf());
+    let in_input = ["file_path", "path", "notebook_path", "abs_path"]
+        .into_iter()
+        .filter_map(|k| input.get(k).and_then(|v| v.as_str()));
+    file_path
+        .into_iter()
+        .chain(in_input)
+        .find(|p| !resolve(&root, p).starts_with(&root))
+        .map(str::to_string)
+}
+
+/// `path` (relative to `base`) as the system would find it: `..` after the symlinks before it.
+fn resolve(base: &Path, path: &str) -> PathBuf {
+    use std::path::Component;
+    let joined = base.join(path);
+    let mut at = PathBuf::from("/");
+    for part in joined.components() {
+        match part {
+            Component::Prefix(_) | Component::RootDir => at = PathBuf::from("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                at.pop();
+            }
+            Component::Normal(name) => {
+                at.push(name);
+                if let Ok(real) = at.canonicalize() {
+                    at = real;
+                }
+            }
+        }
+    }
+    at
+}
+
+fn rule_matches(rule: &ApprovalRule, tool: &str, subject: &str) -> bool {
+    (rule.tool_name == "*" || rule.tool_name == tool)
+        && Glob::new(&rule.pattern).is_ok_and(|g| g.compile_matcher().is_match(subject))
+}
+
+fn result(a: &Approval) -> PermissionResult {
+    PermissionResult {
+        approval_id: a.approval_id.clone(),
+        status: a.status.clone(),
+        decision: a.decision.clone(),
+        reason: a.reason.clone(),
+    }
+}
+
+/// Denies `approval_id` when its deadline passes, unless someone decided first.
+pub fn arm_timeout(
+    store: Store,
+    hub: std::sync::Arc<Hub>,
+    approval_id: String,
+    expires_at_ms: i64,
+) {
+    tokio::spawn(async move {
+        let wait = u64::try_from(expires_at_ms - now_ms()).unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let decided = store
+            .decide_approval(Decision {
+                approval_id: approval_id.clone(),
+                status: "denied",
+                decision: "timeout".into(),
+                decided_by: Some("troupe".into()),
+                reason: Some("nobody answered in time".into()),
+                new_rule: None,
+                in_order: false,
+            })
+            .await;
+        match decided {
+            Ok(_) => {
+                hub.publish(&wake_key(&approval_id), 1);
+                hub.bump(APPROVALS_KEY);
+            }
+            // Someone decided first.
+            Err(troupe_store::StoreError::Conflict(_)) => {}
+            Err(e) => {
+                tracing::warn!(approval = %approval_id, error = %e, "cannot time out an approval")
+            }
+        }
+    });
+}
+
+/// Re-arms the deadline of every pending request (after a restart).
+pub fn arm_pending(
+    store: &Store,
+    hub: &std::sync::Arc<Hub>,
+) -> Result<(), troupe_store::StoreError> {
+    for a in store.list_approvals(Some("pending"), None, None, None, false)? {
+        arm_timeout(store.clone(), hub.clone(), a.approval_id, a.expires_at_ms);
+    }
+    Ok(())
+}
+
+/// `request_permission` until it is decided: for the daemon's own runs (executors, ACP
+/// agents), which wait as long as the request does (rules apply; its timeout denies).
+pub async fn request_permission_decided(
+    d: &Daemon,
+    p: RequestPermissionParams,
+) -> Result<PermissionResult, ApiError> {
+    let (session_id, wait_ms) = (p.session_id.clone(), p.wait_ms);
+    let mut r = request_permission(d, p).await?;
+    while r.status == "pending" {
+        let again = RequestPermissionParams {
+            session_id: session_id.clone(),
+            approval_id: Some(r.approval_id),
+            wait_ms,
+            ..RequestPermissionParams::default()
+        };
+        r = request_permission(d, again).await?;
+    }
+    Ok(r)
+}
+
+pub async fn request_permission(
+    d: &Daemon,
+    p: RequestPermissionParams,
+) -> Result<PermissionResult, ApiError> {
+    const OP: &str = "request_permission";
+    let wait_ms = p.wait_ms.unwrap_or(DEFAULT_WAIT_MS);
+    if wait_ms > MAX_WAIT_MS {
+        return Err(ApiError::invalid(
+            OP,
+            format!("wait_ms {wait_ms} is over the maximum of {MAX_WAIT_MS}"),
+        ));
+    }
+    let approval = match &p.approval_id {
+        Some(id) => {
+            let a = d.store.get_approval(id)?;
+            if a.session_id != p.session_id {
+                return Err(ApiError::Forbidden(format!(
+                    "approval {id} belongs to session {}, not {}",
+                    a.session_id, p.session_id
+                )));
+            }
+            a
+        }
+        None => {
+            let tool = p
+                .tool_name
+                .clone()
+                .filter(|t| !t.trim().is_empty())
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        OP,
+                        "tool_name is required (or approval_id to resume waiting)",
+                    )
+                })?;
+            let input = p.input.clone().unwrap_or(serde_json::json!({}));
+            let session = d.store.get_session(&p.session_id)?;
+            let run = d.store.run_of_session(&session.session_id)?;
+            let timeout = run
+                .as_ref()
+                .and_then(|r| serde_json::from_value::<AgentDefinition>(r.definition.clone()).ok())
+                .and_then(|def| def.approval_timeout_secs)
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .unwrap_or(DEFAULT_APPROVAL_TIMEOUT);
+            let party_id = run
+                .as_ref()
+                .and_then(|r| r.party_id.clone())
+                .or(session.party_id.clone());
+            let subject = subject(p.file_path.as_deref(), &input);
+            // A path outside the member's checkout is always a person's call.
+            let outside = outside_path(run.as_ref(), p.file_path.as_deref(), &input);
+            let rule = match outside {
+                Some(_) => None,
+                None => d
+                    .store
+                    .active_rules(&session.project_id, party_id.as_deref())?
+                    .into_iter()
+                    .find(|r| rule_matches(r, &tool, &subject)),
+            };
+            let (is_dangerous, danger_reason) = match &outside {
+                Some(path) => (
+                    true,
+                    Some(match &p.danger_reason {
+                        Some(theirs) => format!("{OUTSIDE_WORKTREE} ({path}); {theirs}"),
+                        None => format!("{OUTSIDE_WORKTREE} ({path})"),
+                    }),
+                ),
+                None => (p.is_dangerous, p.danger_reason.clone()),
+            };
+            let (a, created) = d
+                .store
+                .create_approval(NewApproval {
+                    request_key: p.request_key.clone(),
+                    project_id: session.project_id.clone(),
+                    session_id: session.session_id.clone(),
+                    run_id: run.as_ref().map(|r| r.run_id.clone()),
+                    party_id,
+                    role_name: run.as_ref().and_then(|r| r.role_name.clone()),
+                    tool_name: tool,
+                    input,
+                    subject,
+                    file_path: p.file_path.clone(),
+                    start_line: p.start_line,
+                    end_line: p.end_line,
+                    diff: p.diff.clone(),
+                    is_dangerous,
+                    danger_reason,
+                    outside_worktree: outside.is_some(),
+                    expires_at_ms: now_ms()
+                        + i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2),
+                    approved_by_rule: rule.map(|r| r.rule_id),
+                })
+                .await?;
+            if created {
+                d.hub.bump(APPROVALS_KEY);
+            }
+            if created && a.status == "pending" {
+                arm_timeout(
+                    d.store.clone(),
+                    d.hub.clone(),
+                    a.approval_id.clone(),
+                    a.expires_at_ms,
+                );
+            }
+            a
+        }
+    };
+    // Wait for the decision (watch first, then read, so a decision in between still wakes us).
+    let key = wake_key(&approval.approval_id);
+    let mut wake = d.hub.watch(&key);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let mut current = approval;
+    while current.status == "pending" {
+        match tokio::time::timeout_at(deadline, wake.changed()).await {
+            Ok(Ok(())) => current = d.store.get_approval(&current.approval_id)?,
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    // A decided request's wake-up key is not needed again.
+    drop(wake);
+    if current.status != "pending" {
+        d.hub.forget(&key);
+    }
+    Ok(result(&current))
+}
+
+/// The approval rule that would answer this call at once, if any (no request is made).
+pub fn matching_rule(
+    d: &Daemon,
+    session_id: &str,
+    tool: &str,
+    input: &serde_json::Value,
+    file_path: Option<&str>,
+) -> Result<Option<ApprovalRule>, ApiError> {
+    let session = d.store.get_session(session_id)?;
+    let run = d.store.run_of_session(session_id)?;
+    let party_id = run
+        .as_ref()
+        .and_then(|r| r.party_id.clone())
+        .or(session.party_id.clone());
+    if outside_path(run.as_ref(), file_path, input).is_some() {
+        return Ok(None);
+    }
+    let subject = subject(file_path, input);
+    Ok(d.store
+        .active_rules(&session.project_id, party_id.as_deref())?
+        .into_iter()
+        .find(|r| rule_matches(r, tool, &subject)))
+}
+
+pub async fn list_approvals(
+    d: &Daemon,
+    p: ListApprovalsParams,
+) -> Result<ApprovalsResult, ApiError> {
+    let approvals = d.store.list_approvals(
+        p.status.as_deref(),
+        p.project_id.as_deref(),
+        p.party_id.as_deref(),
+        p.session_id.as_deref(),
+        p.include_expired,
+    )?;
+    Ok(ApprovalsResult { approvals })
+}
+
+pub async fn decide_approval(
+    d: &Daemon,
+    p: DecideApprovalParams,
+) -> Result<ApprovalResult, ApiError> {
+    const OP: &str = "decide_approval";
+    let a = d.store.get_approval(&p.approval_id)?;
+    let (status, decision) = match p.decision {
+        DecisionKind::Approve => ("approved", "approve"),
+        DecisionKind::Deny => ("denied", "deny"),
+        DecisionKind::Abort => ("aborted", "abort"),
+        DecisionKind::ApprovePattern => ("approved", "approve_pattern"),
+    };
+    let new_rule = if p.decision == DecisionKind::ApprovePattern {
+        if a.outside_worktree {
+            return Err(ApiError::invalid(
+                OP,
+                format!(
+                    "approval {} asks for a path {OUTSIDE_WORKTREE}: no rule may answer such a \
+                     request; approve it once or deny it",
+                    a.approval_id
+                ),
+            ));
+        }
+        let pattern = p
+            .pattern
+            .clone()
+            .unwrap_or_else(|| globset::escape(&a.subject));
+        Glob::new(&pattern).map_err(|e| {
+            ApiError::invalid(OP, format!("pattern {pattern:?} is not a valid glob: {e}"))
+        })?;
+        let party = match p.scope {
+            Some(RuleScope::Project) => None,
+            Some(RuleScope::Party) if a.party_id.is_none() => {
+                return Err(ApiError::invalid(
+                    OP,
+                    "scope party: the request did not come from a party",
+                ));
+            }
+            _ => a.party_id.clone(),
+        };
+        Some((a.tool_name.clone(), pattern, party))
+    } else {
+        if p.pattern.is_some() || p.scope.is_some() {
+            return Err(ApiError::invalid(
+                OP,
+                "pattern and scope go with decision approve_pattern",
+            ));
+        }
+        None
+    };
+    let decided = d
+        .store
+        .decide_approval(Decision {
+            approval_id: p.approval_id.clone(),
+            status,
+            decision: decision.into(),
+            decided_by: p.decided_by.or(Some("user".into())),
+            reason: p.reason,
+            new_rule,
+            in_order: true,
+        })
+        .await?;
+    d.hub.publish(&wake_key(&decided.approval_id), 1);
+    d.hub.bump(APPROVALS_KEY);
+    if p.decision == DecisionKind::Abort
+        && let Some(run_id) = &decided.run_id
+    {
+        let run = d.store.get_run(run_id)?;
+        if run.party_id.is_none() {
+            let end = d
+                .store
+                .finish_run(
+                    run_id.clone(),
+                    RunStatus::Cancelled,
+                    None,
+                    Some("aborted by the person at an approval".into()),
+                )
+                .await?;
+            announce_expired(&d.hub, &end.expired_approvals);
+        }
+        d.orchestrator.tell(Command::StopRun {
+            run_id: run_id.clone(),
+        });
+    }
+    Ok(ApprovalResult { approval: decided })
+}
+
+pub async fn list_approval_rules(
+    d: &Daemon,
+    p: ListApprovalRulesParams,
+) -> Result<ApprovalRulesResult, ApiError> {
+    Ok(ApprovalRulesResult {
+        rules: d.store.list_rules(p.project_id.as_deref())?,
+    })
+}
+
+pub async fn revoke_approval_rule(
+    d: &Daemon,
+    p: RuleIdParams,
+) -> Result<ApprovalRuleResult, ApiError> {
+    Ok(ApprovalRuleResult {
+        rule: d.store.revoke_rule(p.rule_id).await?,
+    })
+}

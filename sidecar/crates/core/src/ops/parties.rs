@@ -1,0 +1,550 @@
+//! Party operations: party definition CRUD (validated against the agent definitions), launch,
+//! status, the leader's tools (signal_role, reassign_task, override_recovery, cancel_party,
+//! list_parties), cleanup of members' checkouts, tasks with escalation, notifications.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use troupe_engine::{AgentDefinition, Isolation, PartyDefinition};
+use troupe_store::{DefinitionKind, PartyRow, Priority, Put, Recipients, StoreError};
+
+use crate::daemon::Daemon;
+use crate::orchestrator::{Command, Snapshot, party_label};
+use crate::project::resolve_project_root;
+use troupe_api::ApiError;
+use troupe_api::types::*;
+
+fn summary(row: &PartyRow) -> PartySummary {
+    PartySummary {
+        party_id: row.party_id.clone(),
+        name: row.name.clone(),
+        status: row.status.clone(),
+        status_reason: row.status_reason.clone(),
+        project_id: row.project_id.clone(),
+        repo_root: row.repo_root.clone(),
+        task_id: row.task_id.clone(),
+        created_at: row.created_at.clone(),
+        completed_at: row.completed_at.clone(),
+    }
+}
+
+/// Checks a party definition against the stored agent definitions; returns those it uses.
+fn check(
+    d: &Daemon,
+    op: &'static str,
+    def: &PartyDefinition,
+) -> Result<BTreeMap<String, AgentDefinition>, ApiError> {
+    let mut agents = BTreeMap::new();
+    let mut missing = None;
+    def.validate(
+        |name| match d.store.get_definition(DefinitionKind::Agent, name) {
+            Ok(row) => match serde_json::from_value::<AgentDefinition>(row.definition) {
+                Ok(a) => {
+                    agents.insert(name.to_string(), a);
+                    true
+                }
+                Err(_) => false,
+            },
+            Err(StoreError::NotFound { .. }) => false,
+            Err(e) => {
+                missing = Some(e);
+                false
+            }
+        },
+    )
+    .map_err(|e| ApiError::invalid(op, e.to_string()))?;
+    if let Some(e) = missing {
+        return Err(e.into());
+    }
+    Ok(agents)
+}
+
+async fn put(
+    d: &Daemon,
+    op: &'static str,
+    def: PartyDefinition,
+    mode: Put,
+) -> Result<DefinitionResult, ApiError> {
+    check(d, op, &def)?;
+    let json = serde_json::to_value(&def).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let definition = d
+        .store
+        .put_definition(DefinitionKind::Party, def.name, json, mode)
+        .await?;
+    Ok(DefinitionResult { definition })
+}
+
+pub async fn create_party_definition(
+    d: &Daemon,
+    p: PartyDefinitionParams,
+) -> Result<DefinitionResult, ApiError> {
+    put(d, "create_party_definition", p.definition, Put::Create).await
+}
+
+pub async fn update_party_definition(
+    d: &Daemon,
+    p: PartyDefinitionParams,
+) -> Result<DefinitionResult, ApiError> {
+    put(d, "update_party_definition", p.definition, Put::Update).await
+}
+
+pub async fn get_party_definition(d: &Daemon, p: NameParams) -> Result<DefinitionResult, ApiError> {
+    Ok(DefinitionResult {
+        definition: d.store.get_definition(DefinitionKind::Party, &p.name)?,
+    })
+}
+
+pub async fn list_party_definitions(
+    d: &Daemon,
+    _: NoParams,
+) -> Result<DefinitionsResult, ApiError> {
+    Ok(DefinitionsResult {
+        definitions: d.store.list_definitions(DefinitionKind::Party)?,
+    })
+}
+
+pub async fn delete_party_definition(
+    d: &Daemon,
+    p: NameParams,
+) -> Result<DefinitionResult, ApiError> {
+    Ok(DefinitionResult {
+        definition: d
+            .store
+            .delete_definition(DefinitionKind::Party, p.name)
+            .await?,
+    })
+}
+
+/// The project root named by `project_id` or `cwd`.
+fn project_root(
+    d: &Daemon,
+    op: &'static str,
+    project_id: Option<&str>,
+    cwd: Option<&str>,
+) -> Result<PathBuf, ApiError> {
+    match (project_id, cwd) {
+        (Some(id), _) => Ok(PathBuf::from(d.store.get_project(id)?.root_path)),
+        (None, Some(cwd)) => Ok(resolve_project_root(Path::new(cwd))
+            .map_err(|e| ApiError::invalid(op, format!("cwd {cwd}: {e}")))?
+            .0),
+        (None, None) => Err(ApiError::invalid(op, "give cwd or project_id")),
+    }
+}
+
+pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPartyResult, ApiError> {
+    const OP: &str = "launch_party";
+    let row = d.store.get_definition(DefinitionKind::Party, &p.name)?;
+    let def: PartyDefinition = serde_json::from_value(row.definition).map_err(|e| {
+        ApiError::Internal(format!(
+            "stored party definition {} unreadable: {e}",
+            p.name
+        ))
+    })?;
+    let agents = check(d, OP, &def)?;
+    let root = project_root(d, OP, p.project_id.as_deref(), p.cwd.as_deref())?;
+    if let Some((name, _)) = agents.iter().find(|(_, a)| a.isolation != Isolation::None) {
+        troupe_worktree::repo_root(&root).map_err(|_| {
+            ApiError::invalid(OP, format!("agent {name} works in a git worktree or clone, but {} is not in a git repository", root.display()))
+        })?;
+    }
+    if let Some(s) = &p.created_by_session_id {
+        d.store.get_session(s)?;
+    }
+    let root_str = root.display().to_string();
+    let project_name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let system = d
+        .store
+        .system_session(root_str.clone(), project_name)
+        .await?;
+    let members: Vec<(String, i64)> = def
+        .roles
+        .iter()
+        .flat_map(|(role, r)| (0..r.count).map(move |i| (role.clone(), i64::from(i))))
+        .collect();
+    let snapshot = Snapshot {
+        party: def.clone(),
+        agents,
+    };
+    let party_id = troupe_store::new_id();
+    let party = PartyRow {
+        party_id: party_id.clone(),
+        name: def.name.clone(),
+        project_id: system.project_id,
+        status: "pending".into(),
+        status_reason: None,
+        snapshot: serde_json::to_value(&snapshot).map_err(|e| ApiError::Internal(e.to_string()))?,
+        inputs: p.inputs,
+        overrides: serde_json::json!({}),
+        paused: serde_json::json!([]),
+        repo_root: root_str,
+        task_id: p.task_id,
+        created_by_session_id: p.created_by_session_id,
+        created_at: String::new(),
+        completed_at: None,
+    };
+    d.store.create_party(party, members).await?;
+    d.orchestrator
+        .request(|reply| Command::Launch {
+            party_id: party_id.clone(),
+            reply,
+        })
+        .await?;
+    let (row, _) = d.store.get_party(&party_id)?;
+    Ok(LaunchPartyResult {
+        party_id,
+        party: summary(&row),
+    })
+}
+
+pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatusResult, ApiError> {
+    let (row, members) = d.store.get_party(&p.party_id)?;
+    let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
+        .map_err(|e| ApiError::Internal(format!("party snapshot unreadable: {e}")))?;
+    let overrides: BTreeMap<String, Strategy> =
+        serde_json::from_value(row.overrides.clone()).unwrap_or_default();
+    let paused: Vec<String> = serde_json::from_value(row.paused.clone()).unwrap_or_default();
+    let roles = snapshot
+        .party
+        .roles
+        .iter()
+        .map(|(name, r)| {
+            let mine: Vec<_> = members.iter().filter(|m| &m.role_name == name).collect();
+            let count_of = |s: &str| mine.iter().filter(|m| m.status == s).count();
+            let (completed, running) = (
+                count_of("completed") + count_of("skipped"),
+                count_of("running"),
+            );
+            let is_paused = paused.contains(name);
+            let status = if is_paused {
+                "paused"
+            } else if completed == mine.len() {
+                "completed"
+            } else if running > 0 {
+                "running"
+            } else if count_of("failed") > 0 {
+                "failed"
+            } else if count_of("cancelled") > 0 {
+                "cancelled"
+            } else {
+                "pending"
+            };
+            RoleStatus {
+                role: name.clone(),
+                agent: r.agent.clone(),
+                count: r.count,
+                is_leader: r.is_leader,
+                depends_on: snapshot.party.deps(name).to_vec(),
+                on_crash: overrides
+                    .get(name)
+                    .cloned()
+                    .or_else(|| r.on_crash.clone())
+                    .unwrap_or_else(|| snapshot.party.recovery.on_crash.clone()),
+                paused: is_paused,
+                status: status.into(),
+                completed,
+                running,
+                crashes: mine.iter().map(|m| m.crash_count).sum(),
+            }
+        })
+        .collect();
+    let mut views = Vec::with_capacity(members.len());
+    for m in &members {
+        let run = m
+            .agent_run_id
+            .as_deref()
+            .map(|r| d.store.get_run(r))
+            .transpose()?;
+        let session = m
+            .session_id
+            .as_deref()
+            .map(|s| d.store.get_session(s))
+            .transpose()?;
+        views.push(MemberStatusView {
+            role: m.role_name.clone(),
+            index: m.instance_index,
+            status: m.status.clone(),
+            crash_count: m.crash_count,
+            attempts: m.attempts,
+            session_id: m.session_id.clone(),
+            session_status: session.map(|s| s.status),
+            run_id: m.agent_run_id.clone(),
+            run_status: run.as_ref().map(|r| r.status),
+            output: run
+                .as_ref()
+                .and_then(|r| r.result.as_ref())
+                .and_then(|r| r.get("output"))
+                .and_then(|o| o.as_str())
+                .map(str::to_string),
+            workdir: m.workdir.clone(),
+            branch: m.branch_name.clone(),
+            started_at_ms: m.started_at_ms,
+            finished_at_ms: m.finished_at_ms,
+        });
+    }
+    let tasks = d.store.list_tasks(Some(&p.party_id))?;
+    Ok(PartyStatusResult {
+        usage: d.store.usage("party", &p.party_id)?,
+        party: summary(&row),
+        roles,
+        members: views,
+        tasks,
+    })
+}
+
+async fn after(d: &Daemon, party_id: &str) -> Result<PartyResult, ApiError> {
+    Ok(PartyResult {
+        party: summary(&d.store.get_party(party_id)?.0),
+    })
+}
+
+pub async fn signal_role(d: &Daemon, p: SignalRoleParams) -> Result<PartyResult, ApiError> {
+    d.orchestrator
+        .request(|reply| Command::Signal {
+            party_id: p.party_id.clone(),
+            role: p.role_name,
+            signal: p.signal,
+            reply,
+        })
+        .await?;
+    after(d, &p.party_id).await
+}
+
+pub async fn override_recovery(
+    d: &Daemon,
+    p: OverrideRecoveryParams,
+) -> Result<PartyResult, ApiError> {
+    d.orchestrator
+        .request(|reply| Command::Override {
+            party_id: p.party_id.clone(),
+            role: p.role_name,
+            strategy: p.strategy,
+            reply,
+        })
+        .await?;
+    after(d, &p.party_id).await
+}
+
+pub async fn cancel_party(d: &Daemon, p: PartyIdParams) -> Result<PartyResult, ApiError> {
+    d.orchestrator
+        .request(|reply| Command::Cancel {
+            party_id: p.party_id.clone(),
+            reply,
+        })
+        .await?;
+    after(d, &p.party_id).await
+}
+
+pub async fn list_parties(d: &Daemon, p: ListPartiesParams) -> Result<PartiesResult, ApiError> {
+    let project = match (&p.project_id, &p.cwd) {
+        (None, None) => None,
+        (id, cwd) => {
+            let root = project_root(d, "list_parties", id.as_deref(), cwd.as_deref())?;
+            match d.store.find_project_by_root(&root.display().to_string())? {
+                Some(project) => Some(project.project_id),
+                None => {
+                    return Ok(PartiesResult {
+                        parties: Vec::new(),
+                    });
+                }
+            }
+        }
+    };
+    let parties = d
+        .store
+        .list_parties(project.as_deref(), p.status.as_deref())?;
+    Ok(PartiesResult {
+        parties: parties.iter().map(summary).collect(),
+    })
+}
+
+pub async fn reassign_task(d: &Daemon, p: ReassignTaskParams) -> Result<TaskResult, ApiError> {
+    let (row, _) = d.store.get_party(&p.party_id)?;
+    let snapshot: Snapshot = serde_json::from_value(row.snapshot)
+        .map_err(|e| ApiError::Internal(format!("party snapshot unreadable: {e}")))?;
+    for role in [&p.from_role, &p.to_role] {
+        if !snapshot.party.roles.contains_key(role) {
+            return Err(ApiError::invalid(
+                "reassign_task",
+                format!("party {} has no role {role:?}", p.party_id),
+            ));
+        }
+    }
+    let task = d
+        .store
+        .reassign_task(p.task_id, p.party_id, p.from_role, p.to_role)
+        .await?;
+    Ok(TaskResult {
+        task_id: task.task_id.clone(),
+        task,
+    })
+}
+
+/// Removes the worktrees and clones of a finished party's members, keeping (and naming) any
+/// with uncommitted or unmerged work unless `force`.
+pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupResult, ApiError> {
+    let (row, members) = d.store.get_party(&p.party_id)?;
+    if matches!(row.status.as_str(), "pending" | "running") {
+        return Err(ApiError::Conflict(format!(
+            "party {} is still {}; cancel it first",
+            row.party_id, row.status
+        )));
+    }
+    let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
+        .map_err(|e| ApiError::Internal(format!("party snapshot unreadable: {e}")))?;
+    let label = party_label(&row);
+    let mut removed = Vec::new();
+    let mut kept = Vec::new();
+    // Only checkouts still on disk (an earlier cleanup may have removed some).
+    let present = |m: &&troupe_store::MemberRow| {
+        m.branch_name.is_some() && m.workdir.as_deref().is_some_and(|w| Path::new(w).exists())
+    };
+    for m in members.iter().filter(present) {
+        let Some(isolation) = snapshot
+            .party
+            .roles
+            .get(&m.role_name)
+            .and_then(|r| snapshot.agents.get(&r.agent))
+            .map(|a| a.isolation)
+        else {
+            continue;
+        };
+        let (root, base) = (PathBuf::from(&row.repo_root), d.layout.data_dir.clone());
+        let (label, role, index, force) = (
+            label.clone(),
+            m.role_name.clone(),
+            m.instance_index,
+            p.force,
+        );
+        let result = tokio::task::spawn_blocking(move || {
+            let name = troupe_worktree::MemberName {
+                party: &label,
+                role: &role,
+                index: u32::try_from(index).unwrap_or(0),
+            };
+            match isolation {
+                Isolation::Worktree => {
+                    troupe_worktree::remove_worktree(&root, &base.join("worktrees"), name, force)
+                }
+                Isolation::Clone => {
+                    troupe_worktree::remove_clone(&root, &base.join("clones"), name, force)
+                }
+                Isolation::None => Ok(()),
+            }
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let workdir = m.workdir.clone().unwrap_or_default();
+        match result {
+            Ok(()) => removed.push(workdir),
+            Err(e) => kept.push(KeptCheckout {
+                workdir,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    Ok(CleanupResult { removed, kept })
+}
+
+pub async fn create_task(d: &Daemon, p: CreateTaskParams) -> Result<TaskResult, ApiError> {
+    const OP: &str = "create_task";
+    if p.title.trim().is_empty() {
+        return Err(ApiError::invalid(OP, "title must not be empty"));
+    }
+    let project_id = match (&p.party_id, &p.project_id, &p.cwd) {
+        (Some(party), _, _) => d.store.get_party(party)?.0.project_id,
+        (None, Some(id), _) => d.store.get_project(id)?.project_id,
+        (None, None, Some(cwd)) => {
+            let root = project_root(d, OP, None, Some(cwd))?;
+            let name = root
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            d.store
+                .system_session(root.display().to_string(), name)
+                .await?
+                .project_id
+        }
+        (None, None, None) => {
+            return Err(ApiError::invalid(OP, "give party_id, project_id or cwd"));
+        }
+    };
+    let task = d
+        .store
+        .create_task(project_id, p.title, p.description, p.party_id, p.role_name)
+        .await?;
+    Ok(TaskResult {
+        task_id: task.task_id.clone(),
+        task,
+    })
+}
+
+/// Marks a task escalated: a durable notification for the person and, when the task belongs
+/// to a party with a live leader, a message to the leader. The party goes on.
+pub async fn escalate_task(d: &Daemon, p: EscalateTaskParams) -> Result<TaskResult, ApiError> {
+    if p.reason.trim().is_empty() {
+        return Err(ApiError::invalid(
+            "escalate_task",
+            "reason must not be empty",
+        ));
+    }
+    let task = d
+        .store
+        .escalate_task(p.task_id, p.reason.clone(), p.session_id)
+        .await?;
+    d.hub.bump(crate::hub::NOTIFICATIONS_KEY);
+    if let Some(party_id) = &task.party_id {
+        let (row, members) = d.store.get_party(party_id)?;
+        let snapshot: Option<Snapshot> = serde_json::from_value(row.snapshot).ok();
+        let leader = snapshot
+            .as_ref()
+            .and_then(|s| s.party.leader().map(str::to_string));
+        let leader_session = members
+            .iter()
+            .find(|m| Some(&m.role_name) == leader.as_ref() && m.status == "running")
+            .and_then(|m| m.session_id.clone());
+        if let Some(session) = leader_session {
+            let text = format!(
+                "[{}] task {:?} was escalated: {}",
+                row.name, task.title, p.reason
+            );
+            crate::system::send_system(
+                &d.store,
+                &d.hub,
+                &row.repo_root,
+                Recipients::Session(session),
+                text,
+                Priority::Urgent,
+                None,
+            )
+            .await?;
+        }
+    }
+    Ok(TaskResult {
+        task_id: task.task_id.clone(),
+        task,
+    })
+}
+
+pub async fn list_tasks(d: &Daemon, p: ListTasksParams) -> Result<TasksResult, ApiError> {
+    Ok(TasksResult {
+        tasks: d.store.list_tasks(p.party_id.as_deref())?,
+    })
+}
+
+pub async fn list_notifications(
+    d: &Daemon,
+    p: ListNotificationsParams,
+) -> Result<NotificationsResult, ApiError> {
+    let limit = i64::from(p.limit.unwrap_or(100).clamp(1, 1000));
+    let notifications =
+        d.store
+            .list_notifications(p.since.unwrap_or(0), p.party_id.as_deref(), limit)?;
+    let next_since = notifications.last().map_or(p.since.unwrap_or(0), |n| n.seq);
+    Ok(NotificationsResult {
+        notifications,
+        next_since,
+    })
+}

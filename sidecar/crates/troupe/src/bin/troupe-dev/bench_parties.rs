@@ -1,0 +1,340 @@
+//! `troupe bench parties`: one party of many roles and members (trivial real processes that
+//! just call `complete`) run by a real daemon — scheduling overhead per member, wall time
+//! against the sum of member run times, daemon CPU and memory — plus the pure engine's cost per
+//! scheduling step, measured in-process. Medians over several runs.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use troupe_engine::{Action, Input, Party, PartyDefinition};
+
+use crate::bench::{PartiesArgs, cpu_ticks, median, start_daemon, ticks_per_second};
+
+/// The benchmark party: `layers` layers of roles; each role waits for two of the layer before.
+fn definition(role_count: usize, per_role: u32, layers: usize) -> Value {
+    let per_layer = role_count.div_ceil(layers.max(1));
+    let mut roles = serde_json::Map::new();
+    let mut flow = serde_json::Map::new();
+    for r in 0..role_count {
+        let (layer, slot) = (r / per_layer, r % per_layer);
+        let name = format!("r{r}");
+        roles.insert(
+            name.clone(),
+            json!({ "agent": "trivial", "count": per_role }),
+        );
+        if layer > 0 {
+            let prev = (layer - 1) * per_layer;
+            let deps: Vec<String> = [slot, (slot + 1) % per_layer]
+                .iter()
+                .map(|s| format!("r{}", prev + s))
+                .filter(|d| d != &name)
+                .collect();
+            flow.insert(name, json!(deps));
+        }
+    }
+    json!({ "name": "bench", "roles": roles, "flow": flow, "recovery": { "on_crash": "abort" } })
+}
+
+/// The engine alone: whole runs of the party with every member completing at once, repeated
+/// for at least 100 ms; returns µs per step (launch included) and steps per run.
+fn engine_cost(def: &Value) -> anyhow::Result<(f64, usize)> {
+    let def: PartyDefinition = serde_json::from_value(def.clone())?;
+    def.validate(|_| true).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let started = Instant::now();
+    let (mut steps, mut total) = (0, 0);
+    while total == 0 || started.elapsed() < Duration::from_millis(100) {
+        let mut party = Party::new(def.clone());
+        steps = 1;
+        let mut queue = party
+            .step(Input::Launch, 0)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        while let Some(action) = queue.pop() {
+            if let Action::Spawn { role, index, .. } = action {
+                steps += 1;
+                let more = party
+                    .step(Input::Completed { role, index }, steps as u64)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                queue.extend(more);
+            }
+        }
+        if !party.status.is_over() {
+            bail!("the engine benchmark's party did not finish");
+        }
+        total += steps;
+    }
+    Ok((started.elapsed().as_secs_f64() * 1e6 / total as f64, steps))
+}
+
+pub async fn run(args: PartiesArgs, json_out: bool) -> anyhow::Result<()> {
+    if args.roles == 0 || args.per_role == 0 || args.runs == 0 || args.sizes.contains(&0) {
+        bail!("--roles, --per-role, --runs and --sizes must be at least 1");
+    }
+    if args.sizes.is_empty() {
+        let summary = measure(&args, args.roles, json_out).await?;
+        return report(&args, args.roles, &summary, json_out);
+    }
+    // The curve: one party size after the other.
+    let mut curve = Vec::new();
+    for size in &args.sizes {
+        let roles = size.div_ceil(args.per_role as usize);
+        let summary = measure(&args, roles, json_out).await?;
+        if !json_out {
+            report(&args, roles, &summary, false)?;
+        }
+        curve.push(json!({ "roles": roles, "medians": summary }));
+    }
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "runs": args.runs, "curve": curve }))?
+        );
+        return Ok(());
+    }
+    println!(
+        "\n  members  roles  daemon CPU/member  engine/step  wall     decided → running  peak RSS"
+    );
+    for point in &curve {
+        let m = &point["medians"];
+        let f = |k: &str| m[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "  {:>7}  {:>5}  {:>12.3} ms  {:>8.2} µs  {:>6.2} s  {:>9.2} ms       {:>6.1} MiB",
+            f("members"),
+            point["roles"],
+            f("daemon_cpu_ms_per_member"),
+            f("engine_us_per_step"),
+            f("wall_s"),
+            f("spawn_latency_ms"),
+            f("daemon_peak_rss_mib"),
+        );
+    }
+    Ok(())
+}
+
+/// Medians of `args.runs` runs of a party of `roles` roles.
+async fn measure(
+    args: &PartiesArgs,
+    roles: usize,
+    quiet: bool,
+) -> anyhow::Result<serde_json::Map<String, Value>> {
+    let def = definition(roles, args.per_role, args.layers);
+    let mut rows: Vec<BTreeMap<&str, f64>> = Vec::new();
+    for i in 0..args.runs {
+        let row = if args.engine_only {
+            let (engine_us, steps) = engine_cost(&def)?;
+            BTreeMap::from([
+                ("members", steps.saturating_sub(1) as f64),
+                ("engine_us_per_step", engine_us),
+            ])
+        } else {
+            one_run(&def)
+                .await
+                .with_context(|| format!("{roles} roles, run {}", i + 1))?
+        };
+        if !quiet {
+            eprintln!("run {}: {row:?}", i + 1);
+        }
+        rows.push(row);
+    }
+    let med = |k: &str| median(rows.iter().filter_map(|r| r.get(k).copied()).collect());
+    let keys = [
+        "members",
+        "wall_s",
+        "sum_member_run_s",
+        "mean_member_run_ms",
+        "parallelism",
+        "spawn_latency_ms",
+        "daemon_cpu_ms_per_member",
+        "engine_us_per_step",
+        "daemon_peak_rss_mib",
+    ];
+    Ok(keys
+        .iter()
+        .filter(|k| rows.iter().any(|r| r.contains_key(**k)))
+        .map(|k| (k.to_string(), json!(med(k))))
+        .collect())
+}
+
+fn report(
+    args: &PartiesArgs,
+    roles: usize,
+    summary: &serde_json::Map<String, Value>,
+    json_out: bool,
+) -> anyhow::Result<()> {
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "runs": args.runs, "medians": summary }))?
+        );
+        return Ok(());
+    }
+    let med = |k: &str| summary.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    println!(
+        "medians of {} runs: {} roles x {} = {} members in {} layers",
+        args.runs,
+        roles,
+        args.per_role,
+        med("members"),
+        args.layers
+    );
+    if !args.engine_only {
+        println!("  wall time               {:>9.2} s", med("wall_s"));
+        println!(
+            "  sum of member run times {:>9.2} s (mean {:.1} ms per member)",
+            med("sum_member_run_s"),
+            med("mean_member_run_ms")
+        );
+        println!("  sum / wall              {:>9.2}x", med("parallelism"));
+        println!(
+            "  decided → running       {:>9.2} ms per member (median: the scheduler's decision to the process running)",
+            med("spawn_latency_ms")
+        );
+        println!(
+            "  daemon CPU              {:>9.2} ms per member",
+            med("daemon_cpu_ms_per_member")
+        );
+    }
+    println!(
+        "  engine alone            {:>9.2} µs per scheduling step",
+        med("engine_us_per_step")
+    );
+    if !args.engine_only {
+        println!(
+            "  daemon peak RSS         {:>9.2} MiB",
+            med("daemon_peak_rss_mib")
+        );
+    }
+    Ok(())
+}
+
+async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
+    let (scratch, layout) = crate::bench::scratch_layout("troupe-bench-party-")?;
+    let project = scratch.path().join("project");
+    std::fs::create_dir_all(&project)?;
+    let (mut daemon, c, _) = start_daemon(&layout).await?;
+    let pid = daemon.0.id();
+    let exe = crate::troupe_exe()?.display().to_string();
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "trivial", "command": [exe, "call", "complete", "{\"output\":\"ok\"}"] } }),
+    )
+    .await?;
+    c.call("create_party_definition", json!({ "definition": def }))
+        .await?;
+    let cpu_before = cpu_ticks(pid)?;
+    let launched = c
+        .call(
+            "launch_party",
+            json!({ "name": "bench", "cwd": project.display().to_string() }),
+        )
+        .await?;
+    let party = launched["party_id"]
+        .as_str()
+        .context("no party_id")?
+        .to_string();
+    // Poll the cheap summary (the full status reads every member's run and session).
+    loop {
+        let s = c
+            .call(
+                "list_parties",
+                json!({ "cwd": project.display().to_string() }),
+            )
+            .await?;
+        let p = &s["parties"][0];
+        match p["status"].as_str() {
+            Some("completed") => break,
+            Some("running" | "pending") => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => bail!("the bench party ended {other:?}: {}", p["status_reason"]),
+        }
+    }
+    let cpu_ms = (cpu_ticks(pid)? - cpu_before) as f64 * 1000.0 / ticks_per_second();
+    let peak = std::fs::read_to_string(format!("/proc/{pid}/status"))?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .context("no VmHWM")?;
+    let status = c
+        .call("get_party_status", json!({ "party_id": party }))
+        .await?;
+    let runs_json = c.call("list_agents", json!({ "party_id": party })).await?;
+    let runs = runs_json["runs"].as_array().cloned().unwrap_or_default();
+    let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
+    let _reaped = daemon.0.wait();
+
+    let members = status["members"].as_array().context("no members")?;
+    let decided: BTreeMap<String, f64> = members
+        .iter()
+        .filter_map(|m| {
+            Some((
+                m["run_id"].as_str()?.to_string(),
+                m["started_at_ms"].as_f64()?,
+            ))
+        })
+        .collect();
+    let mut spawn_latency = Vec::new();
+    let mut run_ms = Vec::new();
+    let (mut first, mut last) = (f64::MAX, 0.0f64);
+    for r in &runs {
+        let (Some(started), Some(done)) = (
+            r["started_at"].as_str().and_then(epoch_ms),
+            r["completed_at"].as_str().and_then(epoch_ms),
+        ) else {
+            continue;
+        };
+        if let Some(decision) = decided.get(r["run_id"].as_str().unwrap_or("")) {
+            spawn_latency.push(started - decision);
+        }
+        run_ms.push(done - started);
+        first = first.min(started);
+        last = last.max(done);
+    }
+    let sum: f64 = run_ms.iter().sum();
+    let (engine_us, _) = engine_cost(def)?;
+    let n = members.len() as f64;
+    Ok(BTreeMap::from([
+        ("members", n),
+        ("wall_s", (last - first) / 1000.0),
+        ("sum_member_run_s", sum / 1000.0),
+        ("mean_member_run_ms", sum / n),
+        ("parallelism", sum / (last - first).max(1.0)),
+        ("spawn_latency_ms", median(spawn_latency)),
+        ("daemon_cpu_ms_per_member", cpu_ms / n),
+        ("engine_us_per_step", engine_us),
+        ("daemon_peak_rss_mib", peak / 1024.0),
+    ]))
+}
+
+/// Milliseconds since the epoch of a UTC timestamp as the store writes them
+/// (`2026-11-22T16:05:30.123Z`).
+fn epoch_ms(ts: &str) -> Option<f64> {
+    let (date, time) = ts.trim_end_matches('Z').split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.split(':');
+    let (h, min) = (
+        t.next()?.parse::<f64>().ok()?,
+        t.next()?.parse::<f64>().ok()?,
+    );
+    let sec = t.next()?.parse::<f64>().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days as f64 * 24.0 + h) * 60.0 + min) * 60_000.0 + sec * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn epoch_ms_parses_store_timestamps() {
+        assert_eq!(super::epoch_ms("1970-01-01T00:00:01.500Z"), Some(1500.0));
+        assert_eq!(
+            super::epoch_ms("2026-11-22T16:05:30.123Z"),
+            Some(1_795_363_530_123.0)
+        );
+    }
+}

@@ -1,0 +1,511 @@
+//! The MCP door (rmcp, pinned, used only here): an agent CLI (Claude Code, Codex, Gemini) gets
+//! the operation registry's agent-facing operations as tools, with their JSON Schemas. Over stdio
+//! (`troupe mcp`) it is a client of the daemon like the CLI; over streamable HTTP it is served by
+//! the daemon itself (loopback, token). Either way a tool call is the operation of the same name.
+//! The calling session (`TROUPE_SESSION_ID` for stdio, the `X-Troupe-Session` header for HTTP) is
+//! filled into the params, so the model never passes ids of its own; party tools are offered only
+//! to a party's leader. `request_permission` answers in the shape Claude Code's
+//! `--permission-prompt-tool` expects.
+
+use std::sync::{Arc, Weak};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::client::{self, Client};
+use troupe_api::layout::Layout;
+use troupe_core::Daemon;
+
+/// Operations every agent session gets as tools.
+const AGENT_TOOLS: &[&str] = &[
+    "send_message",
+    "send_to_parent",
+    "send_to_child",
+    "broadcast_to_children",
+    "broadcast_to_party",
+    "poll_messages",
+    "mark_read",
+    "list_siblings",
+    "discover_agents",
+    "start_agent",
+    "complete",
+    "list_agents",
+    "get_agent_result",
+    "cancel_agent",
+    "create_task",
+    "escalate_task",
+    "list_tasks",
+    "request_permission",
+];
+
+/// Operations only a party's leader gets.
+const LEADER_TOOLS: &[&str] = &[
+    "launch_party",
+    "get_party_status",
+    "signal_role",
+    "override_recovery",
+    "cancel_party",
+    "reassign_task",
+    "list_parties",
+];
+
+/// Params the door fills from the calling session (the model does not see them).
+const CALLER_FIELDS: &[&str] = &["session_id", "from_session_id", "parent_session_id"];
+
+/// How the door reaches the operations.
+#[derive(Clone)]
+enum Backend {
+    /// `troupe mcp`: through the daemon's socket, as the CLI does.
+    Client(Arc<Client>),
+    /// The daemon's own HTTP endpoint: in-process.
+    Daemon(Weak<Daemon>),
+}
+
+impl Backend {
+    async fn call(&self, op: &str, params: Value) -> Result<Value, String> {
+        match self {
+            Backend::Client(c) => c.call(op, params).await.map_err(|e| e.to_string()),
+            Backend::Daemon(d) => {
+                let d = d.upgrade().ok_or("the daemon is shutting down")?;
+                let call = troupe_core::registry::handler(op)
+                    .ok_or_else(|| format!("unknown operation {op}"))?;
+                call(d, Some(params)).await.map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// The MCP server: how to reach the operations and who is calling.
+#[derive(Clone)]
+struct Door {
+    backend: Backend,
+    /// The stdio door's session (from its environment); HTTP requests name their own.
+    session: Option<String>,
+}
+
+/// Serves MCP on stdin/stdout until the client closes stdin.
+pub async fn serve_stdio(layout: &Layout) -> anyhow::Result<()> {
+    let client = client::connect(layout, true).await?;
+    let session = std::env::var("TROUPE_SESSION_ID")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let door = Door {
+        backend: Backend::Client(Arc::new(client)),
+        session,
+    };
+    let running = door.serve(rmcp::transport::stdio()).await?;
+    running.waiting().await?;
+    Ok(())
+}
+
+/// Serves MCP over streamable HTTP at `/mcp` on `listener` (loopback) for the daemon, each
+/// request carrying the daemon's token; until `shutdown`.
+pub async fn serve_http(
+    daemon: Weak<Daemon>,
+    listener: tokio::net::TcpListener,
+    token: Arc<str>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    use axum::response::IntoResponse;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let daemon_for_hooks = daemon.clone();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(Door {
+                backend: Backend::Daemon(daemon.clone()),
+                session: None,
+            })
+        },
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let hooks = daemon_for_hooks;
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .route(
+            "/hooks/{event}",
+            axum::routing::post(
+                move |axum::extract::Path(event): axum::extract::Path<String>,
+                      headers: http::HeaderMap,
+                      body: axum::body::Bytes| {
+                    let daemon = hooks.clone();
+                    async move { http_hook(daemon, event, headers, body).await }
+                },
+            ),
+        )
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let token = token.clone();
+                async move {
+                    let presented = req
+                        .headers()
+                        .get(http::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.strip_prefix("Bearer "))
+                        .unwrap_or_default();
+                    if crate::auth::token_matches(presented.trim(), &token) {
+                        next.run(req).await
+                    } else {
+                        (
+                            http::StatusCode::UNAUTHORIZED,
+                            "unauthorized: bad or missing token",
+                        )
+                            .into_response()
+                    }
+                }
+            },
+        ));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            while !*shutdown.borrow() {
+                if shutdown.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await?;
+    Ok(())
+}
+
+/// Claude Code's `http` hook form: the hook's JSON posted to `/hooks/<Event>` (the token in
+/// `Authorization`, the Troupe session, when Troupe started the CLI, in `X-Troupe-Session`);
+/// answered with what `troupe hook <Event>` would print (an empty body: nothing to say).
+async fn http_hook(
+    daemon: Weak<Daemon>,
+    event: String,
+    headers: http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let json_response = |status: http::StatusCode, body: Value| {
+        (
+            status,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    let mut payload: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            return json_response(
+                http::StatusCode::BAD_REQUEST,
+                json!({"error": "the hook's input must be a JSON object"}),
+            );
+        }
+        Err(e) => {
+            return json_response(
+                http::StatusCode::BAD_REQUEST,
+                json!({"error": format!("the hook's input is not JSON: {e}")}),
+            );
+        }
+    };
+    if payload.get("hook_event_name").is_none() {
+        payload["hook_event_name"] = json!(event);
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let Some(d) = daemon.upgrade() else {
+        return json_response(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": "the daemon is shutting down"}),
+        );
+    };
+    let params = troupe_api::types::HookParams {
+        cli: "claude".into(),
+        payload,
+        session_id: header("x-troupe-session"),
+        parent_session_id: header("x-troupe-parent-session"),
+    };
+    match troupe_core::ops::claude_hook(&d, params).await {
+        Ok(r) if r.output.as_object().is_some_and(|o| !o.is_empty()) => {
+            json_response(http::StatusCode::OK, r.output)
+        }
+        Ok(_) => http::StatusCode::OK.into_response(),
+        Err(e) => json_response(
+            http::StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": e.to_string()}),
+        ),
+    }
+}
+
+/// Whether `session` is the leader of its party.
+async fn is_leader(backend: &Backend, session: &str) -> bool {
+    let Ok(s) = backend
+        .call("get_session", json!({ "session_id": session }))
+        .await
+    else {
+        return false;
+    };
+    let Some(party) = s["session"]["party_id"].as_str() else {
+        return false;
+    };
+    let Ok(status) = backend
+        .call("get_party_status", json!({ "party_id": party }))
+        .await
+    else {
+        return false;
+    };
+    let role = status["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["session_id"] == session)
+        .and_then(|m| m["role"].as_str());
+    status["roles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|r| Some(r["role"].as_str().unwrap_or_default()) == role && r["is_leader"] == true)
+}
+
+/// The tool list: the operations' param schemas, minus the fields the door fills in.
+/// The tool list for a kind of caller, built once per process (schemas do not change).
+fn tools(has_session: bool, leader: bool) -> &'static [Tool] {
+    static LISTS: [std::sync::OnceLock<Vec<Tool>>; 4] = [const { std::sync::OnceLock::new() }; 4];
+    LISTS[usize::from(has_session) * 2 + usize::from(leader)]
+        .get_or_init(|| build_tools(has_session, leader))
+}
+
+fn build_tools(has_session: bool, leader: bool) -> Vec<Tool> {
+    troupe_api::OPERATIONS
+        .iter()
+        .filter(|op| AGENT_TOOLS.contains(&op.name) || (leader && LEADER_TOOLS.contains(&op.name)))
+        .map(|op| {
+            let mut schema = serde_json::to_value((op.params_schema)()).unwrap_or_default();
+            if op.name == "request_permission" {
+                schema = permission_prompt_schema();
+            } else if has_session {
+                strip_caller_fields(&mut schema);
+            }
+            let schema = match schema {
+                Value::Object(mut m) => {
+                    m.remove("$schema");
+                    m.remove("title");
+                    m
+                }
+                _ => JsonObject::new(),
+            };
+            Tool::new(op.name, op.summary, Arc::new(schema))
+        })
+        .collect()
+}
+
+fn strip_caller_fields(schema: &mut Value) {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for f in CALLER_FIELDS {
+            props.remove(*f);
+        }
+    }
+    if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        req.retain(|f| !f.as_str().is_some_and(|f| CALLER_FIELDS.contains(&f)));
+    }
+}
+
+/// What Claude Code's `--permission-prompt-tool` sends: the tool, its input, the call's id.
+fn permission_prompt_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "tool_name": { "type": "string", "description": "The tool the agent wants to run" },
+            "input": { "type": "object", "description": "The tool's input" },
+            "tool_use_id": { "type": "string", "description": "The tool call's id (asking again with it resumes the same request)" }
+        },
+        "required": ["tool_name", "input"]
+    })
+}
+
+fn text(v: impl Into<String>) -> Vec<ContentBlock> {
+    vec![ContentBlock::text(v.into())]
+}
+
+impl ServerHandler for Door {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("troupe", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Troupe: message the other agents of your project, start subagents, report \
+                 completion with `complete`, and ask a person with `request_permission`.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let (_, tools) = self.offer(&context, None).await;
+        Ok(ListToolsResult::with_all_items(tools.to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let (leader, tools) = self.offer(&context, Some(&name)).await;
+        if !tools.iter().any(|t| t.name == name) {
+            let why = if LEADER_TOOLS.contains(&name.as_str()) && !leader {
+                format!("tool {name} is for a party's leader only")
+            } else {
+                format!("unknown tool {name}")
+            };
+            return Err(McpError::invalid_params(why, None));
+        }
+        let session = self.session_of(&context);
+        let mut args = Value::Object(request.arguments.unwrap_or_default());
+        let result = if name == "request_permission" {
+            self.permission(session.as_deref(), args).await
+        } else {
+            fill_caller(session.as_deref(), &name, &mut args);
+            match self.backend.call(&name, args).await {
+                Ok(v) => CallToolResult::success(text(v.to_string())),
+                Err(e) => CallToolResult::error(text(e)),
+            }
+        };
+        Ok(result.into())
+    }
+}
+
+/// Sets the params that name the caller to the calling session, whatever the model passed: an
+/// agent speaks only as itself (and reads only its own inbox).
+fn fill_caller(session: Option<&str>, op: &str, args: &mut Value) {
+    let Some(session) = session else {
+        return;
+    };
+    for f in caller_fields(op) {
+        args[*f] = json!(session);
+    }
+}
+
+/// The caller fields `op`'s params have, worked out once per process.
+fn caller_fields(op: &str) -> &'static [&'static str] {
+    static FIELDS: std::sync::OnceLock<std::collections::HashMap<&'static str, Vec<&'static str>>> =
+        std::sync::OnceLock::new();
+    FIELDS
+        .get_or_init(|| {
+            troupe_api::OPERATIONS
+                .iter()
+                .map(|o| {
+                    let props = serde_json::to_value((o.params_schema)())
+                        .ok()
+                        .and_then(|s| s.get("properties").cloned())
+                        .unwrap_or_default();
+                    let mut fields: Vec<&'static str> = CALLER_FIELDS
+                        .iter()
+                        .copied()
+                        .filter(|f| props.get(*f).is_some())
+                        .collect();
+                    // An operation that names its caller (`session_id`) and also takes a parent
+                    // (`list_agents`) is asked as the caller: it works out the family itself.
+                    if fields.contains(&"session_id") {
+                        fields.retain(|f| *f != "parent_session_id");
+                    }
+                    (o.name, fields)
+                })
+                .collect()
+        })
+        .get(op)
+        .map_or(&[], Vec::as_slice)
+}
+
+impl Door {
+    /// The calling session: the stdio door's, or the HTTP request's `X-Troupe-Session`.
+    fn session_of(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        self.session.clone().or_else(|| {
+            context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.headers.get("x-troupe-session"))
+                .and_then(|v| v.to_str().ok())
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        })
+    }
+
+    /// Whether the caller leads a party, and the tools it is offered. The leader check costs
+    /// two operations, so a call of an everyday tool skips it.
+    async fn offer(
+        &self,
+        context: &RequestContext<RoleServer>,
+        tool: Option<&str>,
+    ) -> (bool, &'static [Tool]) {
+        let session = self.session_of(context);
+        let needs_check = tool.is_none_or(|t| LEADER_TOOLS.contains(&t));
+        let leader = match &session {
+            Some(s) if needs_check => is_leader(&self.backend, s).await,
+            _ => false,
+        };
+        (leader, tools(session.is_some(), leader))
+    }
+}
+
+impl Door {
+    /// Asks Troupe (rules, then a person) and answers as `--permission-prompt-tool` expects:
+    /// `{"behavior":"allow","updatedInput":…}` or `{"behavior":"deny","message":…}`.
+    async fn permission(&self, session: Option<&str>, args: Value) -> CallToolResult {
+        let Some(session) = session else {
+            return CallToolResult::error(text(
+                "request_permission needs TROUPE_SESSION_ID (the asking session)",
+            ));
+        };
+        let input = args.get("input").cloned().unwrap_or_else(|| json!({}));
+        let file_path = ["file_path", "path", "notebook_path"]
+            .iter()
+            .find_map(|k| input.get(*k).and_then(Value::as_str))
+            .map(str::to_string);
+        let mut params = json!({
+            "session_id": session,
+            "tool_name": args.get("tool_name").cloned().unwrap_or(Value::Null),
+            "input": input,
+            "file_path": file_path,
+            "request_key": args.get("tool_use_id").cloned().unwrap_or(Value::Null),
+            "wait_ms": 300_000,
+        });
+        loop {
+            let r = match self
+                .backend
+                .call("request_permission", params.clone())
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => return CallToolResult::error(text(e)),
+            };
+            let answer = match r["status"].as_str() {
+                Some("pending") => {
+                    params = json!({
+                        "session_id": session,
+                        "approval_id": r["approval_id"],
+                        "wait_ms": 300_000,
+                    });
+                    continue;
+                }
+                Some("approved") => json!({ "behavior": "allow", "updatedInput": input }),
+                Some(other) => {
+                    let why = r["reason"]
+                        .as_str()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default();
+                    json!({ "behavior": "deny", "message": format!("{other} by Troupe{why}") })
+                }
+                None => json!({ "behavior": "deny", "message": "no answer from Troupe" }),
+            };
+            return CallToolResult::success(text(answer.to_string()));
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! The JSON-RPC door: builds the jsonrpsee module from the operation registry and serves it
+//! on the Unix socket and the loopback WebSocket, refusing any connection without the token
+//! (and, on the socket, any peer of another uid). No operation logic here.
+
+use std::sync::Arc;
+
+use jsonrpsee::server::{
+    HttpBody, HttpRequest, HttpResponse, Methods, RpcModule, Server, ServerConfig, StopHandle,
+    serve_with_graceful_shutdown,
+};
+use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee_core::middleware::{
+    Batch, BatchEntry, BatchEntryErr, Notification, Request, RpcServiceT,
+};
+use jsonrpsee_core::server::MethodResponse;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinSet;
+use tower::Service;
+use troupe_store::PollFilter;
+
+use troupe_api::types::{
+    ApprovalsResult, SubscribeApprovalsParams, SubscribeMessagesParams,
+    SubscribeNotificationsParams,
+};
+use troupe_api::{OPERATIONS, SUBSCRIPTIONS, parse_params};
+use troupe_core::Daemon;
+
+/// An API error as the JSON-RPC error object sent on the wire: its stable code, its message,
+/// and `data` (its kind, and what was not found). The one place errors get their wire shape.
+trait ToRpc {
+    fn to_rpc(&self) -> ErrorObjectOwned;
+}
+
+impl ToRpc for troupe_api::ApiError {
+    fn to_rpc(&self) -> ErrorObjectOwned {
+        let (code, _) = self.code_and_kind();
+        ErrorObjectOwned::owned(code, self.to_string(), Some(self.data()))
+    }
+}
+
+/// The JSON-RPC error for a connection without a valid token (sent with HTTP 401).
+fn unauthorized(reason: &str) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        troupe_api::error::codes::UNAUTHORIZED,
+        format!("unauthorized: {reason}"),
+        Some(serde_json::json!({ "kind": "unauthorized" })),
+    )
+}
+
+/// Messages pushed to a subscriber per store read.
+const SUBSCRIPTION_BATCH: i64 = 256;
+/// Connections served at once (each CLI call, editor and agent holds one).
+const MAX_CONNECTIONS: u32 = 4096;
+
+/// Registers every operation and subscription of the registry.
+pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
+    let mut module = RpcModule::new(());
+    for op in OPERATIONS {
+        let call = troupe_core::registry::handler(op.name)
+            .ok_or_else(|| anyhow::anyhow!("operation {} has no handler", op.name))?;
+        let daemon = daemon.clone();
+        module.register_async_method(op.name, move |params, _, _| {
+            let daemon = daemon.clone();
+            async move {
+                let params: Option<Value> = match params.as_str() {
+                    None => None,
+                    Some(raw) => Some(serde_json::from_str(raw).map_err(|e| {
+                        ErrorObjectOwned::owned(
+                            troupe_api::error::codes::PARSE_ERROR,
+                            format!("params are not JSON: {e}"),
+                            None::<()>,
+                        )
+                    })?),
+                };
+                call(daemon, params).await.map_err(|e| e.to_rpc())
+            }
+        })?;
+    }
+    let [messages, approvals, notifications] = SUBSCRIPTIONS else {
+        anyhow::bail!("the registry's subscriptions and the JSON-RPC door are out of step");
+    };
+    let sub_daemon = daemon.clone();
+    module.register_subscription(
+        messages.name,
+        messages.notification,
+        messages.unsubscribe,
+        move |params, pending, _, _| {
+            let daemon = sub_daemon.clone();
+            async move {
+                let p: SubscribeMessagesParams =
+                    match subscription_params("subscribe_messages", &params) {
+                        Ok(p) => p,
+                        Err(e) => return pending.reject(e).await,
+                    };
+                // Watch before reading the cursor so nothing committed in between is missed.
+                let wake = daemon.hub.watch(&p.session_id);
+                let start = match p.since {
+                    Some(since) => daemon.store.get_session(&p.session_id).map(|_| since),
+                    None => daemon.store.latest_message_seq(&p.session_id),
+                };
+                let cursor = match start {
+                    Ok(cursor) => cursor,
+                    Err(e) => return pending.reject(troupe_api::ApiError::from(e).to_rpc()).await,
+                };
+                let Ok(sink) = pending.accept().await else {
+                    return;
+                };
+                let session = p.session_id.clone();
+                push_after(
+                    sink,
+                    wake,
+                    cursor,
+                    SUBSCRIPTION_BATCH,
+                    |after| {
+                        daemon.store.poll_messages(&PollFilter {
+                            session_id: session.clone(),
+                            since: Some(after),
+                            unread_only: false,
+                            limit: SUBSCRIPTION_BATCH,
+                        })
+                    },
+                    |m| m.seq,
+                )
+                .await;
+            }
+        },
+    )?;
+    let sub_daemon = daemon.clone();
+    module.register_subscription(
+        approvals.name,
+        approvals.notification,
+        approvals.unsubscribe,
+        move |params, pending, _, _| {
+            let daemon = sub_daemon.clone();
+            async move {
+                let p: SubscribeApprovalsParams =
+                    match subscription_params("subscribe_approvals", &params) {
+                        Ok(p) => p,
+                        Err(e) => return pending.reject(e).await,
+                    };
+                let project = match troupe_core::ops::project_filter(
+                    &daemon,
+                    "subscribe_approvals",
+                    p.project_id,
+                    p.cwd,
+                ) {
+                    Ok(project) => project,
+                    Err(e) => return pending.reject(e.to_rpc()).await,
+                };
+                let mut wake = daemon.hub.watch(troupe_core::hub::APPROVALS_KEY);
+                let Ok(sink) = pending.accept().await else {
+                    return;
+                };
+                loop {
+                    let list = match &project {
+                        // A project never seen has no requests.
+                        Some(None) => Ok(Vec::new()),
+                        Some(Some(id)) => daemon.store.list_approvals(
+                            Some("pending"),
+                            Some(id),
+                            None,
+                            None,
+                            false,
+                        ),
+                        None => {
+                            daemon
+                                .store
+                                .list_approvals(Some("pending"), None, None, None, false)
+                        }
+                    };
+                    let Ok(approvals) = list else { return };
+                    tracing::debug!(pending = approvals.len(), "approvals snapshot");
+                    let Ok(json) = serde_json::value::to_raw_value(&ApprovalsResult { approvals })
+                    else {
+                        return;
+                    };
+                    if sink.send(json).await.is_err() {
+                        return;
+                    }
+                    tokio::select! {
+                        changed = wake.changed() => if changed.is_err() { return },
+                        _ = sink.closed() => return,
+                    }
+                }
+            }
+        },
+    )?;
+    let sub_daemon = daemon.clone();
+    module.register_subscription(
+        notifications.name,
+        notifications.notification,
+        notifications.unsubscribe,
+        move |params, pending, _, _| {
+            let daemon = sub_daemon.clone();
+            async move {
+                let p: SubscribeNotificationsParams =
+                    match subscription_params("subscribe_notifications", &params) {
+                        Ok(p) => p,
+                        Err(e) => return pending.reject(e).await,
+                    };
+                let wake = daemon.hub.watch(troupe_core::hub::NOTIFICATIONS_KEY);
+                let start = match p.since {
+                    Some(since) => Ok(since),
+                    None => daemon.store.latest_notification_seq(),
+                };
+                let Ok(cursor) = start else { return };
+                let Ok(sink) = pending.accept().await else {
+                    return;
+                };
+                push_after(
+                    sink,
+                    wake,
+                    cursor,
+                    SUBSCRIPTION_BATCH,
+                    |after| {
+                        daemon
+                            .store
+                            .list_notifications(after, None, SUBSCRIPTION_BATCH)
+                    },
+                    |n| n.seq,
+                )
+                .await;
+            }
+        },
+    )?;
+    Ok(module.into())
+}
+
+/// Pushes the rows after `cursor` in order, a batch at a time, then waits for `wake`; ends when
+/// the subscriber goes away, the hub drops the key, or a read fails.
+async fn push_after<T: serde::Serialize>(
+    sink: jsonrpsee::server::SubscriptionSink,
+    mut wake: tokio::sync::watch::Receiver<i64>,
+    mut cursor: i64,
+    batch: i64,
+    fetch: impl Fn(i64) -> Result<Vec<T>, troupe_store::StoreError>,
+    seq_of: impl Fn(&T) -> i64,
+) {
+    loop {
+        let rows = match fetch(cursor) {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "subscription read failed; closing it");
+                return;
+            }
+        };
+        let full = rows.len() as i64 == batch;
+        for row in rows {
+            cursor = seq_of(&row);
+            let Ok(json) = serde_json::value::to_raw_value(&row) else {
+                return;
+            };
+            if sink.send(json).await.is_err() {
+                return; // the subscriber went away
+            }
+        }
+        if full {
+            continue;
+        }
+        tokio::select! {
+            changed = wake.changed() => if changed.is_err() { return },
+            _ = sink.closed() => return,
+        }
+    }
+}
+
+/// A subscription's params, or the error to reject it with.
+fn subscription_params<P: serde::de::DeserializeOwned>(
+    name: &'static str,
+    params: &jsonrpsee::types::Params<'_>,
+) -> Result<P, ErrorObjectOwned> {
+    let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
+    parse_params(name, raw).map_err(|e| e.to_rpc())
+}
+
+/// Server limits: the request body must hold the largest allowed message, JSON-escaped.
+pub fn server_config(max_message_bytes: usize) -> ServerConfig {
+    let body = max_message_bytes
+        .saturating_mul(6)
+        .saturating_add(64 * 1024)
+        .min(u32::MAX as usize) as u32;
+    ServerConfig::builder()
+        .max_request_body_size(body)
+        .max_response_body_size(u32::MAX)
+        .max_connections(MAX_CONNECTIONS)
+        .build()
+}
+
+/// Serves one accepted connection (socket or TCP) until it closes or the daemon stops.
+pub fn serve_connection<S>(
+    tasks: &mut JoinSet<()>,
+    io: S,
+    methods: Methods,
+    config: ServerConfig,
+    token: Arc<str>,
+    stop: StopHandle,
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let svc = Server::builder()
+        .set_config(config)
+        .set_rpc_middleware(
+            jsonrpsee::server::middleware::rpc::RpcServiceBuilder::new()
+                .layer_fn(NameUnknownMethods),
+        )
+        .to_service_builder()
+        .build(methods, stop.clone());
+    let svc = tower::service_fn(move |req: HttpRequest<hyper::body::Incoming>| {
+        let mut svc = svc.clone();
+        let verdict = check_token(&req, &token);
+        async move {
+            // An error type with a `'static` bound spelled out, or the spawn below does not
+            // type-check (the same trick as jsonrpsee's own service example).
+            let response: anyhow::Result<HttpResponse> = match verdict {
+                Ok(()) => svc.call(req).await.map_err(|e| anyhow::anyhow!("{e}")),
+                Err(reason) => Ok(refusal(reason)),
+            };
+            response
+        }
+    });
+    tasks.spawn(async move {
+        if let Err(e) = serve_with_graceful_shutdown(io, svc, stop.shutdown()).await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    });
+}
+
+fn check_token<B>(req: &HttpRequest<B>, token: &str) -> Result<(), &'static str> {
+    let Some(header) = req.headers().get(http::header::AUTHORIZATION) else {
+        return Err("missing token (send `Authorization: Bearer <token>`)");
+    };
+    let presented = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .ok_or("malformed Authorization header (expected `Bearer <token>`)")?;
+    if crate::auth::token_matches(presented.trim(), token) {
+        Ok(())
+    } else {
+        Err("wrong token")
+    }
+}
+
+/// HTTP 401 carrying a JSON-RPC error body, so HTTP and WebSocket clients both learn why.
+fn refusal(reason: &str) -> HttpResponse {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": unauthorized(reason),
+    });
+    let mut response = HttpResponse::new(HttpBody::from(body.to_string()));
+    *response.status_mut() = http::StatusCode::UNAUTHORIZED;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The error for a call of an unknown method: it names the method.
+fn unknown_method(method: &str) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        troupe_api::error::codes::METHOD_NOT_FOUND,
+        format!("unknown operation {method:?} (`troupe api list` lists them)"),
+        Some(serde_json::json!({ "kind": "method_not_found", "method": method })),
+    )
+}
+
+/// Answers a call to an unknown method with an error that names it (jsonrpsee's own says only
+/// "Method not found").
+#[derive(Debug, Clone)]
+struct NameUnknownMethods<S>(S);
+
+fn is_known(method: &str) -> bool {
+    troupe_api::operation(method).is_some()
+        || SUBSCRIPTIONS
+            .iter()
+            .any(|s| s.name == method || s.unsubscribe == method)
+}
+
+impl<S> RpcServiceT for NameUnknownMethods<S>
+where
+    S: RpcServiceT<MethodResponse = MethodResponse> + Send + Sync + Clone + 'static,
+{
+    type MethodResponse = MethodResponse;
+    type NotificationResponse = S::NotificationResponse;
+    type BatchResponse = S::BatchResponse;
+
+    fn call<'a>(
+        &self,
+        request: Request<'a>,
+    ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
+        use futures_util::future::Either;
+        let method = request.method_name();
+        if let Some(sub) = SUBSCRIPTIONS
+            .iter()
+            .find(|s| s.name == method || s.unsubscribe == method)
+        {
+            // jsonrpsee answers a subscription over plain HTTP with a bare "Internal error"
+            // (found by fuzzing): say what is wrong instead.
+            let id = request.id.clone().into_owned();
+            let name = if sub.name == method {
+                sub.name
+            } else {
+                sub.unsubscribe
+            };
+            let inner = self.0.call(request);
+            Either::Left(Either::Right(async move {
+                let response = inner.await;
+                if response.as_error_code() != Some(troupe_api::error::codes::INTERNAL)
+                    || !response.as_json().get().contains("\"Internal error\"")
+                {
+                    return response;
+                }
+                MethodResponse::error(
+                    id,
+                    ErrorObjectOwned::owned(
+                        troupe_api::error::codes::INVALID_REQUEST,
+                        format!(
+                            "{name} is a subscription: it needs a WebSocket connection, not a plain HTTP request"
+                        ),
+                        Some(serde_json::json!({ "kind": "invalid_request", "method": name })),
+                    ),
+                )
+            }))
+        } else if is_known(method) {
+            Either::Left(Either::Left(self.0.call(request)))
+        } else {
+            let error = unknown_method(method);
+            Either::Right(std::future::ready(MethodResponse::error(request.id, error)))
+        }
+    }
+
+    fn batch<'a>(
+        &self,
+        mut requests: Batch<'a>,
+    ) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
+        // Entries that would not be served are refused here, each with an error that says why:
+        // unknown methods (named), and subscriptions, which jsonrpsee answers inside a batch
+        // over HTTP with a bare "Internal error" (found by fuzzing).
+        for entry in requests.iter_mut() {
+            let refusal = match entry {
+                Ok(BatchEntry::Call(req)) => {
+                    let method = req.method_name();
+                    let error = if !is_known(method) {
+                        Some(unknown_method(method))
+                    } else if SUBSCRIPTIONS
+                        .iter()
+                        .any(|s| s.name == method || s.unsubscribe == method)
+                    {
+                        Some(ErrorObjectOwned::owned(
+                            troupe_api::error::codes::INVALID_REQUEST,
+                            format!(
+                                "{method} is a subscription: send it alone over a WebSocket connection, not in a batch"
+                            ),
+                            Some(
+                                serde_json::json!({ "kind": "invalid_request", "method": method }),
+                            ),
+                        ))
+                    } else {
+                        None
+                    };
+                    error.map(|e| (req.id.clone(), e))
+                }
+                _ => None,
+            };
+            if let Some((id, error)) = refusal {
+                *entry = Err(BatchEntryErr::new(id, error));
+            }
+        }
+        self.0.batch(requests)
+    }
+
+    fn notification<'a>(
+        &self,
+        n: Notification<'a>,
+    ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
+        self.0.notification(n)
+    }
+}

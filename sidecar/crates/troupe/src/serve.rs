@@ -1,0 +1,169 @@
+//! `troupe serve`: the per-user daemon's process. Takes the data dir's lock, opens the store,
+//! writes the token, binds the Unix socket (0600) and the loopback WebSocket, starts the core
+//! (`troupe_core::boot`), serves the JSON-RPC and MCP doors until asked to stop, then drains the
+//! connections and stops the core. Operation logic lives in `troupe_core`.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use jsonrpsee::server::stop_channel;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::task::JoinSet;
+use troupe_api::layout::{Endpoint, current_uid, write_private_file};
+use troupe_core::Config;
+use troupe_core::boot;
+
+use crate::doors::rpc;
+
+/// How long open connections get to finish when the daemon stops.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Runs the daemon until it is asked to stop (operation, SIGTERM or SIGINT).
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let started = Instant::now();
+    if !config.ws_addr.ip().is_loopback() && !config.allow_non_loopback {
+        bail!(
+            "refusing to listen on {}: it is not a loopback address (pass --allow-non-loopback to do it anyway)",
+            config.ws_addr
+        );
+    }
+    let layout = config.layout.clone();
+    layout.prepare_dirs()?;
+    let _lock = boot::take_lock(&layout)?;
+
+    let store = boot::open_store(&layout)?;
+    let token = crate::auth::new_token()?;
+    write_private_file(&layout.token_path(), token.as_bytes())?;
+
+    let socket_path = layout.socket_path();
+    remove_if_present(&socket_path)?;
+    // Bind under a temporary name, make it private, then rename it into place: a client never
+    // sees the socket with any other mode.
+    let staging = socket_path.with_extension("sock.new");
+    remove_if_present(&staging)?;
+    let unix = UnixListener::bind(&staging)
+        .with_context(|| format!("cannot listen on {}", staging.display()))?;
+    fs::set_permissions(&staging, fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot chmod {}", staging.display()))?;
+    fs::rename(&staging, &socket_path)
+        .with_context(|| format!("cannot move the socket to {}", socket_path.display()))?;
+    let tcp = TcpListener::bind(config.ws_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.ws_addr))?;
+    let ws_addr = tcp.local_addr()?;
+
+    let daemon = boot::start(store, config.clone(), ws_addr, started).await?;
+    let mut shutdown_rx = daemon.shutdown_requested();
+    let methods = rpc::build_module(&daemon)?;
+    let server_config = rpc::server_config(config.max_message_bytes);
+    let token: Arc<str> = token.into();
+
+    // MCP over streamable HTTP: its own loopback port, the same token.
+    let mcp_listener = TcpListener::bind((ws_addr.ip(), 0))
+        .await
+        .context("cannot listen for MCP")?;
+    let mcp_addr = mcp_listener.local_addr()?;
+    tokio::spawn({
+        let shutdown = daemon.shutdown_requested();
+        let daemon = Arc::downgrade(&daemon);
+        let token = token.clone();
+        async move {
+            if let Err(e) =
+                crate::doors::mcp::serve_http(daemon, mcp_listener, token, shutdown).await
+            {
+                tracing::error!(error = %e, "the MCP endpoint stopped");
+            }
+        }
+    });
+    let endpoint = Endpoint {
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        socket_path: socket_path.display().to_string(),
+        ws_url: format!("ws://{ws_addr}"),
+        mcp_url: Some(format!("http://{mcp_addr}/mcp")),
+    };
+    write_private_file(
+        &layout.endpoint_path(),
+        &serde_json::to_vec_pretty(&endpoint)?,
+    )?;
+    tracing::info!(
+        data_dir = %layout.data_dir.display(),
+        socket = %socket_path.display(),
+        ws = %ws_addr,
+        ready_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "troupe daemon ready"
+    );
+
+    let (stop_handle, server_handle) = stop_channel();
+    let mut connections = JoinSet::new();
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            accepted = unix.accept() => match accepted {
+                Ok((stream, _)) => {
+                    match stream.peer_cred() {
+                        Ok(cred) if cred.uid() == current_uid() => rpc::serve_connection(
+                            &mut connections, stream, methods.clone(), server_config.clone(),
+                            token.clone(), stop_handle.clone()),
+                        Ok(cred) => tracing::warn!(uid = cred.uid(), "refused a socket peer of another user"),
+                        Err(e) => tracing::warn!(error = %e, "cannot read a socket peer's credentials"),
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "accept on the Unix socket failed"),
+            },
+            accepted = tcp.accept() => match accepted {
+                Ok((stream, _)) => {
+                    // Small requests and replies: do not wait to coalesce them.
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                    }
+                    rpc::serve_connection(&mut connections, stream, methods.clone(),
+                        server_config.clone(), token.clone(), stop_handle.clone());
+                }
+                Err(e) => tracing::warn!(error = %e, "accept on the WebSocket port failed"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = shutdown_rx.changed() => break,
+            _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break }
+            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: stopping"); break }
+        }
+    }
+
+    // Stop accepting, let open connections finish, then flush the store.
+    drop(unix);
+    drop(tcp);
+    remove_if_present(&layout.endpoint_path())?;
+    remove_if_present(&socket_path)?;
+    if server_handle.stop().is_err() {
+        tracing::debug!("server already stopped");
+    }
+    if tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        tracing::warn!(
+            left = connections.len(),
+            "connections did not finish in time; dropping them"
+        );
+        connections.shutdown().await;
+    }
+    // Agents that cannot be adopted by the next daemon go now, with every process of theirs;
+    // then the store is flushed and closed.
+    boot::stop(&daemon).await?;
+    remove_if_present(&layout.token_path())?;
+    tracing::info!("troupe daemon stopped");
+    Ok(())
+}
+
+fn remove_if_present(path: &std::path::Path) -> anyhow::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}
