@@ -10,6 +10,7 @@ mod lsp_client;
 
 mod acp;
 mod approvals;
+mod architecture;
 mod auth;
 mod bad_input;
 mod daemon;

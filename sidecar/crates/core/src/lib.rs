@@ -7,6 +7,7 @@
 pub mod boot;
 pub mod builtin;
 pub mod daemon;
+pub mod feeds;
 pub mod hub;
 pub mod ops;
 pub mod orchestrator;

@@ -1,4 +1,4 @@
-//! The floor `troupe bench messaging` measures the daemon against: the rows of keyed sends
+//! The floor `troupe-dev bench messaging` measures the daemon against: the rows of keyed sends
 //! committed in groups straight through rusqlite, on the store's own schema, pragmas (WAL,
 //! `synchronous=FULL`, 2 KiB pages) and checkpointing, with no writer thread, channel, runtime
 //! or JSON-RPC in the way.

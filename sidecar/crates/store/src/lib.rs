@@ -132,7 +132,7 @@ fn open_migrated(path: &Path) -> Result<Connection, StoreError> {
     let mut conn = open_connection(path)?;
     // Most pages a group commit dirties are index leaves at scattered positions (one per
     // sender and recipient); 2 KiB pages halve the WAL bytes per commit against 4 KiB and
-    // measured ~15% more durable sends/s (`troupe bench messaging`). Only takes effect on
+    // measured ~15% more durable sends/s (`troupe-dev bench messaging`). Only takes effect on
     // a new database.
     conn.pragma_update(None, "page_size", 2048)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;

@@ -125,7 +125,7 @@ pub(crate) fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, S
 }
 
 /// The rows of a send whose checks passed: one message per recipient and one timeline event.
-/// `troupe bench messaging`'s floor commits exactly these (see `floor.rs`).
+/// `troupe-dev bench messaging`'s floor commits exactly these (see `floor.rs`).
 pub(crate) fn store_messages(
     conn: &Connection,
     from: &Session,

@@ -374,31 +374,12 @@ async fn stop(layout: &Layout, json: bool) -> anyhow::Result<()> {
     // The daemon may close the connection before its answer arrives: that is success too.
     let _answer_or_hangup = client.call("shutdown_daemon", json!({})).await;
     drop(client);
-    wait_until_unlocked(layout).await?;
+    client::wait_until_unlocked(layout).await?;
     if json {
         return print_json(&json!({ "running": false, "stopped_pid": status["pid"] }));
     }
     println!("stopped the daemon (pid {})", status["pid"]);
     Ok(())
-}
-
-/// Waits until no daemon holds the data dir's lock (it has fully exited).
-pub(crate) async fn wait_until_unlocked(layout: &Layout) -> anyhow::Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .open(layout.lock_path())
-            .with_context(|| format!("cannot open {}", layout.lock_path().display()))?;
-        match file.try_lock_shared() {
-            Ok(()) => return Ok(()),
-            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
-            Err(std::fs::TryLockError::WouldBlock) => bail!("the daemon did not stop within 10 s"),
-            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
-        }
-    }
 }
 
 async fn status(layout: &Layout, json: bool) -> anyhow::Result<()> {
@@ -870,7 +851,7 @@ fn print_message(m: &Message) {
         short(&m.from_session_id),
         short(&m.to_session_id),
         m.message_type.as_str(),
-        if m.priority == troupe_store::Priority::Normal {
+        if m.priority == troupe_api::types::Priority::Normal {
             String::new()
         } else {
             format!(", {}", m.priority.as_str())

@@ -305,3 +305,22 @@ fn log_tail(path: &Path) -> String {
 pub fn short(id: &str) -> &str {
     &id[id.len().saturating_sub(8)..]
 }
+
+/// Waits until no daemon holds the data dir's lock (it has fully exited).
+pub async fn wait_until_unlocked(layout: &Layout) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .open(layout.lock_path())
+            .with_context(|| format!("cannot open {}", layout.lock_path().display()))?;
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => bail!("the daemon did not stop within 10 s"),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
+    }
+}

@@ -48,7 +48,7 @@ pub async fn run() -> anyhow::Result<()> {
     // Whatever happened, stop the daemon we started.
     let _answer_or_hangup = client.call("shutdown_daemon", json!({})).await;
     drop(client);
-    let stopped = crate::cli::wait_until_unlocked(&layout).await;
+    let stopped = crate::client::wait_until_unlocked(&layout).await;
     result?;
     stopped?;
     println!("\n== daemon stopped; scratch directory removed");

@@ -17,13 +17,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinSet;
 use tower::Service;
-use troupe_store::PollFilter;
-
-use troupe_api::types::{
-    ApprovalsResult, SubscribeApprovalsParams, SubscribeMessagesParams,
-    SubscribeNotificationsParams,
-};
-use troupe_api::{OPERATIONS, SUBSCRIPTIONS, parse_params};
+use troupe_api::{OPERATIONS, SUBSCRIPTIONS};
 use troupe_core::Daemon;
 
 /// An API error as the JSON-RPC error object sent on the wire: its stable code, its message,
@@ -48,8 +42,6 @@ fn unauthorized(reason: &str) -> ErrorObjectOwned {
     )
 }
 
-/// Messages pushed to a subscriber per store read.
-const SUBSCRIPTION_BATCH: i64 = 256;
 /// Connections served at once (each CLI call, editor and agent holds one).
 const MAX_CONNECTIONS: u32 = 4096;
 
@@ -77,201 +69,52 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
             }
         })?;
     }
-    let [messages, approvals, notifications] = SUBSCRIPTIONS else {
-        anyhow::bail!("the registry's subscriptions and the JSON-RPC door are out of step");
-    };
-    let sub_daemon = daemon.clone();
-    module.register_subscription(
-        messages.name,
-        messages.notification,
-        messages.unsubscribe,
-        move |params, pending, _, _| {
-            let daemon = sub_daemon.clone();
-            async move {
-                let p: SubscribeMessagesParams =
-                    match subscription_params("subscribe_messages", &params) {
-                        Ok(p) => p,
-                        Err(e) => return pending.reject(e).await,
+    for sub in SUBSCRIPTIONS {
+        let daemon = daemon.clone();
+        module.register_subscription(
+            sub.name,
+            sub.notification,
+            sub.unsubscribe,
+            move |params, pending, _, _| {
+                let daemon = daemon.clone();
+                async move {
+                    let raw: Option<Value> = match params.as_str() {
+                        None => None,
+                        Some(raw) => match serde_json::from_str(raw) {
+                            Ok(v) => Some(v),
+                            Err(e) => {
+                                let e = troupe_api::ApiError::invalid(sub.name, e.to_string());
+                                return pending.reject(e.to_rpc()).await;
+                            }
+                        },
                     };
-                // Watch before reading the cursor so nothing committed in between is missed.
-                let wake = daemon.hub.watch(&p.session_id);
-                let start = match p.since {
-                    Some(since) => daemon.store.get_session(&p.session_id).map(|_| since),
-                    None => daemon.store.latest_message_seq(&p.session_id),
-                };
-                let cursor = match start {
-                    Ok(cursor) => cursor,
-                    Err(e) => return pending.reject(troupe_api::ApiError::from(e).to_rpc()).await,
-                };
-                let Ok(sink) = pending.accept().await else {
-                    return;
-                };
-                let session = p.session_id.clone();
-                push_after(
-                    sink,
-                    wake,
-                    cursor,
-                    SUBSCRIPTION_BATCH,
-                    |after| {
-                        daemon.store.poll_messages(&PollFilter {
-                            session_id: session.clone(),
-                            since: Some(after),
-                            unread_only: false,
-                            limit: SUBSCRIPTION_BATCH,
-                        })
-                    },
-                    |m| m.seq,
-                )
-                .await;
-            }
-        },
-    )?;
-    let sub_daemon = daemon.clone();
-    module.register_subscription(
-        approvals.name,
-        approvals.notification,
-        approvals.unsubscribe,
-        move |params, pending, _, _| {
-            let daemon = sub_daemon.clone();
-            async move {
-                let p: SubscribeApprovalsParams =
-                    match subscription_params("subscribe_approvals", &params) {
-                        Ok(p) => p,
-                        Err(e) => return pending.reject(e).await,
+                    let mut feed = match troupe_core::feeds::open(&daemon, sub.name, raw) {
+                        Ok(feed) => feed,
+                        Err(e) => return pending.reject(e.to_rpc()).await,
                     };
-                let project = match troupe_core::ops::project_filter(
-                    &daemon,
-                    "subscribe_approvals",
-                    p.project_id,
-                    p.cwd,
-                ) {
-                    Ok(project) => project,
-                    Err(e) => return pending.reject(e.to_rpc()).await,
-                };
-                let mut wake = daemon.hub.watch(troupe_core::hub::APPROVALS_KEY);
-                let Ok(sink) = pending.accept().await else {
-                    return;
-                };
-                loop {
-                    let list = match &project {
-                        // A project never seen has no requests.
-                        Some(None) => Ok(Vec::new()),
-                        Some(Some(id)) => daemon.store.list_approvals(
-                            Some("pending"),
-                            Some(id),
-                            None,
-                            None,
-                            false,
-                        ),
-                        None => {
-                            daemon
-                                .store
-                                .list_approvals(Some("pending"), None, None, None, false)
+                    let Ok(sink) = pending.accept().await else {
+                        return;
+                    };
+                    loop {
+                        let items = tokio::select! {
+                            items = feed.next() => items,
+                            _ = sink.closed() => return,
+                        };
+                        let Some(items) = items else { return };
+                        for item in items {
+                            let Ok(json) = serde_json::value::to_raw_value(&item) else {
+                                return;
+                            };
+                            if sink.send(json).await.is_err() {
+                                return; // the subscriber went away
+                            }
                         }
-                    };
-                    let Ok(approvals) = list else { return };
-                    tracing::debug!(pending = approvals.len(), "approvals snapshot");
-                    let Ok(json) = serde_json::value::to_raw_value(&ApprovalsResult { approvals })
-                    else {
-                        return;
-                    };
-                    if sink.send(json).await.is_err() {
-                        return;
-                    }
-                    tokio::select! {
-                        changed = wake.changed() => if changed.is_err() { return },
-                        _ = sink.closed() => return,
                     }
                 }
-            }
-        },
-    )?;
-    let sub_daemon = daemon.clone();
-    module.register_subscription(
-        notifications.name,
-        notifications.notification,
-        notifications.unsubscribe,
-        move |params, pending, _, _| {
-            let daemon = sub_daemon.clone();
-            async move {
-                let p: SubscribeNotificationsParams =
-                    match subscription_params("subscribe_notifications", &params) {
-                        Ok(p) => p,
-                        Err(e) => return pending.reject(e).await,
-                    };
-                let wake = daemon.hub.watch(troupe_core::hub::NOTIFICATIONS_KEY);
-                let start = match p.since {
-                    Some(since) => Ok(since),
-                    None => daemon.store.latest_notification_seq(),
-                };
-                let Ok(cursor) = start else { return };
-                let Ok(sink) = pending.accept().await else {
-                    return;
-                };
-                push_after(
-                    sink,
-                    wake,
-                    cursor,
-                    SUBSCRIPTION_BATCH,
-                    |after| {
-                        daemon
-                            .store
-                            .list_notifications(after, None, SUBSCRIPTION_BATCH)
-                    },
-                    |n| n.seq,
-                )
-                .await;
-            }
-        },
-    )?;
-    Ok(module.into())
-}
-
-/// Pushes the rows after `cursor` in order, a batch at a time, then waits for `wake`; ends when
-/// the subscriber goes away, the hub drops the key, or a read fails.
-async fn push_after<T: serde::Serialize>(
-    sink: jsonrpsee::server::SubscriptionSink,
-    mut wake: tokio::sync::watch::Receiver<i64>,
-    mut cursor: i64,
-    batch: i64,
-    fetch: impl Fn(i64) -> Result<Vec<T>, troupe_store::StoreError>,
-    seq_of: impl Fn(&T) -> i64,
-) {
-    loop {
-        let rows = match fetch(cursor) {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "subscription read failed; closing it");
-                return;
-            }
-        };
-        let full = rows.len() as i64 == batch;
-        for row in rows {
-            cursor = seq_of(&row);
-            let Ok(json) = serde_json::value::to_raw_value(&row) else {
-                return;
-            };
-            if sink.send(json).await.is_err() {
-                return; // the subscriber went away
-            }
-        }
-        if full {
-            continue;
-        }
-        tokio::select! {
-            changed = wake.changed() => if changed.is_err() { return },
-            _ = sink.closed() => return,
-        }
+            },
+        )?;
     }
-}
-
-/// A subscription's params, or the error to reject it with.
-fn subscription_params<P: serde::de::DeserializeOwned>(
-    name: &'static str,
-    params: &jsonrpsee::types::Params<'_>,
-) -> Result<P, ErrorObjectOwned> {
-    let raw: Option<Value> = params.as_str().and_then(|s| serde_json::from_str(s).ok());
-    parse_params(name, raw).map_err(|e| e.to_rpc())
+    Ok(module.into())
 }
 
 /// Server limits: the request body must hold the largest allowed message, JSON-escaped.

@@ -1,4 +1,4 @@
-//! `troupe bench messaging`: measures a real daemon (a child process on a scratch data dir)
+//! `troupe-dev bench messaging`: measures a real daemon (a child process on a scratch data dir)
 //! through its public API — start → ready, idle RSS, durable sends from 1 and from N concurrent
 //! clients, and send → subscriber delivery latency — and, in the same run on the same disk, the
 //! floor: the same rows group-committed straight through rusqlite (`troupe_store::

@@ -1,4 +1,4 @@
-//! `troupe bench mcp` and `troupe bench acp`: the doors agent CLIs use. `mcp` drives a real
+//! `troupe-dev bench mcp` and `troupe-dev bench acp`: the doors agent CLIs use. `mcp` drives a real
 //! `troupe mcp` process over stdio as an MCP client would (initialize, then `tools/call` round
 //! trips of a cheap tool) and reports p50/p99. `acp` starts ACP members through the daemon
 //! (`start_agent`) and reports spawn → first `session/update` (the daemon's
@@ -30,7 +30,7 @@ pub struct AcpArgs {
     /// Members started, one after another.
     #[arg(long, default_value_t = 20)]
     pub runs: usize,
-    /// The ACP agent's argv (default: the scripted agent, `troupe scripted-acp-agent`).
+    /// The ACP agent's argv (default: the scripted agent, `troupe-dev scripted-acp-agent`).
     #[arg(long, num_args = 1.., allow_hyphen_values = true)]
     pub command: Vec<String>,
     /// Extra environment for the agent, NAME=VALUE.

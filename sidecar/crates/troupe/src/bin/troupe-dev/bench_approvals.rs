@@ -1,4 +1,4 @@
-//! `troupe bench approvals`: the approval round trip without the human — a worker asks
+//! `troupe-dev bench approvals`: the approval round trip without the human — a worker asks
 //! (`request_permission`), the diagnostic reaches an editor (a real `troupe lsp` process driven
 //! over stdio as an LSP client), the editor decides (`workspace/executeCommand`), and the worker's
 //! call returns. Reports p50/p99 of ask → diagnostic and of the whole round trip.

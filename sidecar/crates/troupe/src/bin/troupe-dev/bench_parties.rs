@@ -1,4 +1,4 @@
-//! `troupe bench parties`: one party of many roles and members (trivial real processes that
+//! `troupe-dev bench parties`: one party of many roles and members (trivial real processes that
 //! just call `complete`) run by a real daemon — scheduling overhead per member, wall time
 //! against the sum of member run times, daemon CPU and memory — plus the pure engine's cost per
 //! scheduling step, measured in-process. Medians over several runs.

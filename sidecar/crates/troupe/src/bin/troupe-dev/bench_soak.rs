@@ -1,4 +1,4 @@
-//! `troupe bench soak`: kill -9 soaks of a real daemon (a child process on a scratch data dir).
+//! `troupe-dev bench soak`: kill -9 soaks of a real daemon (a child process on a scratch data dir).
 //! `messaging`: many clients send keyed messages, the daemon is killed at a random moment and
 //! restarted, the sends in flight are retried with the same keys, and every acknowledged message
 //! must be stored exactly once. `parties`: a party of process and ACP members is killed at a random

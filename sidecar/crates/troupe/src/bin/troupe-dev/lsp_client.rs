@@ -1,5 +1,5 @@
 //! A minimal LSP client over a child `troupe lsp`'s stdio (Content-Length framing), used by
-//! `troupe bench approvals` and by the tests to drive the editor door like an editor would.
+//! `troupe-dev bench approvals` and by the tests to drive the editor door like an editor would.
 
 use std::process::Stdio;
 

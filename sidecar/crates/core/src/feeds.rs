@@ -1,0 +1,155 @@
+//! The subscriptions' logic, one loop for all three: a `Feed` yields the items a subscriber is
+//! owed, in order, and waits on the hub when there are none. Messages and notifications replay
+//! the rows after a cursor, a batch at a time; approvals send the whole pending list at once and
+//! after every change. No wire format here: a door turns the items into its notifications.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::watch;
+use troupe_api::types::{
+    ApprovalsResult, SubscribeApprovalsParams, SubscribeMessagesParams,
+    SubscribeNotificationsParams,
+};
+use troupe_api::{ApiError, parse_params};
+use troupe_store::{PollFilter, StoreError};
+
+use crate::daemon::Daemon;
+
+/// Rows pushed to a subscriber per store read.
+const BATCH: i64 = 256;
+
+/// What a feed reads.
+enum Source {
+    /// A session's messages after the cursor.
+    Messages { session_id: String },
+    /// The person's notifications after the cursor.
+    Notifications,
+    /// The pending requests (of one project, of none, or of all), whole, at each change.
+    Approvals { project: Option<Option<String>> },
+}
+
+/// One subscriber's stream of items.
+pub struct Feed {
+    daemon: Arc<Daemon>,
+    source: Source,
+    wake: watch::Receiver<i64>,
+    cursor: i64,
+    /// Read again without waiting (the first read, or the last batch was full).
+    ready: bool,
+}
+
+/// Opens the subscription `name` (`subscribe_messages`, `subscribe_approvals`,
+/// `subscribe_notifications`) with its params; a bad param or an unknown session is an error.
+pub fn open(
+    daemon: &Arc<Daemon>,
+    name: &'static str,
+    params: Option<Value>,
+) -> Result<Feed, ApiError> {
+    let (source, wake, cursor) = match name {
+        "subscribe_messages" => {
+            let p: SubscribeMessagesParams = parse_params(name, params)?;
+            // Watch before reading the cursor so nothing committed in between is missed.
+            let wake = daemon.hub.watch(&p.session_id);
+            let cursor = match p.since {
+                Some(since) => daemon.store.get_session(&p.session_id).map(|_| since),
+                None => daemon.store.latest_message_seq(&p.session_id),
+            }
+            .map_err(|e| ApiError::from(e).in_op(name))?;
+            let source = Source::Messages {
+                session_id: p.session_id,
+            };
+            (source, wake, cursor)
+        }
+        "subscribe_notifications" => {
+            let p: SubscribeNotificationsParams = parse_params(name, params)?;
+            let wake = daemon.hub.watch(crate::hub::NOTIFICATIONS_KEY);
+            let cursor = match p.since {
+                Some(since) => since,
+                None => daemon.store.latest_notification_seq()?,
+            };
+            (Source::Notifications, wake, cursor)
+        }
+        "subscribe_approvals" => {
+            let p: SubscribeApprovalsParams = parse_params(name, params)?;
+            let project = crate::ops::project_filter(daemon, name, p.project_id, p.cwd)?;
+            let wake = daemon.hub.watch(crate::hub::APPROVALS_KEY);
+            (Source::Approvals { project }, wake, 0)
+        }
+        other => {
+            return Err(ApiError::NotFound {
+                what: "subscription".into(),
+                id: other.into(),
+            });
+        }
+    };
+    Ok(Feed {
+        daemon: daemon.clone(),
+        source,
+        wake,
+        cursor,
+        ready: true,
+    })
+}
+
+impl Feed {
+    /// The next items, in order (waits until there are some). `None`: the feed has ended (the
+    /// hub dropped its key, or a read failed).
+    pub async fn next(&mut self) -> Option<Vec<Value>> {
+        loop {
+            if !self.ready && self.wake.changed().await.is_err() {
+                return None;
+            }
+            self.ready = false;
+            let items = match self.read() {
+                Ok(items) => items,
+                Err(e) => {
+                    tracing::warn!(error = %e, "subscription read failed; closing it");
+                    return None;
+                }
+            };
+            if !items.is_empty() || matches!(self.source, Source::Approvals { .. }) {
+                return Some(items);
+            }
+        }
+    }
+
+    fn read(&mut self) -> Result<Vec<Value>, StoreError> {
+        let store = &self.daemon.store;
+        let rows: Vec<(i64, Value)> = match &self.source {
+            Source::Messages { session_id } => store
+                .poll_messages(&PollFilter {
+                    session_id: session_id.clone(),
+                    since: Some(self.cursor),
+                    unread_only: false,
+                    limit: BATCH,
+                })?
+                .into_iter()
+                .map(|m| Ok((m.seq, serde_json::to_value(m)?)))
+                .collect::<Result<_, serde_json::Error>>()?,
+            Source::Notifications => store
+                .list_notifications(self.cursor, None, BATCH)?
+                .into_iter()
+                .map(|n| Ok((n.seq, serde_json::to_value(n)?)))
+                .collect::<Result<_, serde_json::Error>>()?,
+            Source::Approvals { project } => {
+                let approvals = match project {
+                    // A project never seen has no requests.
+                    Some(None) => Vec::new(),
+                    Some(Some(id)) => {
+                        store.list_approvals(Some("pending"), Some(id), None, None, false)?
+                    }
+                    None => store.list_approvals(Some("pending"), None, None, None, false)?,
+                };
+                tracing::debug!(pending = approvals.len(), "approvals snapshot");
+                return Ok(vec![serde_json::to_value(ApprovalsResult { approvals })?]);
+            }
+        };
+        // A full batch: more may be waiting, read again at once.
+        self.ready = rows.len() as i64 == BATCH;
+        if let Some((seq, _)) = rows.last() {
+            self.cursor = *seq;
+        }
+        Ok(rows.into_iter().map(|(_, v)| v).collect())
+    }
+}
