@@ -55,6 +55,47 @@ pub fn parse_params<P: serde::de::DeserializeOwned>(
     serde_json::from_value(params).map_err(|e| ApiError::invalid(op, e.to_string()))
 }
 
+/// How an operation's params take a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Absent,
+    Optional,
+    Required,
+}
+
+/// How `op`'s params take `field`, read from its JSON Schema (worked out once per process). The
+/// doors that fill in what a caller left out (the caller's session, its directory) ask this.
+pub fn param_field(op: &str, field: &str) -> Field {
+    type Fields = (Vec<String>, Vec<String>);
+    static FIELDS: std::sync::OnceLock<std::collections::HashMap<&'static str, Fields>> =
+        std::sync::OnceLock::new();
+    let fields = FIELDS.get_or_init(|| {
+        OPERATIONS
+            .iter()
+            .map(|o| {
+                let schema = serde_json::to_value((o.params_schema)()).unwrap_or_default();
+                let names = |v: Option<Vec<String>>| v.unwrap_or_default();
+                let props = names(
+                    schema["properties"]
+                        .as_object()
+                        .map(|m| m.keys().cloned().collect()),
+                );
+                let required = names(schema["required"].as_array().map(|r| {
+                    r.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                }));
+                (o.name, (props, required))
+            })
+            .collect()
+    });
+    match fields.get(op) {
+        Some((_, required)) if required.iter().any(|f| f == field) => Field::Required,
+        Some((props, _)) if props.iter().any(|f| f == field) => Field::Optional,
+        _ => Field::Absent,
+    }
+}
+
 fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

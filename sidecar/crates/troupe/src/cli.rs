@@ -434,19 +434,16 @@ async fn call(layout: &Layout, operation: &str, params: &str) -> anyhow::Result<
     let mut args: Value = serde_json::from_str(&text)
         .with_context(|| format!("params are not valid JSON: {text}"))?;
     if let Value::Object(map) = &mut args {
-        let schema = serde_json::to_value((op.params_schema)())?;
-        let has = |name: &str| schema["properties"].get(name).is_some();
-        let required = |name: &str| {
-            schema["required"]
-                .as_array()
-                .is_some_and(|r| r.iter().any(|v| v == name))
-        };
-        if has("cwd") && !map.contains_key("cwd") && !map.contains_key("project_id") {
+        use troupe_api::{Field, param_field};
+        if param_field(op.name, "cwd") != Field::Absent
+            && !map.contains_key("cwd")
+            && !map.contains_key("project_id")
+        {
             map.insert("cwd".into(), cwd_string()?.into());
         }
         if let Ok(session) = std::env::var("TROUPE_SESSION_ID") {
             for field in ["session_id", "from_session_id"] {
-                if has(field) && required(field) && !map.contains_key(field) {
+                if param_field(op.name, field) == Field::Required && !map.contains_key(field) {
                     map.insert(field.into(), session.clone().into());
                 }
             }

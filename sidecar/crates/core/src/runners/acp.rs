@@ -22,7 +22,7 @@ use troupe_engine::{AcpOptions, AgentDefinition};
 use troupe_store::AgentRun;
 
 use crate::runners::RunnerHost;
-use crate::runners::process::Exit;
+use crate::runners::process::{Exit, RunTable};
 use crate::runners::wasm::confine;
 use adapter::{
     AgentInfo, BoxFuture, Choice, ClientSide, McpStdio, PermissionAnswer, PermissionAsk,
@@ -833,6 +833,37 @@ impl ClientSide for Member {
 
     fn terminal_release(&self, id: &str) -> Result<(), String> {
         self.terminals.release(id)
+    }
+}
+
+/// Agents that are an ACP agent CLI (`runner: "acp:<agent>"`): its process in its own group,
+/// driven by a task that hears its updates and answers its requests.
+pub struct AcpRunner;
+
+impl super::Runner for AcpRunner {
+    fn kind(&self) -> super::Kind {
+        super::Kind::Acp
+    }
+
+    fn place(&self, table: &RunTable, launch: super::Launch) -> Result<super::Placed, String> {
+        let host = launch.host.ok_or("the daemon is still starting")?;
+        let log = table.log_file(&launch.log).map_err(|e| e.to_string())?;
+        let spawned = std::time::Instant::now();
+        let child =
+            spawn(&launch.agent, &launch.workdir, &launch.env, log).map_err(|e| e.to_string())?;
+        let pid = child.id().ok_or("the agent exited at once")?;
+        let (run, agent, env) = (launch.run, launch.agent, launch.env);
+        Ok(super::Placed {
+            pid,
+            start_time: crate::runners::process::process_start_time(pid),
+            // Its own process group: the group is the leader's pid.
+            pgid: Some(pid),
+            go: Box::new(move |table: &RunTable| {
+                table.spawn_managed(run.run_id.clone(), move |stop| {
+                    drive(host, run, agent, child, spawned, env, stop)
+                });
+            }),
+        })
     }
 }
 

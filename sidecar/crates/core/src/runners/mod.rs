@@ -1,21 +1,26 @@
-//! The runners: how an agent run executes. `process` starts a command in its own process group,
-//! `wasm` runs an executor plugin's model loop inside the daemon, `acp` drives an agent CLI over
-//! the Agent Client Protocol. The orchestrator picks one per run (`kind_of`) and hears back an
-//! `Exit`. A runner reaches the daemon only through `RunnerHost`: the store, the plugins and the
-//! operations an agent's tools call; it knows nothing of parties.
+//! The runners: how an agent run executes, each behind the one `Runner` trait. `process` starts a
+//! command in its own process group, `wasm` runs an executor plugin's model loop inside the
+//! daemon, `acp` drives an agent CLI over the Agent Client Protocol (a `remote` runner would be a
+//! fourth). The orchestrator picks one per run (`runner_for`), records where the run lives, lets it
+//! go, and hears back an `Exit` through the `RunTable`. A runner reaches the daemon only through
+//! `RunnerHost`: the store, the plugins and the operations an agent's tools call; it knows nothing
+//! of parties.
 
 pub mod acp;
 pub mod process;
 pub mod wasm;
 
+use std::path::PathBuf;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use troupe_api::ApiError;
 use troupe_api::types::*;
-use troupe_store::Store;
+use troupe_engine::AgentDefinition;
+use troupe_store::{AgentRun, Store};
 
-pub use process::Exit;
+pub use process::{Exit, RunTable};
 
 /// What a runner may use of the daemon.
 pub trait RunnerHost: Send + Sync + 'static {
@@ -40,6 +45,50 @@ pub trait RunnerHost: Send + Sync + 'static {
 /// A runner's handle on the daemon: weak, so a run never keeps a stopped daemon alive.
 pub type Host = Weak<dyn RunnerHost>;
 
+/// Everything a runner needs to start a run.
+pub struct Launch {
+    pub run: AgentRun,
+    pub agent: AgentDefinition,
+    /// Where it works (its worktree, clone or the project).
+    pub workdir: PathBuf,
+    /// Its environment: how to call back (`TROUPE_SESSION_ID`, `TROUPE_RUN_ID`, …).
+    pub env: Vec<(String, String)>,
+    /// The log file its output goes to (`runs/<log>.log`).
+    pub log: String,
+    pub timeout: Option<Duration>,
+    /// The daemon, for runners that call operations (none while the daemon is still starting).
+    pub host: Option<Host>,
+}
+
+/// Where a started run lives, and how to let it proceed once that is recorded.
+pub struct Placed {
+    /// Its leader process (the daemon's own pid for an in-daemon run).
+    pub pid: u32,
+    pub start_time: Option<i64>,
+    /// Its own process group, ended with the run (none for an in-daemon run).
+    pub pgid: Option<u32>,
+    /// Lets the run proceed; called once the run's start is recorded, so nothing the run does
+    /// (a `complete`) can be recorded before it.
+    pub go: Box<dyn FnOnce(&RunTable) + Send>,
+}
+
+/// A way to run an agent.
+pub trait Runner: Send + Sync {
+    /// Which runner this is.
+    fn kind(&self) -> Kind;
+    /// Starts the run's process (if it has one) under `table`, which will hear its exit.
+    fn place(&self, table: &RunTable, launch: Launch) -> Result<Placed, String>;
+}
+
+/// The runner an agent definition asks for.
+pub fn runner_for(agent: &AgentDefinition) -> &'static dyn Runner {
+    match kind_of(agent) {
+        Kind::Wasm => &wasm::WasmRunner,
+        Kind::Acp => &acp::AcpRunner,
+        Kind::Process => &process::ProcessRunner,
+    }
+}
+
 /// Which runner runs an agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -52,7 +101,7 @@ pub enum Kind {
 }
 
 /// The runner an agent definition asks for.
-pub fn kind_of(agent: &troupe_engine::AgentDefinition) -> Kind {
+pub fn kind_of(agent: &AgentDefinition) -> Kind {
     if wasm::plugin_of(agent).is_some() {
         Kind::Wasm
     } else if acp::agent_of(agent).is_some() {

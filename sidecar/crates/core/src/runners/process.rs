@@ -77,7 +77,7 @@ pub struct SpawnSpec {
 }
 
 #[derive(Clone)]
-pub struct Runner {
+pub struct RunTable {
     inner: Arc<Inner>,
 }
 
@@ -88,15 +88,15 @@ struct Inner {
     logs: Mutex<HashMap<String, std::fs::File>>,
 }
 
-impl std::fmt::Debug for Runner {
+impl std::fmt::Debug for RunTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runner").finish_non_exhaustive()
+        f.debug_struct("RunTable").finish_non_exhaustive()
     }
 }
 
-impl Runner {
-    pub fn new(log_dir: PathBuf, exits: mpsc::UnboundedSender<RunExit>) -> Runner {
-        Runner {
+impl RunTable {
+    pub fn new(log_dir: PathBuf, exits: mpsc::UnboundedSender<RunExit>) -> RunTable {
+        RunTable {
             inner: Arc::new(Inner {
                 exits,
                 stops: Mutex::new(HashMap::new()),
@@ -371,5 +371,39 @@ pub fn is_alive(pid: u32, start: Option<i64>) -> bool {
     match start {
         Some(start) => fields.get(19).and_then(|f| f.parse::<i64>().ok()) == Some(start),
         None => true,
+    }
+}
+
+/// Agents that are a command: started in their own process group, already running when placed.
+pub struct ProcessRunner;
+
+impl super::Runner for ProcessRunner {
+    fn kind(&self) -> super::Kind {
+        super::Kind::Process
+    }
+
+    fn place(&self, table: &RunTable, launch: super::Launch) -> Result<super::Placed, String> {
+        let argv = launch
+            .agent
+            .command
+            .clone()
+            .ok_or_else(|| format!("agent {} has no command", launch.agent.name))?;
+        let (pid, start_time) = table
+            .spawn(SpawnSpec {
+                run_id: launch.run.run_id.clone(),
+                log: launch.log,
+                argv,
+                cwd: launch.workdir,
+                env: launch.env,
+                timeout: launch.timeout,
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(super::Placed {
+            pid,
+            start_time,
+            // Its own process group: the group is the leader's pid.
+            pgid: Some(pid),
+            go: Box::new(|_| {}),
+        })
     }
 }

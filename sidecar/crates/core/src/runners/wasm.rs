@@ -17,7 +17,7 @@ use troupe_plugin_host::{CallContext, ExecTask, ToolHandler, ToolSchema, Usage};
 use troupe_store::AgentRun;
 
 use crate::runners::RunnerHost;
-use crate::runners::process::Exit;
+use crate::runners::process::{Exit, RunTable};
 use troupe_api::types::{
     CompleteParams, CompletionStatus, PollMessagesParams, RequestPermissionParams,
     SendMessageParams, SendToParentParams,
@@ -686,6 +686,30 @@ async fn read_pipe(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> Vec<u8> {
                 kept.extend_from_slice(&buf[..n.min(room)]);
             }
         }
+    }
+}
+
+/// Agents run by an executor plugin (`runner: "plugin:<executor>"`): a task in the daemon.
+pub struct WasmRunner;
+
+impl super::Runner for WasmRunner {
+    fn kind(&self) -> super::Kind {
+        super::Kind::Wasm
+    }
+
+    fn place(&self, _table: &RunTable, launch: super::Launch) -> Result<super::Placed, String> {
+        let host = launch.host.ok_or("the daemon is still starting")?;
+        // An in-daemon run carries the daemon's own pid: after a restart it reads as gone.
+        let pid = std::process::id();
+        let (run, agent, timeout) = (launch.run, launch.agent, launch.timeout);
+        Ok(super::Placed {
+            pid,
+            start_time: crate::runners::process::process_start_time(pid),
+            pgid: None,
+            go: Box::new(move |table: &RunTable| {
+                table.spawn_task(run.run_id.clone(), timeout, self::run(host, run, agent));
+            }),
+        })
     }
 }
 

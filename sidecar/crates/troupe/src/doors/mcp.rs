@@ -389,39 +389,24 @@ fn fill_caller(session: Option<&str>, op: &str, args: &mut Value) {
         return;
     };
     for f in caller_fields(op) {
-        args[*f] = json!(session);
+        args[f] = json!(session);
     }
 }
 
-/// The caller fields `op`'s params have, worked out once per process.
-fn caller_fields(op: &str) -> &'static [&'static str] {
-    static FIELDS: std::sync::OnceLock<std::collections::HashMap<&'static str, Vec<&'static str>>> =
-        std::sync::OnceLock::new();
-    FIELDS
-        .get_or_init(|| {
-            troupe_api::OPERATIONS
-                .iter()
-                .map(|o| {
-                    let props = serde_json::to_value((o.params_schema)())
-                        .ok()
-                        .and_then(|s| s.get("properties").cloned())
-                        .unwrap_or_default();
-                    let mut fields: Vec<&'static str> = CALLER_FIELDS
-                        .iter()
-                        .copied()
-                        .filter(|f| props.get(*f).is_some())
-                        .collect();
-                    // An operation that names its caller (`session_id`) and also takes a parent
-                    // (`list_agents`) is asked as the caller: it works out the family itself.
-                    if fields.contains(&"session_id") {
-                        fields.retain(|f| *f != "parent_session_id");
-                    }
-                    (o.name, fields)
-                })
-                .collect()
-        })
-        .get(op)
-        .map_or(&[], Vec::as_slice)
+/// The caller fields `op`'s params have.
+fn caller_fields(op: &str) -> Vec<&'static str> {
+    use troupe_api::{Field, param_field};
+    let mut fields: Vec<&'static str> = CALLER_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| param_field(op, f) != Field::Absent)
+        .collect();
+    // An operation that names its caller (`session_id`) and also takes a parent
+    // (`list_agents`) is asked as the caller: it works out the family itself.
+    if fields.contains(&"session_id") {
+        fields.retain(|f| *f != "parent_session_id");
+    }
+    fields
 }
 
 impl Door {

@@ -1,0 +1,357 @@
+//! The orchestrator: the daemon's single loop for agents and parties. Every input (a command
+//! from an operation, a run's exit) arrives as one closed `Event`; party inputs go to the pure
+//! engine, whose new state is persisted (with its timeline events) before its actions are
+//! carried out: spawn (isolation, run row, process), stop, notify. On start-up it rebuilds every
+//! live party from the store and adopts or buries the processes an earlier daemon left.
+//! This file holds the handle, the commands and the loop's dispatch; the party driver is
+//! `party`, the run supervisor `supervisor`, start-up recovery `recovery`.
+
+mod party;
+mod recovery;
+mod supervisor;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use troupe_engine::{
+    Action, AgentDefinition, Decision, Input, Isolation, Member, MemberStatus, NotifyTarget, Party,
+    PartyDefinition, PartyStatus, Signal, Strategy,
+};
+use troupe_store::{
+    AgentRun, MemberState, NewEvent, NewNotification, NewRun, NewSession, PartyRow, PartyState,
+    Priority, Recipients, RunStatus, Store,
+};
+
+use crate::hub::Hub;
+use crate::runners::process::{Exit, RunExit, RunTable};
+use troupe_api::ApiError;
+use troupe_api::layout::Layout;
+
+pub(crate) use supervisor::isolate;
+use supervisor::*;
+
+/// How long a member that called `complete` may take to exit before it is stopped.
+const EXIT_GRACE_AFTER_COMPLETE: Duration = Duration::from_secs(5);
+
+type Reply = oneshot::Sender<Result<(), ApiError>>;
+
+/// Commands from operation handlers.
+#[derive(Debug)]
+pub enum Command {
+    Launch {
+        party_id: String,
+        reply: Reply,
+    },
+    Signal {
+        party_id: String,
+        role: String,
+        signal: Signal,
+        reply: Reply,
+    },
+    Override {
+        party_id: String,
+        role: String,
+        strategy: Strategy,
+        reply: Reply,
+    },
+    Cancel {
+        party_id: String,
+        reply: Reply,
+    },
+    /// Spawn a standalone run (`start_agent`); its row exists already.
+    StartRun {
+        run: Box<AgentRun>,
+        definition: Box<AgentDefinition>,
+        reply: Reply,
+    },
+    /// `complete` was recorded for this run.
+    RunCompleted {
+        run_id: String,
+    },
+    /// Stop a standalone run (`cancel_agent`); its row is already cancelled.
+    StopRun {
+        run_id: String,
+    },
+    /// The daemon is stopping: end the runs that cannot be adopted by the next daemon (ACP
+    /// agents talk to this one over stdio; executor runs live in it) with all their processes,
+    /// record them crashed, then stop the loop. Process members keep running, to be adopted.
+    Shutdown {
+        reply: Reply,
+    },
+    /// A recovery plugin answered (after its restart delay, if any) about crash `crash_count`.
+    RecoveryDecided {
+        party_id: String,
+        role: String,
+        index: u32,
+        crash_count: u32,
+        decision: Decision,
+    },
+}
+
+/// Everything the loop reacts to.
+enum Event {
+    Command(Command),
+    Exit(RunExit),
+}
+
+/// The handle operation handlers use.
+#[derive(Debug, Clone)]
+pub struct Orchestrator {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Orchestrator {
+    /// Sends a command and waits for its answer.
+    pub async fn request(&self, make: impl FnOnce(Reply) -> Command) -> Result<(), ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(make(tx))
+            .map_err(|_| ApiError::Unavailable("the daemon is shutting down".into()))?;
+        rx.await
+            .map_err(|_| ApiError::Unavailable("the daemon is shutting down".into()))?
+    }
+
+    /// Ends what cannot outlive this daemon (see `Command::Shutdown`) and stops the loop.
+    pub async fn shutdown(&self) -> Result<(), ApiError> {
+        self.request(|reply| Command::Shutdown { reply }).await
+    }
+
+    /// Sends a command that needs no answer.
+    pub fn tell(&self, command: Command) {
+        if self.commands.send(command).is_err() {
+            tracing::debug!("orchestrator gone; command dropped");
+        }
+    }
+}
+
+/// The frozen launch snapshot of a party: its definition and the agent definitions it uses.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Snapshot {
+    pub party: PartyDefinition,
+    pub agents: std::collections::BTreeMap<String, AgentDefinition>,
+}
+
+struct LiveParty {
+    party: Party,
+    row: PartyRow,
+    snapshot: Snapshot,
+}
+
+/// Where a party run belongs.
+#[derive(Debug, Clone)]
+struct MemberRef {
+    party_id: String,
+    role: String,
+    index: u32,
+    attempt: u32,
+}
+
+/// The runners' handle on the daemon, once it exists (executor and ACP runs, recovery plugins).
+pub type HostCell = Arc<std::sync::OnceLock<crate::runners::Host>>;
+
+/// Longest restart delay a recovery plugin may ask for.
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(3600);
+/// Shortest: a restart is never immediate.
+const MIN_RESTART_DELAY: Duration = Duration::from_millis(100);
+
+struct Loop {
+    daemon: HostCell,
+    commands: mpsc::UnboundedSender<Command>,
+    store: Store,
+    hub: Arc<Hub>,
+    layout: Layout,
+    runner: RunTable,
+    parties: HashMap<String, LiveParty>,
+    /// Runs of live parties, by run id.
+    members: HashMap<String, MemberRef>,
+    inputs: VecDeque<(String, Input)>,
+}
+
+/// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
+/// may need the whole daemon: executor runs, recovery plugins).
+pub struct Boot {
+    state: Loop,
+    command_rx: mpsc::UnboundedReceiver<Command>,
+    exit_rx: mpsc::UnboundedReceiver<RunExit>,
+}
+
+impl std::fmt::Debug for Boot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Boot").finish_non_exhaustive()
+    }
+}
+
+/// Builds the loop; commands sent to the handle wait until `Boot::start`.
+pub fn create(
+    store: Store,
+    hub: Arc<Hub>,
+    layout: Layout,
+    daemon: HostCell,
+) -> (Orchestrator, Boot) {
+    let (commands, command_rx) = mpsc::unbounded_channel();
+    let (exits, exit_rx) = mpsc::unbounded_channel();
+    let runner = RunTable::new(layout.data_dir.join("runs"), exits);
+    let state = Loop {
+        daemon,
+        commands: commands.clone(),
+        store,
+        hub,
+        layout,
+        runner,
+        parties: HashMap::new(),
+        members: HashMap::new(),
+        inputs: VecDeque::new(),
+    };
+    (
+        Orchestrator { commands },
+        Boot {
+            state,
+            command_rx,
+            exit_rx,
+        },
+    )
+}
+
+impl Boot {
+    /// Recovers the state an earlier daemon left, then runs the loop.
+    pub async fn start(self) -> anyhow::Result<()> {
+        let Boot {
+            mut state,
+            mut command_rx,
+            mut exit_rx,
+        } = self;
+        state.recover().await?;
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    Some(c) = command_rx.recv() => Event::Command(c),
+                    Some(e) = exit_rx.recv() => Event::Exit(e),
+                    else => break,
+                };
+                if state.handle(event).await == Flow::Stop {
+                    break;
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn parse_member_status(s: &str) -> MemberStatus {
+    serde_json::from_value(Value::String(s.into())).unwrap_or(MemberStatus::Failed)
+}
+
+fn parse_party_status(s: &str) -> PartyStatus {
+    serde_json::from_value(Value::String(s.into())).unwrap_or(PartyStatus::Failed)
+}
+
+/// A short, branch-safe label for a party: `<name>-<first 8 of its id>`.
+pub fn party_label(row: &PartyRow) -> String {
+    format!(
+        "{}-{}",
+        row.name,
+        &row.party_id[..8.min(row.party_id.len())]
+    )
+}
+
+/// Whether the loop goes on after an event.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl Loop {
+    async fn handle(&mut self, event: Event) -> Flow {
+        match event {
+            Event::Command(Command::Shutdown { reply }) => {
+                self.shut_down().await;
+                let _caller_gone = reply.send(Ok(()));
+                return Flow::Stop;
+            }
+            Event::Command(Command::Launch { party_id, reply }) => {
+                let result = self.launch(&party_id).await;
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::Signal {
+                party_id,
+                role,
+                signal,
+                reply,
+            }) => {
+                let result = self.input(&party_id, Input::Signal { role, signal }).await;
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::Override {
+                party_id,
+                role,
+                strategy,
+                reply,
+            }) => {
+                let result = self
+                    .input(&party_id, Input::OverrideRecovery { role, strategy })
+                    .await;
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::Cancel { party_id, reply }) => {
+                let result = self.input(&party_id, Input::Cancel).await;
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::StartRun {
+                run,
+                definition,
+                reply,
+            }) => {
+                let result = self
+                    .spawn_run(&run, &definition)
+                    .await
+                    .map_err(ApiError::Internal);
+                if let Err(e) = &result {
+                    self.bury(&run.run_id, RunStatus::Crashed, e.to_string())
+                        .await;
+                }
+                let _caller_gone = reply.send(result);
+            }
+            Event::Command(Command::RunCompleted { run_id }) => self.run_completed(&run_id).await,
+            Event::Command(Command::StopRun { run_id }) => {
+                self.runner.stop(&run_id);
+            }
+            Event::Command(Command::RecoveryDecided {
+                party_id,
+                role,
+                index,
+                crash_count,
+                decision,
+            }) => {
+                if let Err(e) = self
+                    .input(
+                        &party_id,
+                        Input::RecoveryDecided {
+                            role,
+                            index,
+                            crash_count,
+                            decision,
+                        },
+                    )
+                    .await
+                {
+                    tracing::debug!(party = %party_id, error = %e, "recovery decision not applied");
+                }
+            }
+            Event::Exit(exit) => self.run_exited(exit).await,
+        }
+        self.drain().await;
+        Flow::Continue
+    }
+}

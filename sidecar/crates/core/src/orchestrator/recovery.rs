@@ -1,0 +1,167 @@
+//! Recovery at start-up: adopts the live processes an earlier daemon left, buries the runs that
+//! cannot be adopted (with every process of theirs), rebuilds every live party from the store and
+//! re-consults the decisions that were pending when the daemon stopped.
+
+use super::*;
+
+impl Loop {
+    /// Rebuilds live parties and runs after a (re)start.
+    pub(super) async fn recover(&mut self) -> anyhow::Result<()> {
+        // 1. Runs an earlier daemon left: adopt the live processes that can be adopted, end
+        //    every process of the rest (its whole group and whatever carries its run id, the
+        //    agent CLI's own children included) and bury them.
+        let mut adopted = std::collections::HashSet::new();
+        let mut ended = Vec::new();
+        for run in self.store.list_runs(None, None, true)? {
+            let alive = run
+                .pid
+                .and_then(|p| u32::try_from(p).ok())
+                .filter(|p| crate::runners::process::is_alive(*p, run.pid_start));
+            // An ACP agent talked to the daemon that stopped over its stdio, and an in-daemon
+            // run lived in it: neither can be taken over.
+            let runner = run
+                .definition
+                .get("runner")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("process");
+            let adoptable = !runner.starts_with("acp:") && !runner.starts_with("wasm:");
+            let procs = crate::procs::RunProcesses {
+                run_id: run.run_id.clone(),
+                pgid: run.pgid.and_then(|g| u32::try_from(g).ok()),
+                since: run.pid_start,
+            };
+            match alive {
+                Some(pid) if adoptable && run.pgid.is_some() => {
+                    let left = run
+                        .timeout_ms
+                        .map(|t| Duration::from_millis(u64::try_from(t).unwrap_or(0)));
+                    tracing::info!(run = %run.run_id, pid, "adopting a running agent");
+                    adopted.insert(run.run_id.clone());
+                    self.runner
+                        .adopt(run.run_id.clone(), pid, run.pid_start, left);
+                }
+                _ if run.status == RunStatus::Pending => {
+                    ended.push((
+                        procs,
+                        RunStatus::Cancelled,
+                        "never started: the daemon stopped first".to_string(),
+                    ));
+                }
+                Some(_) => {
+                    ended.push((procs, RunStatus::Crashed, not_adoptable(runner)));
+                }
+                None => {
+                    ended.push((procs, RunStatus::Crashed, Exit::Vanished.describe()));
+                }
+            }
+        }
+        // Runs that ended (before or now) whose processes are still about: a member that
+        // completed just before a kill -9, a child that left its group.
+        let mut leftovers: Vec<crate::procs::RunProcesses> =
+            ended.iter().map(|(p, _, _)| p.clone()).collect();
+        for run_id in crate::procs::marked_runs() {
+            if adopted.contains(&run_id) || leftovers.iter().any(|p| p.run_id == run_id) {
+                continue;
+            }
+            // Only runs of this data dir: another daemon's runs are its own business.
+            if self
+                .store
+                .get_run(&run_id)
+                .is_ok_and(|r| r.status.is_finished())
+            {
+                leftovers.push(crate::procs::RunProcesses {
+                    run_id,
+                    pgid: None,
+                    since: None,
+                });
+            }
+        }
+        let killed = crate::procs::end(&leftovers, crate::runners::process::TERM_GRACE).await;
+        if killed > 0 {
+            tracing::info!(
+                killed,
+                "processes of runs an earlier daemon left were killed"
+            );
+        }
+        for (procs, status, why) in ended {
+            self.bury(&procs.run_id, status, why).await;
+        }
+        // 2. Live parties, from their rows.
+        for status in ["running", "pending"] {
+            for row in self.store.list_parties(None, Some(status))? {
+                let party_id = row.party_id.clone();
+                let (row, members) = self.store.get_party(&party_id)?;
+                if let Err(e) = self.load(row, &members) {
+                    tracing::error!(party = %party_id, error = %e, "cannot resume a party");
+                    continue;
+                }
+                if status == "pending" {
+                    self.inputs.push_back((party_id.clone(), Input::Launch));
+                    continue;
+                }
+                for m in &members {
+                    // A crash whose recovery plugin had not answered: ask again.
+                    if m.status == "recovering" {
+                        self.reconsult(&party_id, &m.role_name, m.instance_index, m.crash_count)
+                            .await;
+                        continue;
+                    }
+                    if m.status != "running" {
+                        continue;
+                    }
+                    let index = u32::try_from(m.instance_index).unwrap_or(0);
+                    let attempt = u32::try_from(m.attempts).unwrap_or(0);
+                    let run = m
+                        .agent_run_id
+                        .as_deref()
+                        .and_then(|r| self.store.get_run(r).ok());
+                    match run {
+                        // The spawn of this attempt never happened: do it now (not a crash).
+                        None => {
+                            self.spawn_or_queue(&party_id, &m.role_name, index, attempt)
+                                .await
+                        }
+                        Some(run) if run.attempt < i64::from(attempt) => {
+                            self.spawn_or_queue(&party_id, &m.role_name, index, attempt)
+                                .await
+                        }
+                        Some(run) => {
+                            self.members.insert(
+                                run.run_id.clone(),
+                                MemberRef {
+                                    party_id: party_id.clone(),
+                                    role: m.role_name.clone(),
+                                    index,
+                                    attempt,
+                                },
+                            );
+                            if run.status.is_completed() {
+                                self.inputs.push_back((
+                                    party_id.clone(),
+                                    Input::Completed {
+                                        role: m.role_name.clone(),
+                                        index,
+                                    },
+                                ));
+                            } else if run.status.is_finished() {
+                                self.inputs.push_back((
+                                    party_id.clone(),
+                                    Input::Crashed {
+                                        role: m.role_name.clone(),
+                                        index,
+                                        reason: run
+                                            .error
+                                            .clone()
+                                            .unwrap_or_else(|| run.status.as_str().into()),
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.drain().await;
+        Ok(())
+    }
+}

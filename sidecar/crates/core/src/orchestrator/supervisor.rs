@@ -1,0 +1,427 @@
+//! The run supervisor: starts a run on its runner (process, wasm executor, ACP agent), hears its
+//! exit, records how it ended (expiring its waiting approvals), tells its parent, mirrors agent
+//! state for the project, and at shutdown ends the runs no later daemon can adopt.
+
+use super::*;
+
+impl Loop {
+    /// The daemon is stopping: the runs no later daemon can adopt are recorded crashed (so
+    /// their pending approvals expire) and every process of theirs is ended.
+    pub(super) async fn shut_down(&mut self) {
+        let runs = match self.store.list_runs(None, None, true) {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list the runs to stop");
+                return;
+            }
+        };
+        let mut procs = Vec::new();
+        for run in runs {
+            let runner = run
+                .definition
+                .get("runner")
+                .and_then(Value::as_str)
+                .unwrap_or("process")
+                .to_string();
+            if !runner.starts_with("acp:") && !runner.starts_with("wasm:") {
+                continue;
+            }
+            self.bury(&run.run_id, RunStatus::Crashed, not_adoptable(&runner))
+                .await;
+            self.runner.stop(&run.run_id);
+            procs.push(crate::procs::RunProcesses {
+                run_id: run.run_id.clone(),
+                pgid: run.pgid.and_then(|g| u32::try_from(g).ok()),
+                since: run.pid_start,
+            });
+        }
+        let killed = crate::procs::end(&procs, crate::runners::process::TERM_GRACE).await;
+        tracing::info!(
+            runs = procs.len(),
+            killed,
+            "runs that cannot outlive the daemon were ended"
+        );
+    }
+
+    /// Starts a run's process and records it.
+    pub(super) async fn spawn_run(
+        &self,
+        run: &AgentRun,
+        agent: &AgentDefinition,
+    ) -> Result<(), String> {
+        let launch = crate::runners::Launch {
+            run: run.clone(),
+            agent: agent.clone(),
+            workdir: PathBuf::from(run.workdir.clone().unwrap_or_else(|| ".".into())),
+            env: member_env(
+                &self.layout,
+                run,
+                agent,
+                self.parties.get(run.party_id.as_deref().unwrap_or("")),
+            ),
+            log: match &run.party_id {
+                Some(party) => format!("party-{party}"),
+                None => run.run_id.clone(),
+            },
+            timeout: agent
+                .timeout_secs
+                .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            host: self.daemon.get().cloned(),
+        };
+        let placed = crate::runners::runner_for(agent).place(&self.runner, launch)?;
+        self.store
+            .run_started(
+                run.run_id.clone(),
+                i64::from(placed.pid),
+                placed.start_time,
+                placed.pgid.map(i64::from),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        (placed.go)(&self.runner);
+        Ok(())
+    }
+
+    /// Records a run's end (when nothing recorded it yet).
+    pub(super) async fn bury(&self, run_id: &str, status: RunStatus, error: String) {
+        match self
+            .store
+            .finish_run(run_id.to_string(), status, None, Some(error))
+            .await
+        {
+            Ok(end) => crate::hub::announce_expired(&self.hub, &end.expired_approvals),
+            Err(e) => tracing::warn!(run = %run_id, error = %e, "cannot record a run's end"),
+        }
+    }
+
+    pub(super) async fn run_exited(&mut self, exit: RunExit) {
+        let status = match exit.exit {
+            Exit::TimedOut => RunStatus::Timeout,
+            Exit::Stopped => RunStatus::Cancelled,
+            _ => RunStatus::Crashed,
+        };
+        let end = match self
+            .store
+            .finish_run(
+                exit.run_id.clone(),
+                status,
+                None,
+                Some(exit.exit.describe()),
+            )
+            .await
+        {
+            Ok(end) => end,
+            Err(e) => {
+                tracing::warn!(run = %exit.run_id, error = %e, "run exit not recorded");
+                return;
+            }
+        };
+        crate::hub::announce_expired(&self.hub, &end.expired_approvals);
+        self.after_run_end(&end.run, Some(&exit.exit), end.changed)
+            .await;
+    }
+
+    pub(super) async fn run_completed(&mut self, run_id: &str) {
+        let Ok(run) = self.store.get_run(run_id) else {
+            return;
+        };
+        self.after_run_end(&run, None, true).await;
+        // Give the process a moment to exit by itself, then stop it.
+        if self.runner.is_running(run_id) {
+            let runner = self.runner.clone();
+            let run_id = run_id.to_string();
+            tokio::spawn(async move {
+                tokio::time::sleep(EXIT_GRACE_AFTER_COMPLETE).await;
+                runner.stop(&run_id);
+            });
+        }
+    }
+
+    /// Feeds a finished run to its party (if it is the member's current attempt), or tells a
+    /// standalone run's parent how it went. `changed`: this event is what ended the run (not a
+    /// process exiting after its `complete`), so its mirrors need rewriting.
+    pub(super) async fn after_run_end(
+        &mut self,
+        run: &AgentRun,
+        exit: Option<&Exit>,
+        changed: bool,
+    ) {
+        // Mirror first: once the party's new state is visible, its files must be settled.
+        if changed && run.party_id.is_some() {
+            self.write_agent_state(run);
+        }
+        if let Some(m) = self.members.get(&run.run_id).cloned() {
+            let current = self
+                .parties
+                .get(&m.party_id)
+                .and_then(|live| {
+                    live.party
+                        .members
+                        .iter()
+                        .find(|x| x.role == m.role && x.index == m.index)
+                })
+                .is_some_and(|x| x.attempts == m.attempt && x.status == MemberStatus::Running);
+            if exit.is_some() {
+                self.members.remove(&run.run_id);
+            }
+            if current {
+                let input = if run.status.is_completed() {
+                    Input::Completed {
+                        role: m.role.clone(),
+                        index: m.index,
+                    }
+                } else {
+                    Input::Crashed {
+                        role: m.role.clone(),
+                        index: m.index,
+                        reason: run
+                            .error
+                            .clone()
+                            .unwrap_or_else(|| run.status.as_str().into()),
+                    }
+                };
+                if let Err(e) = self.step(&m.party_id, input).await {
+                    tracing::warn!(party = %m.party_id, error = %e, "member result not applied");
+                }
+            }
+            return;
+        }
+        if run.party_id.is_none() && changed {
+            self.tell_parent(run).await;
+            self.write_agent_state(run);
+        }
+    }
+
+    pub(super) async fn tell_parent(&self, run: &AgentRun) {
+        let Some(parent) = &run.parent_session_id else {
+            return;
+        };
+        let output = run
+            .result
+            .as_ref()
+            .and_then(|r| r.get("output"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let text = match &run.error {
+            Some(e) if !run.status.is_completed() => {
+                format!(
+                    "agent {} ({}) ended {}: {e}",
+                    run.agent_name,
+                    run.run_id,
+                    run.status.as_str()
+                )
+            }
+            _ => format!(
+                "agent {} ({}) finished {}: {output}",
+                run.agent_name,
+                run.run_id,
+                run.status.as_str()
+            ),
+        };
+        let result = async {
+            let parent = self.store.get_session(parent)?;
+            let project = self.store.get_project(&parent.project_id)?;
+            crate::system::send_system(
+                &self.store,
+                &self.hub,
+                &project.root_path,
+                Recipients::Session(parent.session_id),
+                text,
+                Priority::Normal,
+                Some(format!("run-end-{}", run.run_id)),
+            )
+            .await
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::debug!(run = %run.run_id, error = %e, "parent not told about its agent");
+        }
+    }
+
+    /// `.troupe/agents.jsonl` in the main checkout: one line per isolated agent run.
+    pub(super) fn sync_mirror(&self, project_id: &str, repo_root: &Path) {
+        let runs = match self.store.list_runs_in_project(project_id) {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list runs for the mirror");
+                return;
+            }
+        };
+        let lines: Vec<String> = runs
+            .iter()
+            .filter(|r| {
+                r.workdir
+                    .as_deref()
+                    .is_some_and(|w| Path::new(w) != repo_root)
+            })
+            .filter_map(|r| serde_json::to_string(&mirror_line(r)).ok())
+            .collect();
+        if lines.is_empty() {
+            return;
+        }
+        if let Err(e) = write_mirror(
+            &repo_root.join(".troupe"),
+            "agents.jsonl",
+            &(lines.join("\n") + "\n"),
+        ) {
+            tracing::warn!(error = %e, "cannot write .troupe/agents.jsonl");
+        }
+    }
+
+    /// `.troupe/agent-state.json` in an isolated run's worktree.
+    pub(super) fn write_agent_state(&self, run: &AgentRun) {
+        let Some(workdir) = &run.workdir else { return };
+        // A checkout removed by cleanup is not brought back.
+        if !Path::new(workdir).exists() {
+            return;
+        }
+        let Ok(run) = self.store.get_run(&run.run_id) else {
+            return;
+        };
+        let isolated = serde_json::from_value::<AgentDefinition>(run.definition.clone())
+            .is_ok_and(|d| d.isolation != Isolation::None);
+        if !isolated {
+            return;
+        }
+        let text = serde_json::to_string_pretty(&mirror_line(&run)).unwrap_or_default();
+        if let Err(e) = write_mirror(
+            &Path::new(workdir).join(".troupe"),
+            "agent-state.json",
+            &text,
+        ) {
+            tracing::debug!(error = %e, "cannot write agent-state.json");
+        }
+        if let Ok(project) = self.store.get_project(&run.project_id) {
+            self.sync_mirror(&run.project_id, Path::new(&project.root_path));
+        }
+    }
+}
+
+/// Why a run that no later daemon can take over ended with its daemon.
+pub(super) fn not_adoptable(runner: &str) -> String {
+    if runner.starts_with("acp:") {
+        "the daemon driving this ACP agent stopped".into()
+    } else {
+        "the daemon running this executor stopped".into()
+    }
+}
+
+pub(super) fn mirror_line(r: &AgentRun) -> Value {
+    json!({
+        "run_id": r.run_id, "agent": r.agent_name, "status": r.status,
+        "party_id": r.party_id, "role": r.role_name, "instance_index": r.instance_index,
+        "attempt": r.attempt, "session_id": r.session_id, "workdir": r.workdir,
+        "started_at": r.started_at, "completed_at": r.completed_at,
+        "output": r.result.as_ref().and_then(|x| x.get("output")),
+    })
+}
+
+/// Writes a derived view atomically, in a `.troupe` folder git ignores.
+pub(super) fn write_mirror(dir: &Path, file: &str, text: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "*\n")?;
+    }
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(tmp, dir.join(file))
+}
+
+/// Serialises git checkouts (see `isolate`).
+static GIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The member's working directory: the project itself, a worktree, or a clone.
+pub(crate) async fn isolate(
+    layout: &Layout,
+    repo_root: &Path,
+    isolation: Isolation,
+    label: &str,
+    role: &str,
+    index: u32,
+) -> Result<(PathBuf, Option<String>), String> {
+    let (base, clone) = match isolation {
+        Isolation::None => return Ok((repo_root.to_path_buf(), None)),
+        Isolation::Worktree => (layout.data_dir.join("worktrees"), false),
+        Isolation::Clone => (layout.data_dir.join("clones"), true),
+    };
+    let (root, label, role) = (repo_root.to_path_buf(), label.to_string(), role.to_string());
+    tokio::task::spawn_blocking(move || {
+        // git takes locks in the repository (refs, worktree admin dirs): one checkout at a
+        // time, even when a step spawns many members at once.
+        let _one_at_a_time = GIT_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let name = troupe_worktree::MemberName {
+            party: &label,
+            role: &role,
+            index,
+        };
+        let checkout = if clone {
+            troupe_worktree::ensure_clone(&root, &base, name)
+        } else {
+            troupe_worktree::ensure_worktree(&root, &base, name)
+        };
+        checkout
+            .map(|c| (c.path, Some(c.branch)))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| format!("isolation task failed: {e}"))?
+}
+
+/// The environment a run's process gets: enough to call back with `troupe call …`.
+pub(super) fn member_env(
+    layout: &Layout,
+    run: &AgentRun,
+    agent: &AgentDefinition,
+    party: Option<&LiveParty>,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("TROUPE_SESSION_ID".into(), run.session_id.clone()),
+        ("TROUPE_RUN_ID".into(), run.run_id.clone()),
+        ("TROUPE_AGENT".into(), run.agent_name.clone()),
+        ("TROUPE_PROMPT".into(), run.prompt.clone()),
+        ("TROUPE_HOME".into(), layout.data_dir.display().to_string()),
+        (
+            "TROUPE_RUNTIME_DIR".into(),
+            layout.runtime_dir.display().to_string(),
+        ),
+        (
+            "TROUPE_SOCKET".into(),
+            layout.socket_path().display().to_string(),
+        ),
+        (
+            "TROUPE_TOKEN_FILE".into(),
+            layout.token_path().display().to_string(),
+        ),
+        ("TROUPE_ATTEMPT".into(), run.attempt.to_string()),
+    ];
+    if let Some(workdir) = &run.workdir {
+        env.push(("TROUPE_WORKDIR".into(), workdir.clone()));
+    }
+    if let (Some(live), Some(role)) = (party, &run.role_name) {
+        env.push(("TROUPE_PARTY_ID".into(), live.row.party_id.clone()));
+        env.push(("TROUPE_PARTY_NAME".into(), live.row.name.clone()));
+        env.push(("TROUPE_ROLE".into(), role.clone()));
+        env.push((
+            "TROUPE_INSTANCE".into(),
+            run.instance_index.unwrap_or(0).to_string(),
+        ));
+        if let Some(task) = &run.task_id {
+            env.push(("TROUPE_TASK_ID".into(), task.clone()));
+        }
+    }
+    // Members find `troupe` first on their PATH: the binary that runs this daemon.
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        let path = std::env::var("PATH").unwrap_or_default();
+        env.push(("PATH".into(), format!("{}:{path}", dir.display())));
+    }
+    for (k, v) in &agent.env {
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}
