@@ -116,6 +116,40 @@ pub struct AgentDefinition {
     /// How an `acp:` runner talks to its agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acp: Option<AcpOptions>,
+    /// Handoff (seed 002): when a run completes, its output is this agent's input, and the
+    /// answer is that agent's (chains resolve at run time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<String>,
+    /// Router (seed 002): a single-turn step picks one of `agents`, which then runs on the
+    /// original input and gives the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterSpec>,
+    /// Advisors (seed 002): agents run in parallel on the same input first; this agent then runs
+    /// on the enriched message (`## ORIGINAL USER REQUEST` / `## ANALYSIS GATHERED`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advisors: Vec<String>,
+    /// Seconds the advisors get; one still running then leaves a placeholder (default: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advisor_timeout_secs: Option<f64>,
+    /// Set by the daemon on a router's step (its only tool is `route_to`, with these
+    /// candidates); never in a stored definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_only: Option<Vec<String>>,
+}
+
+/// How a router chooses: `llm` (the router agent's own run, with `route_to` as its one tool) or
+/// `plugin:<router>` (a router plugin).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSpec {
+    /// The agents it may choose from.
+    pub agents: Vec<String>,
+    #[serde(default = "llm")]
+    pub via: String,
+}
+
+fn llm() -> String {
+    "llm".into()
 }
 
 /// Options of the `acp:<agent>` runner (an Agent Client Protocol agent over stdio).
@@ -254,6 +288,19 @@ impl AgentDefinition {
                 "approval_timeout_secs must be a positive number of seconds up to {MAX_TIMEOUT_SECS} (a year), not {t}"
             ));
         }
+        if self.route_only.is_some() {
+            return Err(
+                "route_only is set by the daemon on a router's step; a definition cannot set it"
+                    .into(),
+            );
+        }
+        if let Some(t) = self.advisor_timeout_secs
+            && !valid_timeout(t)
+        {
+            return Err(format!(
+                "advisor_timeout_secs must be a positive number of seconds up to {MAX_TIMEOUT_SECS} (a year), not {t}"
+            ));
+        }
         if let Some(schema) = &self.workflow.completion_schema {
             for (field, ty) in schema {
                 if !TYPES.contains(&ty.as_str()) {
@@ -265,6 +312,23 @@ impl AgentDefinition {
             }
         }
         Ok(())
+    }
+
+    /// Whether runs of this agent are a pattern (handoff, router, advisors) around its own run.
+    pub fn has_pattern(&self) -> bool {
+        self.handoff.is_some() || self.router.is_some() || !self.advisors.is_empty()
+    }
+
+    /// This agent's own run, without its patterns: what one step of a pattern runs.
+    pub fn plain(&self) -> AgentDefinition {
+        AgentDefinition {
+            handoff: None,
+            router: None,
+            advisors: Vec::new(),
+            advisor_timeout_secs: None,
+            route_only: None,
+            ..self.clone()
+        }
     }
 
     /// The deepest session depth this agent's runs may start agents at.

@@ -1,12 +1,16 @@
 //! Troupe's engine: pure, deterministic state machines and definitions. Agent definitions
-//! (`agent`), party definitions and their validation (`spec`), and the party scheduler (`party`): inputs in, actions out, time passed in. No IO,
+//! (`agent`), party definitions and their validation (`spec`), the party scheduler (`party`) and
+//! run-level patterns (`pattern`: handoff, router, advisors): inputs in, actions out, time passed in. No IO,
 //! no tokio, no clock reads — the daemon carries out the actions.
 
 pub mod agent;
 pub mod party;
+pub mod pattern;
 pub mod spec;
 
-pub use agent::{AcpOptions, AgentDefinition, Isolation, Workflow, acp_default_command};
+pub use agent::{
+    AcpOptions, AgentDefinition, Isolation, RouterSpec, Workflow, acp_default_command,
+};
 pub use party::{
     Action, Decision, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError,
 };
@@ -17,3 +21,4 @@ pub use spec::{
 
 #[cfg(test)]
 mod tests;
+

@@ -1,0 +1,318 @@
+//! Pattern traces as text fixtures (seed 002's matrix): each script line is one input at time
+//! t<n> (seconds); the trace shows what the flow decided. Agents are compact JSON.
+
+use expect_test::{Expect, expect};
+use serde_json::json;
+
+use crate::AgentDefinition;
+use crate::pattern::{Action, Flow, Input, Outcome, check_patterns, enriched_prompt};
+
+fn agents(defs: serde_json::Value) -> Vec<AgentDefinition> {
+    defs.as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d["command"] = json!(["true"]);
+            serde_json::from_value(d).unwrap()
+        })
+        .collect()
+}
+
+fn describe(a: &Action) -> String {
+    match a {
+        Action::Run {
+            step,
+            agent,
+            trigger,
+            route,
+            prompt,
+            ..
+        } => {
+            let first = prompt.lines().next().unwrap_or("");
+            match route {
+                Some(c) => format!("route #{step} {agent} [{}]", c.join(" ")),
+                None => format!("run #{step} {agent} ({}) <{first}>", trigger.as_str()),
+            }
+        }
+        Action::AskRouter {
+            node,
+            plugin,
+            candidates,
+            ..
+        } => format!("ask {plugin} n{node} [{}]", candidates.join(" ")),
+        Action::Stop { step } => format!("stop #{step}"),
+        Action::WakeAt { at_ms } => format!("wake t{}", at_ms / 1000),
+        Action::Event { kind, .. } => format!("event {kind}"),
+        Action::Finished(end) => match &end.error {
+            None => format!(
+                "finished {} <{}> chain {}",
+                end.status,
+                end.output,
+                end.chain.join(">")
+            ),
+            Some(e) => format!("finished {}: {e}", end.status),
+        },
+    }
+}
+
+fn parse(line: &str) -> Input {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let step = |w: &str| w.trim_start_matches('#').parse().unwrap();
+    match words.as_slice() {
+        ["start"] => Input::Start,
+        ["tick"] => Input::Tick,
+        ["cancel"] => Input::Cancel,
+        ["done", s, out @ ..] => Input::StepEnded {
+            step: step(s),
+            outcome: Outcome::Done {
+                output: out.join(" "),
+            },
+        },
+        ["fail", s, why @ ..] => Input::StepEnded {
+            step: step(s),
+            outcome: Outcome::Failed {
+                reason: why.join(" "),
+            },
+        },
+        ["lost", s] => Input::StepEnded {
+            step: step(s),
+            outcome: Outcome::Lost,
+        },
+        ["routed", n, agent, why @ ..] => Input::Routed {
+            node: n.trim_start_matches('n').parse().unwrap(),
+            choice: Ok((agent.to_string(), why.join(" "))),
+        },
+        ["noroute", n, why @ ..] => Input::Routed {
+            node: n.trim_start_matches('n').parse().unwrap(),
+            choice: Err(why.join(" ")),
+        },
+        other => panic!("unknown script line {other:?}"),
+    }
+}
+
+fn check(defs: serde_json::Value, root: &str, script: &str, expect: Expect) {
+    let defs = agents(defs);
+    for d in &defs {
+        let lookup = |n: &str| defs.iter().find(|d| d.name == n).cloned();
+        check_patterns(d, &lookup).unwrap();
+    }
+    let lookup = |n: &str| defs.iter().find(|d| d.name == n).cloned();
+    let mut flow = Flow::new(root, "the request");
+    let mut trace = String::new();
+    for (t, line) in script
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        let at_prefix = line.split_once(": ").and_then(|(at, rest)| {
+            let secs = at.strip_prefix('t')?.parse::<u64>().ok()?;
+            Some((secs, rest))
+        });
+        let (at, line) = at_prefix.unwrap_or((t as u64, line));
+        let mut out = Vec::new();
+        flow.step(parse(line), at * 1000, &lookup, &mut out);
+        // A flow survives a restart: its state goes to the store as JSON and back.
+        flow = serde_json::from_str(&serde_json::to_string(&flow).unwrap()).unwrap();
+        let actions: Vec<String> = out.iter().map(describe).collect();
+        trace.push_str(&format!("t{at} {line} => {}\n", actions.join("; ")));
+    }
+    expect.assert_eq(&trace);
+}
+
+#[test]
+fn handoff_single_and_multi_hop() {
+    check(
+        json!([{ "name": "a", "handoff": "b" }, { "name": "b", "handoff": "c" }, { "name": "c" }]),
+        "a",
+        "start\n done #1 draft\n done #2 reviewed\n done #3 approved",
+        expect![[r#"
+            t0 start => run #1 a (root) <the request>
+            t1 done #1 draft => event pattern_handoff; run #2 b (handoff) <Reason: handoff from a. Its output follows; continue from it.>
+            t2 done #2 reviewed => event pattern_handoff; run #3 c (handoff) <Reason: handoff from b. Its output follows; continue from it.>
+            t3 done #3 approved => finished success <approved> chain a>b>c
+        "#]],
+    );
+}
+
+#[test]
+fn a_failed_hop_fails_the_chain_naming_it_and_a_lost_one_runs_again() {
+    check(
+        json!([{ "name": "a", "handoff": "b" }, { "name": "b" }]),
+        "a",
+        "start\n lost #1\n done #2 draft\n fail #3 crashed: exit 3",
+        expect![[r#"
+            t0 start => run #1 a (root) <the request>
+            t1 lost #1 => run #2 a (root) <the request>
+            t2 done #2 draft => event pattern_handoff; run #3 b (handoff) <Reason: handoff from a. Its output follows; continue from it.>
+            t3 fail #3 crashed: exit 3 => finished failed: a -> b: crashed: exit 3
+        "#]],
+    );
+}
+
+#[test]
+fn router_runs_its_choice_on_the_original_input() {
+    check(
+        json!([
+            { "name": "desk", "router": { "agents": ["billing", "tech"] } },
+            { "name": "billing" }, { "name": "tech", "handoff": "qa" }, { "name": "qa" }
+        ]),
+        "desk",
+        "start\n routed n0 tech it is a crash\n done #2 fixed\n done #3 checked",
+        expect![[r#"
+            t0 start => route #1 desk [billing tech]
+            t1 routed n0 tech it is a crash => event pattern_routed; run #2 tech (router) <the request>
+            t2 done #2 fixed => event pattern_handoff; run #3 qa (handoff) <Reason: handoff from tech. Its output follows; continue from it.>
+            t3 done #3 checked => finished success <checked> chain desk>tech>qa
+        "#]],
+    );
+}
+
+#[test]
+fn router_without_a_suitable_agent_or_with_a_choice_outside_its_list_fails_naming_it() {
+    let defs = json!([
+        { "name": "desk", "router": { "agents": ["billing", "tech"] } },
+        { "name": "billing" }, { "name": "tech" }
+    ]);
+    check(
+        defs.clone(),
+        "desk",
+        "start\n noroute n0 nothing fits",
+        expect![[r#"
+            t0 start => route #1 desk [billing tech]
+            t1 noroute n0 nothing fits => finished failed: router desk found no suitable agent among billing, tech (nothing fits)
+        "#]],
+    );
+    check(
+        defs,
+        "desk",
+        "start\n routed n0 legal sounds legal",
+        expect![[r#"
+            t0 start => route #1 desk [billing tech]
+            t1 routed n0 legal sounds legal => finished failed: router desk chose legal, which is not one of its agents (billing, tech)
+        "#]],
+    );
+}
+
+#[test]
+fn a_router_plugin_is_asked_instead_of_a_run() {
+    check(
+        json!([
+            { "name": "desk", "router": { "agents": ["billing", "tech"], "via": "plugin:router-keyword" } },
+            { "name": "billing" }, { "name": "tech" }
+        ]),
+        "desk",
+        "start\n routed n0 billing keyword\n done #1 refunded",
+        expect![[r#"
+            t0 start => ask router-keyword n0 [billing tech]
+            t1 routed n0 billing keyword => event pattern_routed; run #1 billing (router) <the request>
+            t2 done #1 refunded => finished success <refunded> chain desk>billing
+        "#]],
+    );
+}
+
+#[test]
+fn advisors_run_in_parallel_and_a_failed_or_late_one_leaves_a_placeholder() {
+    check(
+        json!([
+            { "name": "lead", "advisors": ["legal", "risk", "ops"], "advisor_timeout_secs": 10 },
+            { "name": "legal" }, { "name": "risk" }, { "name": "ops" }
+        ]),
+        "lead",
+        "t0: start\n t1: done #1 fine by law\n t2: fail #2 crashed\n t10: tick\n t11: done #3 too late\n t12: done #4 go",
+        expect![[r#"
+            t0 start => event pattern_advisors; wake t10; run #1 legal (advisor) <the request>; run #2 risk (advisor) <the request>; run #3 ops (advisor) <the request>
+            t1 done #1 fine by law => event pattern_advisor_done
+            t2 fail #2 crashed => event pattern_advisor_failed
+            t10 tick => stop #3; event pattern_advisor_timeout; run #4 lead (root) <## ORIGINAL USER REQUEST>
+            t11 done #3 too late => 
+            t12 done #4 go => finished success <go> chain lead
+        "#]],
+    );
+}
+
+#[test]
+fn the_enriched_message_is_the_seeds_format() {
+    expect![[r#"
+        ## ORIGINAL USER REQUEST
+
+        ship it?
+
+        ## ANALYSIS GATHERED
+
+        ### From legal
+
+        fine
+
+        ### From risk
+
+        [advisor risk gave no analysis: it timed out]
+    "#]]
+    .assert_eq(&enriched_prompt(
+        "ship it?",
+        &[
+            ("legal".into(), "fine".into()),
+            (
+                "risk".into(),
+                "[advisor risk gave no analysis: it timed out]".into(),
+            ),
+        ],
+    ));
+}
+
+#[test]
+fn handoff_with_advisors_composes_and_cancel_stops_every_step() {
+    check(
+        json!([
+            { "name": "a", "advisors": ["x", "y"], "handoff": "b" },
+            { "name": "x" }, { "name": "y" }, { "name": "b" }
+        ]),
+        "a",
+        "start\n done #1 ok\n done #2 ok too\n done #3 plan\n cancel\n done #4 late",
+        expect![[r#"
+            t0 start => event pattern_advisors; run #1 x (advisor) <the request>; run #2 y (advisor) <the request>
+            t1 done #1 ok => event pattern_advisor_done
+            t2 done #2 ok too => event pattern_advisor_done; run #3 a (root) <## ORIGINAL USER REQUEST>
+            t3 done #3 plan => event pattern_handoff; run #4 b (handoff) <Reason: handoff from a. Its output follows; continue from it.>
+            t4 cancel => stop #4; finished cancelled: cancelled
+            t5 done #4 late => 
+        "#]],
+    );
+}
+
+#[test]
+fn bad_patterns_are_refused_naming_what_is_wrong() {
+    let all = agents(json!([
+        { "name": "a", "handoff": "b" }, { "name": "b", "handoff": "a" },
+        { "name": "r", "router": { "agents": ["a"] }, "allow_nested_agents": true },
+        { "name": "n", "handoff": "ghost" },
+        { "name": "m", "advisors": ["a"] },
+        { "name": "e", "router": { "agents": [] } },
+        { "name": "v", "router": { "agents": ["a"], "via": "magic" } },
+        { "name": "loop", "router": { "agents": ["loop2"] } },
+        { "name": "loop2", "advisors": ["w"] },
+        { "name": "w", "handoff": "loop" },
+    ]));
+    let lookup = |n: &str| all.iter().find(|d| d.name == n).cloned();
+    let errors: Vec<String> = all
+        .iter()
+        .map(|d| match check_patterns(d, &lookup) {
+            Ok(()) => format!("{}: ok", d.name),
+            Err(e) => format!("{}: {e}", d.name),
+        })
+        .collect();
+    expect![[r#"
+        a: handoff cycle: a -> b -> a
+        b: handoff cycle: b -> a -> b
+        r: router r cannot have subagents (allow_nested_agents): a router only routes
+        n: the handoff of agent n names agent ghost, which does not exist
+        m: advisor a of agent m is not terminal: it hands off to b
+        e: router e lists no agents to choose from
+        v: router v: via must be "llm" or "plugin:<router plugin>", not "magic"
+        loop: pattern cycle: loop -> loop2 -> w -> loop
+        loop2: advisor w of agent loop2 is not terminal: it hands off to loop
+        w: pattern cycle: w -> loop -> loop2 -> w
+    "#]]
+    .assert_eq(&(errors.join("\n") + "\n"));
+}
