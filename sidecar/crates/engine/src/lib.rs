@@ -21,4 +21,3 @@ pub use spec::{
 
 #[cfg(test)]
 mod tests;
-
