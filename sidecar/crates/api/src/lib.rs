@@ -170,6 +170,12 @@ macro_rules! for_each_operation {
         get_agent_result(RunIdParams) -> RunResult;
         /// Stop a running subagent.
         cancel_agent(RunIdParams) -> RunResult;
+        /// A router's step chooses the agent that handles the request (one of its `agents`); it
+        /// ends the step, and the chosen agent runs on the original request.
+        route_to(RouteToParams) -> RouteToResult;
+        /// A run and every run it started (pattern steps, subagents), with why each was started,
+        /// status, output and usage rolled up to the root; cancelling the root cancels them all.
+        get_run_tree(RunIdParams) -> RunTreeResult;
         /// Store a new party definition (validated: agents exist, the flow is a DAG, one leader).
         create_party_definition(PartyDefinitionParams) -> DefinitionResult;
         /// Replace a party definition (parties already launched keep their snapshot).

@@ -401,6 +401,53 @@ pub struct RunResult {
     pub usage: troupe_model::Usage,
 }
 
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouteToParams {
+    /// The router step's session (the CLI fills it from TROUPE_SESSION_ID).
+    pub session_id: String,
+    /// The agent that should handle the request: one of the router's `agents`.
+    pub agent: String,
+    /// Why.
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RouteToResult {
+    /// The router step's run, now complete.
+    pub run_id: String,
+    pub agent: String,
+}
+
+/// One run of a run tree.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RunTreeEntry {
+    pub run_id: String,
+    pub agent: String,
+    /// Why it was started: `root`, `handoff`, `router`, `advisor`, `team_member`, `subagent`
+    /// (none: a party member).
+    pub trigger: Option<String>,
+    pub status: RunStatus,
+    /// The run that started it (none for the tree's root).
+    pub parent_run_id: Option<String>,
+    pub depth: u32,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    /// Its own tokens and cost, with those of the runs under it.
+    pub usage: troupe_model::Usage,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RunTreeResult {
+    /// The runs, the root first, each after the run that started it.
+    pub runs: Vec<RunTreeEntry>,
+    /// The chain whose answer the root returned (a pattern run's), e.g. `["a", "b", "c"]`.
+    pub chain: Vec<String>,
+    /// Everything the tree spent (the root's rolled-up usage).
+    pub total: troupe_model::Usage,
+}
+
 // ---- Parties ------------------------------------------------------------------------------
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

@@ -183,6 +183,10 @@ impl RunnerHost for Daemon {
         crate::ops::poll_messages(self, p).boxed()
     }
 
+    fn route_to(&self, p: RouteToParams) -> BoxFuture<'_, Result<RouteToResult, ApiError>> {
+        crate::ops::route_to(self, p).boxed()
+    }
+
     fn request_permission_decided(
         &self,
         p: RequestPermissionParams,

@@ -260,6 +260,15 @@ pub struct AgentRun {
     /// The process group the run's processes live in (its own; none for in-daemon runs): the
     /// whole group is ended with the run, also by a daemon started after a kill -9.
     pub pgid: Option<i64>,
+    /// Why it was started: `root`, `handoff`, `router`, `advisor`, `subagent` (none: a
+    /// party member or a run from before patterns).
+    #[serde(default)]
+    pub trigger: Option<String>,
+    /// The pattern run it is a step of (that run's id) and its step number there.
+    #[serde(default)]
+    pub flow_root: Option<String>,
+    #[serde(default)]
+    pub flow_step: Option<i64>,
     pub workdir: Option<String>,
     pub timeout_ms: Option<i64>,
     pub created_at: String,
@@ -298,6 +307,10 @@ pub struct NewRun {
     pub task_id: Option<String>,
     pub timeout_ms: Option<i64>,
     pub workdir: Option<String>,
+    /// Why it is started (`root`, `handoff`, `router`, `advisor`, `subagent`).
+    pub trigger: Option<String>,
+    /// The pattern run it is a step of, and its step number there.
+    pub flow: Option<(String, i64)>,
 }
 
 /// A launched party.

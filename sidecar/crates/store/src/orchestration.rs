@@ -82,7 +82,8 @@ fn definition_from_row(row: &Row<'_>) -> rusqlite::Result<DefinitionRow> {
 
 const RUN_COLUMNS: &str = "id, agent_name, definition, project_id, parent_session_id, session_id, \
     party_id, role_name, instance_index, attempt, prompt, task_id, status, result, error, pid, \
-    pid_start, workdir, timeout_ms, created_at, started_at, completed_at, pgid";
+    pid_start, workdir, timeout_ms, created_at, started_at, completed_at, pgid, run_trigger, \
+    flow_root, flow_step";
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<AgentRun> {
     let status: String = row.get(12)?;
@@ -112,6 +113,9 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<AgentRun> {
         started_at: row.get(20)?,
         completed_at: row.get(21)?,
         pgid: row.get(22)?,
+        trigger: row.get(23)?,
+        flow_root: row.get(24)?,
+        flow_step: row.get(25)?,
     })
 }
 
@@ -364,7 +368,8 @@ impl Store {
             conn.prepare_cached(
                 "INSERT INTO agent_runs (id, agent_name, definition, project_id, parent_session_id, \
                  session_id, party_id, role_name, instance_index, attempt, prompt, task_id, \
-                 timeout_ms, workdir) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 timeout_ms, workdir, run_trigger, flow_root, flow_step) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             )?
             .execute(params![
                 id,
@@ -380,7 +385,10 @@ impl Store {
                 new.prompt,
                 new.task_id,
                 new.timeout_ms,
-                new.workdir
+                new.workdir,
+                new.trigger,
+                new.flow.as_ref().map(|(root, _)| root.as_str()),
+                new.flow.as_ref().map(|(_, step)| *step),
             ])?;
             append_event(
                 conn,
@@ -393,6 +401,8 @@ impl Store {
                         "run_id": id, "agent": new.agent_name, "role": role,
                         "instance_index": index, "attempt": new.attempt,
                         "parent_session_id": session.parent_session_id,
+                        "trigger": new.trigger,
+                        "flow_root": new.flow.as_ref().map(|(root, _)| root),
                     }),
                 },
             )?;
@@ -564,6 +574,56 @@ impl Store {
                 })
                 .optional()?
                 .unwrap_or_default())
+        })
+    }
+
+    /// Keeps a pattern run's state (the engine's flow as JSON); `finished` once it has ended.
+    pub async fn save_flow(
+        &self,
+        root_run_id: String,
+        state: Value,
+        finished: bool,
+    ) -> Result<(), StoreError> {
+        self.write(move |conn| {
+            conn.prepare_cached(&format!(
+                "INSERT INTO pattern_flows (root_run_id, state, finished, updated_at) \
+                 VALUES (?1, ?2, ?3, {NOW}) ON CONFLICT (root_run_id) DO UPDATE SET \
+                 state = excluded.state, finished = excluded.finished, updated_at = excluded.updated_at"
+            ))?
+            .execute(params![root_run_id, serde_json::to_string(&state)?, finished])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The pattern runs that have not ended: (root run id, state).
+    pub fn unfinished_flows(&self) -> Result<Vec<(String, Value)>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT root_run_id, state FROM pattern_flows WHERE finished = 0 ORDER BY updated_at",
+            )?;
+            let rows = stmt.query_map([], |row| Ok((row.get::<_, String>(0)?, json_col(row, 1)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// A run and every run started under it (its steps, their subagents, …), oldest first.
+    pub fn run_tree(&self, root_run_id: &str) -> Result<Vec<AgentRun>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "WITH RECURSIVE tree(id, session_id) AS ( \
+                     SELECT id, session_id FROM agent_runs WHERE id = ?1 \
+                     UNION SELECT r.id, r.session_id FROM agent_runs r \
+                     JOIN tree t ON r.parent_session_id = t.session_id OR r.flow_root = t.id) \
+                 SELECT {RUN_COLUMNS} FROM agent_runs WHERE id IN (SELECT id FROM tree) \
+                 ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map(params![root_run_id], run_from_row)?;
+            let runs = rows.collect::<Result<Vec<_>, _>>()?;
+            if runs.is_empty() {
+                return Err(StoreError::not_found("agent run", root_run_id));
+            }
+            Ok(runs)
         })
     }
 

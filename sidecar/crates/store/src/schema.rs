@@ -12,6 +12,7 @@ pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0003_approvals.sql")),
     M::up(include_str!("migrations/0004_usage.sql")),
     M::up(include_str!("migrations/0005_reliability.sql")),
+    M::up(include_str!("migrations/0006_patterns.sql")),
 ];
 
 /// The schema version a fully migrated database has.

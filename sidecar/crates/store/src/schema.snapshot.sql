@@ -29,7 +29,7 @@ CREATE TABLE agent_runs (
     created_at         TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     started_at         TEXT,
     completed_at       TEXT
-, pgid INTEGER) STRICT;
+, pgid INTEGER, run_trigger TEXT, flow_root TEXT, flow_step INTEGER) STRICT;
 CREATE TABLE approval_rules (
     id          TEXT PRIMARY KEY,
     project_id  TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
@@ -142,6 +142,12 @@ CREATE TABLE party_members (
     finished_at_ms  INTEGER,
     PRIMARY KEY (party_id, role_name, instance_index)
 ) STRICT;
+CREATE TABLE pattern_flows (
+    root_run_id TEXT PRIMARY KEY REFERENCES agent_runs(id),
+    state       TEXT NOT NULL,                  -- the engine's Flow, JSON
+    finished    INTEGER NOT NULL DEFAULT 0,
+    updated_at  TEXT NOT NULL
+) STRICT;
 CREATE TABLE projects (
     id          TEXT PRIMARY KEY,
     root_path   TEXT NOT NULL UNIQUE,
@@ -184,6 +190,7 @@ CREATE TABLE usage_totals (
     cost_usd       REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (scope, id)
 ) STRICT, WITHOUT ROWID;
+CREATE INDEX idx_agent_runs_flow ON agent_runs(flow_root) WHERE flow_root IS NOT NULL;
 CREATE INDEX idx_agent_runs_parent ON agent_runs(parent_session_id) WHERE parent_session_id IS NOT NULL;
 CREATE INDEX idx_agent_runs_party ON agent_runs(party_id) WHERE party_id IS NOT NULL;
 CREATE INDEX idx_agent_runs_session ON agent_runs(session_id);

@@ -27,6 +27,15 @@ async fn put(
     mode: Put,
 ) -> Result<DefinitionResult, ApiError> {
     def.validate().map_err(|e| ApiError::invalid(op, e))?;
+    // Patterns name other agents: they must exist, and no circle may run through them.
+    let store = d.store.clone();
+    let lookup = move |name: &str| -> Option<AgentDefinition> {
+        store
+            .get_definition(DefinitionKind::Agent, name)
+            .ok()
+            .and_then(|row| serde_json::from_value(row.definition).ok())
+    };
+    troupe_engine::pattern::check_patterns(&def, &lookup).map_err(|e| ApiError::invalid(op, e))?;
     let json = serde_json::to_value(&def).map_err(|e| ApiError::Internal(e.to_string()))?;
     let definition = d
         .store
@@ -166,6 +175,8 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
             task_id: p.task,
             timeout_ms: def.timeout_secs.map(|s| (s * 1000.0) as i64),
             workdir: Some(workdir.display().to_string()),
+            trigger: Some("subagent".into()),
+            flow: None,
         })
         .await?;
     let run_id = run.run_id.clone();
@@ -333,4 +344,123 @@ fn ended_now(run: AgentRun, changed: bool) -> Result<AgentRun, ApiError> {
             run.status.as_str()
         )))
     }
+}
+
+pub async fn route_to(d: &Daemon, p: RouteToParams) -> Result<RouteToResult, ApiError> {
+    const OP: &str = "route_to";
+    let run = d.store.run_of_session(&p.session_id)?.ok_or_else(|| {
+        ApiError::Forbidden(format!(
+            "session {} is not an agent run: route_to is a router step's tool",
+            p.session_id
+        ))
+    })?;
+    let def = parse_definition(OP, run.definition.clone())?;
+    let Some(candidates) = def.route_only else {
+        return Err(ApiError::Forbidden(format!(
+            "run {} ({}) is not a router's step: only a router chooses with route_to",
+            run.run_id, run.agent_name
+        )));
+    };
+    let router = run.agent_name.clone();
+    // The step ends with its choice either way; the pattern run then goes on with it, or fails
+    // naming the router.
+    let mut artifacts = std::collections::BTreeMap::new();
+    artifacts.insert(
+        "route".to_string(),
+        serde_json::json!({ "agent": p.agent, "reason": p.reason }),
+    );
+    complete(
+        d,
+        CompleteParams {
+            session_id: p.session_id,
+            run_id: Some(run.run_id.clone()),
+            output: format!("routed to {}: {}", p.agent, p.reason),
+            status: CompletionStatus::Success,
+            artifacts,
+            files_modified: Vec::new(),
+            next_steps: Vec::new(),
+        },
+    )
+    .await?;
+    if !candidates.contains(&p.agent) {
+        return Err(ApiError::invalid(
+            OP,
+            format!(
+                "router {router} chose {}, which is not one of its agents ({}); the request fails",
+                p.agent,
+                candidates.join(", ")
+            ),
+        ));
+    }
+    Ok(RouteToResult {
+        run_id: run.run_id,
+        agent: p.agent,
+    })
+}
+
+pub async fn get_run_tree(d: &Daemon, p: RunIdParams) -> Result<RunTreeResult, ApiError> {
+    let runs = d.store.run_tree(&p.run_id)?;
+    let by_session: std::collections::HashMap<&str, &AgentRun> =
+        runs.iter().map(|r| (r.session_id.as_str(), r)).collect();
+    let parent_of = |r: &AgentRun| -> Option<String> {
+        if r.run_id == p.run_id {
+            return None;
+        }
+        r.flow_root.clone().or_else(|| {
+            r.parent_session_id
+                .as_deref()
+                .and_then(|s| by_session.get(s))
+                .map(|parent| parent.run_id.clone())
+        })
+    };
+    // Each run after the run that started it (depth first, oldest first).
+    let mut ordered = Vec::with_capacity(runs.len());
+    let mut stack = vec![(p.run_id.clone(), 0u32)];
+    while let Some((id, depth)) = stack.pop() {
+        let Some(run) = runs.iter().find(|r| r.run_id == id) else {
+            continue;
+        };
+        let output = run
+            .result
+            .as_ref()
+            .and_then(|r| r.get("output"))
+            .and_then(serde_json::Value::as_str)
+            .map(String::from);
+        ordered.push(RunTreeEntry {
+            run_id: run.run_id.clone(),
+            agent: run.agent_name.clone(),
+            trigger: run.trigger.clone(),
+            status: run.status,
+            parent_run_id: parent_of(run),
+            depth,
+            output,
+            error: run.error.clone(),
+            usage: d.store.usage("run", &run.run_id)?,
+        });
+        let children: Vec<&AgentRun> = runs
+            .iter()
+            .filter(|c| parent_of(c).as_deref() == Some(run.run_id.as_str()))
+            .collect();
+        for child in children.into_iter().rev() {
+            stack.push((child.run_id.clone(), depth + 1));
+        }
+    }
+    let Some(root) = runs.iter().find(|r| r.run_id == p.run_id) else {
+        return Err(ApiError::NotFound {
+            what: "agent run".into(),
+            id: p.run_id,
+        });
+    };
+    let chain = root
+        .result
+        .as_ref()
+        .and_then(|r| r.get("chain"))
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or_default();
+    let total = d.store.usage("run", &p.run_id)?;
+    Ok(RunTreeResult {
+        runs: ordered,
+        chain,
+        total,
+    })
 }

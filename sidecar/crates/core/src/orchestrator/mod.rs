@@ -7,6 +7,7 @@
 //! `party`, the run supervisor `supervisor`, start-up recovery `recovery`.
 
 mod party;
+mod patterns;
 mod recovery;
 mod supervisor;
 
@@ -81,6 +82,21 @@ pub enum Command {
     /// record them crashed, then stop the loop. Process members keep running, to be adopted.
     Shutdown {
         reply: Reply,
+    },
+    /// Start a pattern run (a run of an agent with patterns); its row exists already.
+    StartFlow {
+        run: Box<AgentRun>,
+        definition: Box<AgentDefinition>,
+    },
+    /// A pattern run's advisor deadline may have passed.
+    FlowTick {
+        root: String,
+    },
+    /// A router plugin answered for a pattern run's router node.
+    FlowRouted {
+        root: String,
+        node: usize,
+        choice: Result<(String, String), String>,
     },
     /// A recovery plugin answered (after its restart delay, if any) about crash `crash_count`.
     RecoveryDecided {
@@ -169,6 +185,11 @@ struct Loop {
     /// Runs of live parties, by run id.
     members: HashMap<String, MemberRef>,
     inputs: VecDeque<(String, Input)>,
+    /// Pattern runs in flight, by their root run id.
+    flows: HashMap<String, patterns::LiveFlow>,
+    /// Runs that are steps of a pattern run: run id → (root, step).
+    flow_steps: HashMap<String, (String, troupe_engine::pattern::StepId)>,
+    flow_inputs: VecDeque<(String, troupe_engine::pattern::Input)>,
 }
 
 /// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
@@ -205,6 +226,9 @@ pub fn create(
         parties: HashMap::new(),
         members: HashMap::new(),
         inputs: VecDeque::new(),
+        flows: HashMap::new(),
+        flow_steps: HashMap::new(),
+        flow_inputs: VecDeque::new(),
     };
     (
         Orchestrator { commands },
@@ -324,8 +348,25 @@ impl Loop {
                 let _caller_gone = reply.send(result);
             }
             Event::Command(Command::RunCompleted { run_id }) => self.run_completed(&run_id).await,
-            Event::Command(Command::StopRun { run_id }) => {
-                self.runner.stop(&run_id);
+            Event::Command(Command::StopRun { run_id }) => self.stop_any(&run_id).await,
+            Event::Command(Command::StartFlow { run, definition }) => {
+                if let Err(e) = self.start_flow(&run, &definition).await {
+                    self.bury(&run.run_id, RunStatus::Crashed, e).await;
+                    if let Ok(run) = self.store.get_run(&run.run_id) {
+                        self.after_run_end(&run, None, true).await;
+                    }
+                }
+            }
+            Event::Command(Command::FlowTick { root }) => {
+                self.flow_input(&root, troupe_engine::pattern::Input::Tick)
+                    .await
+            }
+            Event::Command(Command::FlowRouted { root, node, choice }) => {
+                self.flow_input(
+                    &root,
+                    troupe_engine::pattern::Input::Routed { node, choice },
+                )
+                .await
             }
             Event::Command(Command::RecoveryDecided {
                 party_id,

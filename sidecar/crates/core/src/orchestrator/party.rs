@@ -222,7 +222,7 @@ impl Loop {
                     .map(|(run, _)| run.clone())
                     .collect();
                 for run in runs {
-                    self.runner.stop(&run);
+                    self.stop_any(&run).await;
                 }
             }
             Action::Notify { target, text } => self.notify(party_id, target, &text).await,
@@ -451,6 +451,8 @@ impl Loop {
                 task_id: row.task_id.clone(),
                 timeout_ms: agent.timeout_secs.map(|s| (s * 1000.0) as i64),
                 workdir: Some(workdir.display().to_string()),
+                trigger: None,
+                flow: None,
             })
             .await
             .map_err(|e| e.to_string())?;

@@ -1,6 +1,7 @@
 //! Recovery at start-up: adopts the live processes an earlier daemon left, buries the runs that
 //! cannot be adopted (with every process of theirs), rebuilds every live party from the store and
-//! re-consults the decisions that were pending when the daemon stopped.
+//! re-consults the decisions that were pending when the daemon stopped, and resumes the pattern
+//! runs (`patterns.rs`).
 
 use super::*;
 
@@ -12,7 +13,12 @@ impl Loop {
         //    agent CLI's own children included) and bury them.
         let mut adopted = std::collections::HashSet::new();
         let mut ended = Vec::new();
+        // Pattern runs live in the daemon but are resumed, not buried (step 3).
+        let flows = self.store.unfinished_flows()?;
         for run in self.store.list_runs(None, None, true)? {
+            if flows.iter().any(|(root, _)| *root == run.run_id) {
+                continue;
+            }
             let alive = run
                 .pid
                 .and_then(|p| u32::try_from(p).ok())
@@ -83,8 +89,10 @@ impl Loop {
                 "processes of runs an earlier daemon left were killed"
             );
         }
+        let mut lost = std::collections::HashSet::new();
         for (procs, status, why) in ended {
             self.bury(&procs.run_id, status, why).await;
+            lost.insert(procs.run_id);
         }
         // 2. Live parties, from their rows.
         for status in ["running", "pending"] {
@@ -161,6 +169,8 @@ impl Loop {
                 }
             }
         }
+        // 3. Pattern runs, from their saved flows.
+        self.resume_flows(flows, &lost).await;
         self.drain().await;
         Ok(())
     }

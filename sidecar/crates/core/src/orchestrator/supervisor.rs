@@ -23,7 +23,10 @@ impl Loop {
                 .and_then(Value::as_str)
                 .unwrap_or("process")
                 .to_string();
-            if !runner.starts_with("acp:") && !runner.starts_with("wasm:") {
+            // A pattern run is resumed by the next daemon (its steps are runs of their own).
+            if !runner.starts_with("acp:") && !runner.starts_with("wasm:")
+                || self.flows.contains_key(&run.run_id)
+            {
                 continue;
             }
             self.bury(&run.run_id, RunStatus::Crashed, not_adoptable(&runner))
@@ -49,6 +52,16 @@ impl Loop {
         run: &AgentRun,
         agent: &AgentDefinition,
     ) -> Result<(), String> {
+        if agent.has_pattern() {
+            // A pattern run is driven by the loop itself (`patterns.rs`), which needs `&mut`.
+            return self
+                .commands
+                .send(Command::StartFlow {
+                    run: Box::new(run.clone()),
+                    definition: Box::new(agent.clone()),
+                })
+                .map_err(|_| "the daemon is shutting down".to_string());
+        }
         let launch = crate::runners::Launch {
             run: run.clone(),
             agent: agent.clone(),
@@ -146,6 +159,10 @@ impl Loop {
         exit: Option<&Exit>,
         changed: bool,
     ) {
+        if let Some((root, step)) = self.flow_steps.get(&run.run_id).cloned() {
+            self.step_ended(run, root, step).await;
+            return;
+        }
         // Mirror first: once the party's new state is visible, its files must be settled.
         if changed && run.party_id.is_some() {
             self.write_agent_state(run);

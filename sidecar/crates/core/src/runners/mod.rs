@@ -35,6 +35,8 @@ pub trait RunnerHost: Send + Sync + 'static {
         &self,
         p: PollMessagesParams,
     ) -> BoxFuture<'_, Result<PollMessagesResult, ApiError>>;
+    /// `route_to`: a router's step chooses an agent (and ends).
+    fn route_to(&self, p: RouteToParams) -> BoxFuture<'_, Result<RouteToResult, ApiError>>;
     /// Asks a person (or a rule) and waits for the decision.
     fn request_permission_decided(
         &self,

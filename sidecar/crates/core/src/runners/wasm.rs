@@ -19,7 +19,7 @@ use troupe_store::AgentRun;
 use crate::runners::RunnerHost;
 use crate::runners::process::{Exit, RunTable};
 use troupe_api::types::{
-    CompleteParams, CompletionStatus, PollMessagesParams, RequestPermissionParams,
+    CompleteParams, CompletionStatus, PollMessagesParams, RequestPermissionParams, RouteToParams,
     SendMessageParams, SendToParentParams,
 };
 
@@ -148,8 +148,23 @@ fn system_prompt(agent: &AgentDefinition, workdir: &Path) -> String {
     s
 }
 
-/// The tools a run is offered: every built-in its workflow permits (`complete` always).
+/// The tools a run is offered: every built-in its workflow permits (`complete` always); a
+/// router's step gets `route_to` alone, its agent an enum of the candidates.
 pub fn schemas(agent: &AgentDefinition) -> Vec<ToolSchema> {
+    if let Some(candidates) = &agent.route_only {
+        return vec![ToolSchema {
+            name: "route_to".into(),
+            description: "Select the agent to handle this request".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "agent": { "type": "string", "enum": candidates },
+                    "reason": { "type": "string" }
+                },
+                "required": ["agent", "reason"]
+            }),
+        }];
+    }
     let all = [
         (
             "read_file",
@@ -344,12 +359,18 @@ pub(crate) fn cut_at(mut s: String, max: usize, marker: &str) -> String {
 impl Tools {
     async fn dispatch(&self, name: &str, raw: &str) -> Result<String, String> {
         let d = self.daemon.upgrade().ok_or("the daemon is shutting down")?;
-        if name != "complete" {
+        // A router's step has one tool, `route_to`, whatever its workflow says.
+        if self.agent.route_only.is_some() && name != "route_to" {
+            return Err(format!(
+                "there is no tool named {name}: a router's step only has route_to"
+            ));
+        }
+        if name != "complete" && name != "route_to" {
             self.agent.workflow.permits(name)?;
         }
         let input: Value = serde_json::from_str(if raw.trim().is_empty() { "{}" } else { raw })
             .map_err(|e| format!("arguments of {name} are not JSON: {e}"))?;
-        if self.agent.workflow.needs_approval(name) {
+        if name != "route_to" && self.agent.workflow.needs_approval(name) {
             self.approve(&d, name, &input).await?;
         }
         match name {
@@ -451,6 +472,25 @@ impl Tools {
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(serde_json::to_string(&done).unwrap_or_default())
+            }
+            "route_to" if self.agent.route_only.is_some() => {
+                self.usage_recorded().await;
+                #[derive(Deserialize)]
+                struct RouteArgs {
+                    agent: String,
+                    #[serde(default)]
+                    reason: String,
+                }
+                let a: RouteArgs = args(name, raw)?;
+                let routed = d
+                    .route_to(RouteToParams {
+                        session_id: self.run.session_id.clone(),
+                        agent: a.agent,
+                        reason: a.reason,
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(serde_json::to_string(&routed).unwrap_or_default())
             }
             other => Err(format!("there is no tool named {other}")),
         }
