@@ -22,6 +22,7 @@ mod mcp;
 mod messaging;
 mod mock_llm;
 mod parties;
+mod patterns;
 mod plugins;
 mod real_clis;
 mod reliability;

@@ -484,11 +484,14 @@ fn ended_input(flow: &PatternFlow, run: &AgentRun, step: StepId) -> pattern::Inp
         .definition
         .get("route_only")
         .is_some_and(|r| !r.is_null());
-    match (router_step, run.status.is_completed(), flow.node_of(step)) {
-        (true, true, Some(node)) => pattern::Input::Routed {
+    match flow.node_of(step) {
+        // A router's step ends with its choice, or without one (whatever stopped it).
+        Some(node) if router_step => pattern::Input::Routed {
             node,
-            choice: route_of(run)
-                .ok_or_else(|| "its run ended without calling route_to".to_string()),
+            choice: route_of(run).ok_or_else(|| match (&run.error, run.status.is_completed()) {
+                (Some(e), false) => format!("its run ended without calling route_to: {e}"),
+                _ => "its run ended without calling route_to".to_string(),
+            }),
         },
         _ => pattern::Input::StepEnded {
             step,
