@@ -3,8 +3,9 @@
 //! terminal agent's answer, the chain, the fixed reason line), a cycle refused on write; a router
 //! that runs its choice, finds none, or chooses outside its list; advisors all answering, one
 //! failing and one timing out (placeholders, the agent still runs); router + handoff and
-//! handoff + advisors; the run tree; cancel cascading to every step; kill -9 mid-chain resuming
-//! without running a completed step again.
+//! handoff + advisors; teams of 2 and 4 ending by consensus, after max rounds and when their
+//! coordinator decides, a handoff chain seated in a team; the run tree; cancel cascading to every
+//! step; kill -9 mid-chain resuming without running a completed step again.
 
 use std::path::Path;
 
@@ -15,7 +16,7 @@ use crate::support::{TestDaemon, define, register, start, wait_for, wait_run};
 
 /// The members' program: `answer.py <mode>`. Every mode but `route` completes with
 /// `<agent> saw: <its prompt, one line>`.
-const ANSWER: &str = r#"import json, os, subprocess, sys, time
+const ANSWER: &str = r####"import json, os, subprocess, sys, time
 mode = sys.argv[1] if len(sys.argv) > 1 else "echo"
 agent = os.environ["TROUPE_AGENT"]
 prompt = os.environ["TROUPE_PROMPT"]
@@ -31,6 +32,25 @@ if mode == "sleep":
     time.sleep(600)
 if mode == "fail":
     sys.exit(3)
+if mode.startswith("team"):
+    import re
+    final = "## TEAM TRANSCRIPT" in prompt
+    seen = [l[4:] for l in prompt.split("\n") if l.startswith("### ")]
+    if final:
+        call("complete", {"output": "final by " + agent + ": " + "; ".join(seen)})
+        sys.exit(0)
+    rnd = int(re.search(r"round (\d+) of", prompt).group(1))
+    call("team_broadcast", {"message": agent + " speaks in round " + str(rnd)})
+    if mode == "team" and rnd >= 2:
+        call("vote_conclude", {"reason": "enough"})
+    if mode == "team-chair" and rnd >= 2:
+        call("conclude_team", {"answer": "concluded by " + agent + " in round " + str(rnd)})
+    if mode == "team-rogue":
+        r = call("conclude_team", {"answer": "mine"})
+        with open(sys.argv[2], "w") as f:
+            f.write(r.stderr)
+    call("complete", {"output": agent + " saw " + ", ".join(seen)})
+    sys.exit(0)
 if mode == "route":
     text = prompt.split("\n\n", 1)[-1].lower()  # the request, after the instruction
     choice = "billing" if "bill" in text else "tech" if "crash" in text else "legal" if "legal" in text else None
@@ -41,7 +61,7 @@ if mode == "route":
 out = agent + " saw: " + prompt.replace("\n", " | ")
 r = call("complete", {"output": out})
 sys.exit(r.returncode)
-"#;
+"####;
 
 struct Patterns {
     daemon: TestDaemon,
@@ -437,5 +457,151 @@ async fn a_chain_resumes_after_a_kill_9_without_running_a_completed_step_again()
             "  last(handoff) success"
         ],
         "{tree}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teams_deliberate_in_rounds_and_their_coordinator_answers() {
+    let p = Patterns::start().await;
+    let rogue_log = p.daemon.dir.path().join("rogue.txt");
+    p.agent("dev", &["team"], json!({})).await;
+    p.agent("sec", &["team"], json!({})).await;
+    p.agent(
+        "panel",
+        &["echo"],
+        json!({ "team": { "members": ["dev", "sec"], "coordinator": "dev" } }),
+    )
+    .await;
+
+    // Two members, consensus: both vote in round 2, then the coordinator answers from the
+    // transcript.
+    let (root, r) = p.run("panel", "review the design").await;
+    assert_eq!(r["run"]["status"], "success", "{r}");
+    assert_eq!(r["run"]["result"]["chain"], json!(["panel", "dev"]));
+    // Within a round the members speak in parallel: any order.
+    let out = output(&r);
+    let posts: Vec<&str> = out
+        .trim_start_matches("final by dev: ")
+        .split("; ")
+        .collect();
+    let mut round1 = posts[..2].to_vec();
+    let mut round2 = posts[2..].to_vec();
+    round1.sort();
+    round2.sort();
+    assert_eq!(
+        (round1, round2),
+        (
+            vec!["dev (round 1)", "sec (round 1)"],
+            vec!["dev (round 2)", "sec (round 2)"]
+        ),
+        "{out}"
+    );
+    let tree = p.tree(&root).await;
+    assert_eq!(
+        shape(&tree),
+        [
+            "panel(subagent) success",
+            "  dev(team_member) success",
+            "  sec(team_member) success",
+            "  dev(team_member) success",
+            "  sec(team_member) success",
+            "  dev(team_member) success"
+        ],
+        "{tree}"
+    );
+    // Each member saw, before its second turn, what was broadcast in the first.
+    let outputs: Vec<&str> = tree["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["output"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(outputs[1], "dev saw ", "{outputs:?}");
+    assert_eq!(
+        outputs[4], "sec saw dev (round 1), sec (round 1)",
+        "{outputs:?}"
+    );
+    assert_eq!(p.events("team_vote").await.len(), 2);
+
+    // Four members who never vote: max rounds, then the transcript goes to the coordinator.
+    for m in ["a", "b", "c"] {
+        p.agent(m, &["team-quiet"], json!({})).await;
+    }
+    p.agent(
+        "board",
+        &["echo"],
+        json!({ "team": { "members": ["a", "b", "c", "sec"], "coordinator": "a",
+                          "termination": "max_rounds", "max_rounds": 2 } }),
+    )
+    .await;
+    let (root, r) = p.run("board", "pick a name").await;
+    assert_eq!(r["run"]["status"], "success", "{r}");
+    assert_eq!(r["run"]["result"]["chain"], json!(["board", "a"]));
+    assert_eq!(
+        p.tree(&root).await["runs"].as_array().unwrap().len(),
+        1 + 4 * 2 + 1
+    );
+    let out = output(&r);
+    for post in ["a (round 1)", "sec (round 1)", "c (round 2)", "b (round 2)"] {
+        assert!(out.contains(post), "{post} missing from {out}");
+    }
+
+    // The coordinator decides; a member that is a handoff chain speaks through its last agent;
+    // a member that is not the coordinator cannot conclude.
+    p.agent(
+        "editor",
+        &["team-rogue", rogue_log.to_str().unwrap()],
+        json!({}),
+    )
+    .await;
+    p.agent("writer", &["echo"], json!({ "handoff": "editor" }))
+        .await;
+    p.agent("lead", &["team-chair"], json!({})).await;
+    p.agent(
+        "room",
+        &["echo"],
+        json!({ "team": { "members": ["writer", "lead"], "coordinator": "lead",
+                          "termination": "coordinator_decides" } }),
+    )
+    .await;
+    let (root, r) = p.run("room", "publish?").await;
+    assert_eq!(r["run"]["status"], "success", "{r}");
+    assert_eq!(output(&r), "concluded by lead in round 2");
+    assert_eq!(r["run"]["result"]["chain"], json!(["room", "lead"]));
+    let agents: Vec<String> = p.tree(&root).await["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["agent"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(agents, ["room", "editor", "lead", "editor", "lead"]);
+    let rogue = std::fs::read_to_string(&rogue_log).unwrap();
+    assert!(
+        rogue.contains("editor is not the coordinator of its team"),
+        "{rogue}"
+    );
+
+    // Team tools are a member's turn's only; bad teams are refused on write.
+    let err =
+        p.c.call(
+            "team_broadcast",
+            json!({ "session_id": p.me, "message": "hi" }),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is not an agent run"), "{err}");
+    let err =
+        p.c.call(
+            "create_agent_definition",
+            json!({ "definition": { "name": "t9", "command": ["true"],
+                                    "team": { "members": ["dev"], "coordinator": "writer" } } }),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("team coordinator writer of team t9 cannot have a handoff"),
+        "{err}"
     );
 }

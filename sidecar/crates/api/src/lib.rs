@@ -176,6 +176,13 @@ macro_rules! for_each_operation {
         /// A run and every run it started (pattern steps, subagents), with why each was started,
         /// status, output and usage rolled up to the root; cancelling the root cancels them all.
         get_run_tree(RunIdParams) -> RunTreeResult;
+        /// A team member's turn shares a message on the team's channel (the others see it before
+        /// their next turn).
+        team_broadcast(TeamBroadcastParams) -> TeamActResult;
+        /// A team member's turn votes to conclude (consensus: every member voted).
+        vote_conclude(VoteConcludeParams) -> TeamActResult;
+        /// The team's coordinator gives the team's final answer.
+        conclude_team(ConcludeTeamParams) -> TeamActResult;
         /// Store a new party definition (validated: agents exist, the flow is a DAG, one leader).
         create_party_definition(PartyDefinitionParams) -> DefinitionResult;
         /// Replace a party definition (parties already launched keep their snapshot).

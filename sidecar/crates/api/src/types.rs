@@ -420,6 +420,39 @@ pub struct RouteToResult {
     pub agent: String,
 }
 
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TeamBroadcastParams {
+    /// The member's turn's session (the CLI fills it from TROUPE_SESSION_ID).
+    pub session_id: String,
+    /// What the other members should know; they see it before their next turn.
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VoteConcludeParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConcludeTeamParams {
+    pub session_id: String,
+    /// The team's final answer.
+    pub answer: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct TeamActResult {
+    /// The member's turn.
+    pub run_id: String,
+    /// The team (the pattern run's agent).
+    pub team: String,
+}
+
 /// One run of a run tree.
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 pub struct RunTreeEntry {

@@ -187,6 +187,27 @@ impl RunnerHost for Daemon {
         crate::ops::route_to(self, p).boxed()
     }
 
+    fn team_broadcast(
+        &self,
+        p: TeamBroadcastParams,
+    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>> {
+        crate::ops::team_broadcast(self, p).boxed()
+    }
+
+    fn vote_conclude(
+        &self,
+        p: VoteConcludeParams,
+    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>> {
+        crate::ops::vote_conclude(self, p).boxed()
+    }
+
+    fn conclude_team(
+        &self,
+        p: ConcludeTeamParams,
+    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>> {
+        crate::ops::conclude_team(self, p).boxed()
+    }
+
     fn request_permission_decided(
         &self,
         p: RequestPermissionParams,

@@ -131,10 +131,46 @@ pub struct AgentDefinition {
     /// Seconds the advisors get; one still running then leaves a placeholder (default: no limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advisor_timeout_secs: Option<f64>,
+    /// Team (seed 002): members deliberate in rounds on a shared channel; the coordinator owns
+    /// the final answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<TeamSpec>,
     /// Set by the daemon on a router's step (its only tool is `route_to`, with these
     /// candidates); never in a stored definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_only: Option<Vec<String>>,
+    /// Set by the daemon on a team member's turn: `member` or `coordinator` (which may also
+    /// `conclude_team`); never in a stored definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_seat: Option<String>,
+}
+
+/// A team: who deliberates, who concludes, and when it ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TeamSpec {
+    /// The members (a member with a handoff chain speaks through its chain's last agent).
+    pub members: Vec<String>,
+    /// The member that owns the final answer (it sits at the table too).
+    pub coordinator: String,
+    #[serde(default)]
+    pub termination: Termination,
+    /// Rounds before the transcript goes to the coordinator (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<u32>,
+}
+
+/// When a team stops deliberating.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    /// Every member voted to conclude (`vote_conclude`); then the coordinator answers.
+    #[default]
+    Consensus,
+    /// After `max_rounds` rounds the coordinator answers from the transcript.
+    MaxRounds,
+    /// The coordinator concludes (`conclude_team`) when it sees fit.
+    CoordinatorDecides,
 }
 
 /// How a router chooses: `llm` (the router agent's own run, with `route_to` as its one tool) or
@@ -314,9 +350,13 @@ impl AgentDefinition {
         Ok(())
     }
 
-    /// Whether runs of this agent are a pattern (handoff, router, advisors) around its own run.
+    /// Whether runs of this agent are a pattern (handoff, router, advisors, team) around its
+    /// own run.
     pub fn has_pattern(&self) -> bool {
-        self.handoff.is_some() || self.router.is_some() || !self.advisors.is_empty()
+        self.handoff.is_some()
+            || self.router.is_some()
+            || !self.advisors.is_empty()
+            || self.team.is_some()
     }
 
     /// This agent's own run, without its patterns: what one step of a pattern runs.
@@ -326,7 +366,9 @@ impl AgentDefinition {
             router: None,
             advisors: Vec::new(),
             advisor_timeout_secs: None,
+            team: None,
             route_only: None,
+            team_seat: None,
             ..self.clone()
         }
     }

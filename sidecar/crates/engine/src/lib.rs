@@ -9,7 +9,8 @@ pub mod pattern;
 pub mod spec;
 
 pub use agent::{
-    AcpOptions, AgentDefinition, Isolation, RouterSpec, Workflow, acp_default_command,
+    AcpOptions, AgentDefinition, Isolation, RouterSpec, TeamSpec, Termination, Workflow,
+    acp_default_command,
 };
 pub use party::{
     Action, Decision, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError,

@@ -1,5 +1,5 @@
-//! Run-level patterns (seed 002): handoff chains, routers that run their choice, and advisors in
-//! parallel, around one agent run. A `Flow` is one pattern run: a tree of nodes, each "run agent
+//! Run-level patterns (seed 002): handoff chains, routers that run their choice, advisors in
+//! parallel and teams that deliberate in rounds, around one agent run. A `Flow` is one pattern run: a tree of nodes, each "run agent
 //! X on input I", stepped like a party — inputs in, actions out, time passed in. Agents are looked
 //! up as the flow reaches them (chains resolve at run time). The daemon carries out the actions:
 //! it starts the steps (real agent runs), asks router plugins and keeps the flow's state.
@@ -71,6 +71,21 @@ pub enum Input {
     /// Time passed (advisor deadlines).
     Tick,
     Cancel,
+    /// A team member's turn (its step) shared a message on the team's channel.
+    TeamBroadcast {
+        step: StepId,
+        message: String,
+    },
+    /// A team member's turn voted to conclude.
+    TeamVote {
+        step: StepId,
+        reason: String,
+    },
+    /// The team's coordinator concluded with the final answer.
+    TeamConclude {
+        step: StepId,
+        answer: String,
+    },
 }
 
 /// What the daemon is to do.
@@ -85,6 +100,8 @@ pub enum Action {
         prompt: String,
         trigger: Trigger,
         route: Option<Vec<String>>,
+        /// A team turn: `Some(true)` for the coordinator's (it may `conclude_team`).
+        team: Option<bool>,
     },
     /// Ask a router plugin which of `candidates` should take `request`.
     AskRouter {
@@ -116,6 +133,21 @@ pub struct FlowEnd {
     pub error: Option<String>,
 }
 
+/// Rounds a team gets when its definition does not say.
+pub const DEFAULT_MAX_ROUNDS: u32 = 10;
+
+/// The agent that answers for `name`: the last of its handoff chain (a team seat's speaker).
+pub fn terminal_agent(name: &str, agents: &dyn Agents) -> String {
+    let mut at = name.to_string();
+    for _ in 0..64 {
+        match agents.agent(&at).and_then(|d| d.handoff) {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    at
+}
+
 /// The fixed reason line that opens a handoff's input.
 pub fn handoff_prompt(from: &str, output: &str) -> String {
     format!("Reason: handoff from {from}. Its output follows; continue from it.\n\n{output}")
@@ -137,6 +169,72 @@ pub fn router_prompt(request: &str, candidates: &[String]) -> String {
          {} and your reason. Do nothing else.\n\n{request}",
         candidates.join(", ")
     )
+}
+
+/// One message on a team's channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Post {
+    pub from: String,
+    pub round: u32,
+    pub text: String,
+}
+
+fn posts(channel: &[Post]) -> String {
+    if channel.is_empty() {
+        return "(nothing yet)\n".into();
+    }
+    channel
+        .iter()
+        .map(|p| format!("### {} (round {})\n\n{}\n", p.from, p.round, p.text))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A team member's turn: the request, its seat, and what was broadcast since its last turn.
+pub fn team_prompt(
+    request: &str,
+    team: &str,
+    speaker: &str,
+    coordinator: bool,
+    round: u32,
+    max_rounds: u32,
+    news: &[Post],
+) -> String {
+    let chair = if coordinator {
+        " As its coordinator, call `conclude_team` with the team's final answer once it is ready."
+    } else {
+        ""
+    };
+    format!(
+        "{request}\n\n## TEAM\n\nYou are {speaker}, a member of team {team} (round {round} of at most \
+         {max_rounds}). Share what the others should know with `team_broadcast`; call \
+         `vote_conclude` when you think the team is done.{chair}\n\n## TEAM CHANNEL (since your last \
+         turn)\n\n{}",
+        posts(news)
+    )
+}
+
+/// The coordinator's last turn: the whole transcript, and the final answer to give.
+pub fn final_prompt(request: &str, team: &str, coordinator: &str, channel: &[Post]) -> String {
+    format!(
+        "{request}\n\n## TEAM TRANSCRIPT\n\n{}\nYou are {coordinator}, the coordinator of team {team}: give \
+         the team's final answer.",
+        posts(channel)
+    )
+}
+
+/// A seat at a team's table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Seat {
+    /// Who speaks: the member's terminal agent (a handoff chain's last).
+    speaker: String,
+    coordinator: bool,
+    step: Option<StepId>,
+    /// Channel posts already shown to it.
+    seen: usize,
+    /// The posts its current turn was shown (to show them again if the turn is lost).
+    turn: (usize, usize),
+    voted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,6 +260,15 @@ enum Phase {
     HandingOff {
         child: NodeId,
         own: Vec<String>,
+    },
+    /// Its team deliberates, a round at a time.
+    Teaming {
+        round: u32,
+        seats: Vec<Seat>,
+        channel: Vec<Post>,
+        concluded: Option<String>,
+        /// The coordinator's last turn, once the rounds are over.
+        final_step: Option<StepId>,
     },
     Done(Result<(String, Vec<String>), String>),
 }
@@ -232,7 +339,13 @@ impl Flow {
     }
 
     fn step_running(&self, node: NodeId, step: StepId) -> bool {
-        matches!(self.nodes[node].phase, Phase::Running { step: s } | Phase::Routing { step: Some(s) } if s == step)
+        match &self.nodes[node].phase {
+            Phase::Running { step: s } | Phase::Routing { step: Some(s) } => *s == step,
+            Phase::Teaming {
+                seats, final_step, ..
+            } => *final_step == Some(step) || seats.iter().any(|s| s.step == Some(step)),
+            _ => false,
+        }
     }
 
     /// Feeds one input; the actions are appended to `out`.
@@ -248,6 +361,9 @@ impl Flow {
                 };
                 if !self.step_running(node, step) {
                     return; // already handled (a stop, a timeout)
+                }
+                if matches!(self.nodes[node].phase, Phase::Teaming { .. }) {
+                    return self.team_turn_ended(node, step, outcome, now_ms, agents, out);
                 }
                 match outcome {
                     Outcome::Lost => {
@@ -295,6 +411,44 @@ impl Flow {
                     }
                 }
             }
+            Input::TeamBroadcast { step, message } => {
+                self.team_post(step, out, |seat, round, channel, _| {
+                    channel.push(Post {
+                        from: seat.speaker.clone(),
+                        round,
+                        text: message.clone(),
+                    });
+                    (
+                        "team_broadcast",
+                        json!({ "member": seat.speaker, "round": round, "message": message }),
+                    )
+                });
+            }
+            Input::TeamVote { step, reason } => {
+                self.team_post(step, out, |seat, round, _, _| {
+                    seat.voted = true;
+                    (
+                        "team_vote",
+                        json!({ "member": seat.speaker, "round": round, "reason": reason }),
+                    )
+                });
+            }
+            Input::TeamConclude { step, answer } => {
+                self.team_post(step, out, |seat, round, _, concluded| {
+                    if seat.coordinator {
+                        *concluded = Some(answer.clone());
+                        (
+                            "team_concluded",
+                            json!({ "coordinator": seat.speaker, "round": round }),
+                        )
+                    } else {
+                        (
+                            "team_conclude_refused",
+                            json!({ "member": seat.speaker, "round": round }),
+                        )
+                    }
+                });
+            }
             Input::Cancel => {
                 for step in self.running_steps() {
                     out.push(Action::Stop { step });
@@ -308,6 +462,334 @@ impl Flow {
                 }));
             }
         }
+    }
+
+    /// Seats the team of `node` and starts its first round.
+    fn start_team(
+        &mut self,
+        node: NodeId,
+        team: &crate::agent::TeamSpec,
+        agents: &dyn Agents,
+        out: &mut Vec<Action>,
+    ) {
+        let mut names = team.members.clone();
+        if !names.contains(&team.coordinator) {
+            names.push(team.coordinator.clone());
+        }
+        let seats = names
+            .iter()
+            .map(|m| Seat {
+                speaker: terminal_agent(m, agents),
+                coordinator: *m == team.coordinator,
+                step: None,
+                seen: 0,
+                turn: (0, 0),
+                voted: false,
+            })
+            .collect();
+        self.nodes[node].phase = Phase::Teaming {
+            round: 0,
+            seats,
+            channel: Vec::new(),
+            concluded: None,
+            final_step: None,
+        };
+        out.push(Action::Event {
+            kind: "team_started",
+            data: json!({ "team": self.nodes[node].agent, "members": names, "coordinator": team.coordinator }),
+        });
+        self.next_round(node, agents, out);
+    }
+
+    fn team_spec(&self, node: NodeId, agents: &dyn Agents) -> Option<crate::agent::TeamSpec> {
+        agents.agent(&self.nodes[node].agent).and_then(|d| d.team)
+    }
+
+    /// Starts every seat's turn of the next round, each seeing what was said since its last.
+    fn next_round(&mut self, node: NodeId, agents: &dyn Agents, out: &mut Vec<Action>) {
+        let max = self
+            .team_spec(node, agents)
+            .map_or(DEFAULT_MAX_ROUNDS, |t| {
+                t.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS)
+            });
+        let team = self.nodes[node].agent.clone();
+        let request = self.prompt_of(node);
+        let mut turns = Vec::new();
+        let Phase::Teaming {
+            round,
+            seats,
+            channel,
+            ..
+        } = &mut self.nodes[node].phase
+        else {
+            return;
+        };
+        *round += 1;
+        for (i, seat) in seats.iter().enumerate() {
+            let news = channel[seat.seen.min(channel.len())..].to_vec();
+            let prompt = team_prompt(
+                &request,
+                &team,
+                &seat.speaker,
+                seat.coordinator,
+                *round,
+                max,
+                &news,
+            );
+            turns.push((
+                i,
+                seat.speaker.clone(),
+                seat.coordinator,
+                prompt,
+                channel.len(),
+            ));
+        }
+        let round = *round;
+        out.push(Action::Event {
+            kind: "team_round",
+            data: json!({ "team": team, "round": round }),
+        });
+        for (i, speaker, coordinator, prompt, seen) in turns {
+            let step = self.new_step(node);
+            if let Phase::Teaming { seats, .. } = &mut self.nodes[node].phase {
+                seats[i].step = Some(step);
+                seats[i].turn = (seats[i].seen.min(seen), seen);
+                seats[i].seen = seen;
+            }
+            out.push(Action::Run {
+                step,
+                node,
+                agent: speaker,
+                prompt,
+                trigger: Trigger::TeamMember,
+                route: None,
+                team: Some(coordinator),
+            });
+        }
+    }
+
+    /// Applies a team tool call made from `step` (a seat's turn, or the coordinator's last).
+    fn team_post(
+        &mut self,
+        step: StepId,
+        out: &mut Vec<Action>,
+        apply: impl FnOnce(&mut Seat, u32, &mut Vec<Post>, &mut Option<String>) -> (&'static str, Value),
+    ) {
+        let Some(node) = self.node_of(step) else {
+            return;
+        };
+        let team = self.nodes[node].agent.clone();
+        let Phase::Teaming {
+            round,
+            seats,
+            channel,
+            concluded,
+            final_step,
+        } = &mut self.nodes[node].phase
+        else {
+            return;
+        };
+        let seat = if *final_step == Some(step) {
+            seats.iter_mut().find(|s| s.coordinator)
+        } else {
+            seats.iter_mut().find(|s| s.step == Some(step))
+        };
+        let Some(seat) = seat else {
+            return;
+        };
+        let (kind, mut data) = apply(seat, *round, channel, concluded);
+        data["team"] = json!(team);
+        out.push(Action::Event { kind, data });
+    }
+
+    fn team_turn_ended(
+        &mut self,
+        node: NodeId,
+        step: StepId,
+        outcome: Outcome,
+        now_ms: u64,
+        agents: &dyn Agents,
+        out: &mut Vec<Action>,
+    ) {
+        let team = self.nodes[node].agent.clone();
+        let Phase::Teaming {
+            round,
+            seats,
+            channel,
+            concluded,
+            final_step,
+        } = &mut self.nodes[node].phase
+        else {
+            return;
+        };
+        let round = *round;
+        if *final_step == Some(step) {
+            let coordinator = seats
+                .iter()
+                .find(|s| s.coordinator)
+                .map(|s| s.speaker.clone())
+                .unwrap_or_default();
+            let answer = match (outcome, concluded.clone()) {
+                (Outcome::Lost, _) => {
+                    let prompt = final_prompt(
+                        &self.prompt_of(node),
+                        &team,
+                        &coordinator,
+                        &self.channel_of(node),
+                    );
+                    let step = self.new_step(node);
+                    if let Phase::Teaming { final_step, .. } = &mut self.nodes[node].phase {
+                        *final_step = Some(step);
+                    }
+                    out.push(Action::Run {
+                        step,
+                        node,
+                        agent: coordinator,
+                        prompt,
+                        trigger: Trigger::TeamMember,
+                        route: None,
+                        team: Some(true),
+                    });
+                    return;
+                }
+                (_, Some(answer)) => Ok(answer),
+                (Outcome::Done { output }, None) => Ok(output),
+                (Outcome::Failed { reason }, None) => Err(format!(
+                    "team {team}: its coordinator {coordinator} gave no final answer: {reason}"
+                )),
+            };
+            return match answer {
+                Ok(answer) => {
+                    self.own_done_with(node, answer, vec![team, coordinator], now_ms, agents, out)
+                }
+                Err(e) => self.settle(node, Err(e), now_ms, agents, out),
+            };
+        }
+        let Some(i) = seats.iter().position(|s| s.step == Some(step)) else {
+            return;
+        };
+        match outcome {
+            Outcome::Lost => {
+                // Its turn went with the daemon: take it again, with the same news.
+                let (speaker, coordinator, (from, to)) = (
+                    seats[i].speaker.clone(),
+                    seats[i].coordinator,
+                    seats[i].turn,
+                );
+                let news = channel[from.min(channel.len())..to.min(channel.len())].to_vec();
+                let max = self
+                    .team_spec(node, agents)
+                    .map_or(DEFAULT_MAX_ROUNDS, |t| {
+                        t.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS)
+                    });
+                let prompt = team_prompt(
+                    &self.prompt_of(node),
+                    &team,
+                    &speaker,
+                    coordinator,
+                    round,
+                    max,
+                    &news,
+                );
+                let step = self.new_step(node);
+                if let Phase::Teaming { seats, .. } = &mut self.nodes[node].phase {
+                    seats[i].step = Some(step);
+                }
+                out.push(Action::Run {
+                    step,
+                    node,
+                    agent: speaker,
+                    prompt,
+                    trigger: Trigger::TeamMember,
+                    route: None,
+                    team: Some(coordinator),
+                });
+                return;
+            }
+            Outcome::Failed { reason } => {
+                channel.push(Post {
+                    from: "troupe".into(),
+                    round,
+                    text: format!("[{}'s turn failed: {reason}]", seats[i].speaker),
+                });
+                seats[i].step = None;
+            }
+            Outcome::Done { .. } => seats[i].step = None,
+        }
+        if seats.iter().any(|s| s.step.is_some()) {
+            return;
+        }
+        self.round_over(node, now_ms, agents, out);
+    }
+
+    fn channel_of(&self, node: NodeId) -> Vec<Post> {
+        match &self.nodes[node].phase {
+            Phase::Teaming { channel, .. } => channel.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every seat has spoken this round: conclude, hand to the coordinator, or go on.
+    fn round_over(
+        &mut self,
+        node: NodeId,
+        now_ms: u64,
+        agents: &dyn Agents,
+        out: &mut Vec<Action>,
+    ) {
+        let team = self.nodes[node].agent.clone();
+        let spec = self.team_spec(node, agents);
+        let termination = spec.as_ref().map(|t| t.termination).unwrap_or_default();
+        let max = spec.as_ref().map_or(DEFAULT_MAX_ROUNDS, |t| {
+            t.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS)
+        });
+        let Phase::Teaming {
+            round,
+            seats,
+            channel,
+            concluded,
+            ..
+        } = &self.nodes[node].phase
+        else {
+            return;
+        };
+        let coordinator = seats
+            .iter()
+            .find(|s| s.coordinator)
+            .map(|s| s.speaker.clone())
+            .unwrap_or_default();
+        if let Some(answer) = concluded.clone() {
+            out.push(Action::Event {
+                kind: "team_finished",
+                data: json!({ "team": team, "round": round, "by": "coordinator" }),
+            });
+            return self.own_done_with(node, answer, vec![team, coordinator], now_ms, agents, out);
+        }
+        let consensus =
+            termination == crate::agent::Termination::Consensus && seats.iter().all(|s| s.voted);
+        if consensus || *round >= max {
+            out.push(Action::Event {
+                kind: "team_finished",
+                data: json!({ "team": team, "round": round,
+                              "by": if consensus { "consensus" } else { "max_rounds" } }),
+            });
+            let prompt = final_prompt(&self.prompt_of(node), &team, &coordinator, channel);
+            let step = self.new_step(node);
+            if let Phase::Teaming { final_step, .. } = &mut self.nodes[node].phase {
+                *final_step = Some(step);
+            }
+            out.push(Action::Run {
+                step,
+                node,
+                agent: coordinator,
+                prompt,
+                trigger: Trigger::TeamMember,
+                route: None,
+                team: Some(true),
+            });
+            return;
+        }
+        self.next_round(node, agents, out);
     }
 
     fn new_step(&mut self, node: NodeId) -> StepId {
@@ -379,6 +861,9 @@ impl Flow {
         agents: &dyn Agents,
         out: &mut Vec<Action>,
     ) {
+        if let Some(team) = &def.team {
+            return self.start_team(node, team, agents, out);
+        }
         match &def.router {
             Some(router) if router.via.starts_with("plugin:") => {
                 self.nodes[node].phase = Phase::Routing { step: None };
@@ -431,6 +916,7 @@ impl Flow {
             prompt,
             trigger: n.trigger,
             route: candidates,
+            team: None,
         });
     }
 
@@ -688,8 +1174,8 @@ impl Flow {
 
 /// Checks the patterns of `agent` (about to be written) against the other definitions: every
 /// agent it names exists, a router lists agents and has no subagents, an advisor is terminal
-/// (no handoff, not a router), and no circle runs through handoffs, router choices and advisors
-/// ("handoff cycle: a -> b -> a").
+/// (no handoff, not a router), a team's coordinator has no handoff, and no circle runs through
+/// handoffs, router choices, advisors and team membership ("handoff cycle: a -> b -> a").
 pub fn check_patterns(agent: &AgentDefinition, agents: &dyn Agents) -> Result<(), String> {
     let lookup = |name: &str| {
         if name == agent.name {
@@ -733,6 +1219,34 @@ pub fn check_patterns(agent: &AgentDefinition, agents: &dyn Agents) -> Result<()
             exists("the router", choice)?;
         }
     }
+    if let Some(team) = &agent.team {
+        if team.members.is_empty() {
+            return Err(format!("team {name} has no members"));
+        }
+        for member in &team.members {
+            exists("the team", member)?;
+        }
+        exists("the team", &team.coordinator)?;
+        if let Some(next) = lookup(&team.coordinator).and_then(|d| d.handoff) {
+            return Err(format!(
+                "team coordinator {} of team {name} cannot have a handoff (to {next}): the team owns the final answer",
+                team.coordinator
+            ));
+        }
+        if team.termination == crate::agent::Termination::MaxRounds && team.max_rounds.is_none() {
+            return Err(format!(
+                "team {name} ends after max_rounds: say how many (max_rounds)"
+            ));
+        }
+        if team.max_rounds == Some(0) {
+            return Err(format!("team {name}: max_rounds must be at least 1"));
+        }
+        if agent.router.is_some() {
+            return Err(format!(
+                "agent {name} cannot be both a router and a team: a router delegates the whole request"
+            ));
+        }
+    }
     for advisor in &agent.advisors {
         exists("an advisor", advisor)?;
         if let Some(def) = lookup(advisor) {
@@ -758,6 +1272,10 @@ pub fn check_patterns(agent: &AgentDefinition, agents: &dyn Agents) -> Result<()
             e.extend(r.agents.iter().map(|a| (a.clone(), "router")));
         }
         e.extend(def.advisors.iter().map(|a| (a.clone(), "advisor")));
+        if let Some(t) = &def.team {
+            e.extend(t.members.iter().map(|m| (m.clone(), "team")));
+            e.push((t.coordinator.clone(), "team"));
+        }
         e
     };
     fn walk(

@@ -464,3 +464,93 @@ pub async fn get_run_tree(d: &Daemon, p: RunIdParams) -> Result<RunTreeResult, A
         total,
     })
 }
+
+/// The run of a team member's turn, and the team it sits in; `coordinator`: only its coordinator.
+fn team_turn(
+    d: &Daemon,
+    op: &'static str,
+    session_id: &str,
+    coordinator: bool,
+) -> Result<(AgentRun, String), ApiError> {
+    let run = d.store.run_of_session(session_id)?.ok_or_else(|| {
+        ApiError::Forbidden(format!(
+            "session {session_id} is not an agent run: {op} is a team member's tool"
+        ))
+    })?;
+    let def = parse_definition(op, run.definition.clone())?;
+    match def.team_seat.as_deref() {
+        None => Err(ApiError::Forbidden(format!(
+            "run {} ({}) is not a team member's turn: {op} is a team member's tool",
+            run.run_id, run.agent_name
+        ))),
+        Some("coordinator") => {
+            let team = run_team(d, &run)?;
+            Ok((run, team))
+        }
+        Some(_) if coordinator => Err(ApiError::Forbidden(format!(
+            "{} is not the coordinator of its team: only the coordinator concludes",
+            run.agent_name
+        ))),
+        Some(_) => {
+            let team = run_team(d, &run)?;
+            Ok((run, team))
+        }
+    }
+}
+
+fn run_team(d: &Daemon, run: &AgentRun) -> Result<String, ApiError> {
+    let root = run.flow_root.as_deref().unwrap_or_default();
+    Ok(d.store.get_run(root)?.agent_name)
+}
+
+async fn team_tell(
+    d: &Daemon,
+    run: AgentRun,
+    team: String,
+    input: crate::orchestrator::TeamAct,
+) -> Result<TeamActResult, ApiError> {
+    let run_id = run.run_id.clone();
+    d.orchestrator
+        .request(|reply| Command::Team {
+            run_id: run_id.clone(),
+            input,
+            reply,
+        })
+        .await?;
+    Ok(TeamActResult { run_id, team })
+}
+
+pub async fn team_broadcast(d: &Daemon, p: TeamBroadcastParams) -> Result<TeamActResult, ApiError> {
+    const OP: &str = "team_broadcast";
+    if p.message.trim().is_empty() {
+        return Err(ApiError::invalid(OP, "message must not be empty"));
+    }
+    let (run, team) = team_turn(d, OP, &p.session_id, false)?;
+    team_tell(
+        d,
+        run,
+        team,
+        crate::orchestrator::TeamAct::Broadcast(p.message),
+    )
+    .await
+}
+
+pub async fn vote_conclude(d: &Daemon, p: VoteConcludeParams) -> Result<TeamActResult, ApiError> {
+    let (run, team) = team_turn(d, "vote_conclude", &p.session_id, false)?;
+    team_tell(d, run, team, crate::orchestrator::TeamAct::Vote(p.reason)).await
+}
+
+pub async fn conclude_team(d: &Daemon, p: ConcludeTeamParams) -> Result<TeamActResult, ApiError> {
+    const OP: &str = "conclude_team";
+    if p.answer.trim().is_empty() {
+        return Err(ApiError::invalid(OP, "answer must not be empty"));
+    }
+    let (run, team) = team_turn(d, OP, &p.session_id, true)?;
+    team_tell(
+        d,
+        run,
+        team,
+        crate::orchestrator::TeamAct::Conclude(p.answer),
+    )
+    .await
+}

@@ -88,6 +88,12 @@ pub enum Command {
         run: Box<AgentRun>,
         definition: Box<AgentDefinition>,
     },
+    /// A team member's turn used a team tool (broadcast, vote, conclude).
+    Team {
+        run_id: String,
+        input: TeamAct,
+        reply: Reply,
+    },
     /// A pattern run's advisor deadline may have passed.
     FlowTick {
         root: String,
@@ -106,6 +112,14 @@ pub enum Command {
         crash_count: u32,
         decision: Decision,
     },
+}
+
+/// A team tool call.
+#[derive(Debug, Clone)]
+pub enum TeamAct {
+    Broadcast(String),
+    Vote(String),
+    Conclude(String),
 }
 
 /// Everything the loop reacts to.
@@ -356,6 +370,14 @@ impl Loop {
                         self.after_run_end(&run, None, true).await;
                     }
                 }
+            }
+            Event::Command(Command::Team {
+                run_id,
+                input,
+                reply,
+            }) => {
+                let result = self.team_act(&run_id, input).await;
+                let _caller_gone = reply.send(result);
             }
             Event::Command(Command::FlowTick { root }) => {
                 self.flow_input(&root, troupe_engine::pattern::Input::Tick)

@@ -19,6 +19,17 @@ pub(super) struct LiveFlow {
     pub(super) steps: HashMap<StepId, String>,
 }
 
+/// One step to start: the engine's `Action::Run`.
+struct StepSpec {
+    step: StepId,
+    agent: String,
+    prompt: String,
+    trigger: pattern::Trigger,
+    route: Option<Vec<String>>,
+    /// A team turn: `member` or `coordinator`.
+    seat: Option<&'static str>,
+}
+
 /// The definition of an agent, as stored now (patterns resolve at run time).
 fn stored_agent(store: &Store, name: &str) -> Option<AgentDefinition> {
     store
@@ -139,12 +150,18 @@ impl Loop {
                 prompt,
                 trigger,
                 route,
+                team,
                 ..
             } => {
-                if let Err(reason) = self
-                    .start_step(&root_run, step, &agent, prompt, trigger, route)
-                    .await
-                {
+                let spec = StepSpec {
+                    step,
+                    agent,
+                    prompt,
+                    trigger,
+                    route,
+                    seat: team.map(|chair| if chair { "coordinator" } else { "member" }),
+                };
+                if let Err(reason) = self.start_step(&root_run, spec).await {
                     self.flow_inputs.push_back((
                         root.to_string(),
                         pattern::Input::StepEnded {
@@ -201,16 +218,16 @@ impl Loop {
     }
 
     /// Creates and starts the run of one step, a child of the pattern run.
-    async fn start_step(
-        &mut self,
-        root: &AgentRun,
-        step: StepId,
-        agent: &str,
-        prompt: String,
-        trigger: pattern::Trigger,
-        route: Option<Vec<String>>,
-    ) -> Result<(), String> {
-        let def = stored_agent(&self.store, agent)
+    async fn start_step(&mut self, root: &AgentRun, spec: StepSpec) -> Result<(), String> {
+        let StepSpec {
+            step,
+            agent,
+            prompt,
+            trigger,
+            route,
+            seat,
+        } = spec;
+        let def = stored_agent(&self.store, &agent)
             .ok_or_else(|| format!("agent {agent} does not exist"))?;
         let mut leaf = def.plain();
         if route.is_some() {
@@ -218,6 +235,7 @@ impl Loop {
             leaf.workflow.completion_schema = None;
         }
         leaf.route_only = route;
+        leaf.team_seat = seat.map(String::from);
         let project = self
             .store
             .get_project(&root.project_id)
@@ -393,6 +411,26 @@ impl Loop {
             tracing::warn!(run = %root, error = %e, "cannot record a pattern event");
         }
         Box::pin(self.after_run_end(&ended.run, None, ended.changed)).await;
+    }
+
+    /// A team tool call from a member's turn: fed to its team's flow.
+    pub(super) async fn team_act(
+        &mut self,
+        run_id: &str,
+        act: super::TeamAct,
+    ) -> Result<(), ApiError> {
+        let Some((root, step)) = self.flow_steps.get(run_id).cloned() else {
+            return Err(ApiError::Conflict(format!(
+                "run {run_id} is not a team member's turn in progress"
+            )));
+        };
+        let input = match act {
+            super::TeamAct::Broadcast(message) => pattern::Input::TeamBroadcast { step, message },
+            super::TeamAct::Vote(reason) => pattern::Input::TeamVote { step, reason },
+            super::TeamAct::Conclude(answer) => pattern::Input::TeamConclude { step, answer },
+        };
+        self.flow_input(&root, input).await;
+        Ok(())
     }
 
     /// Stops a run, whatever it is: a pattern run is cancelled with every step it started.

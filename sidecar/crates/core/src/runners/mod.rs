@@ -37,6 +37,19 @@ pub trait RunnerHost: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<PollMessagesResult, ApiError>>;
     /// `route_to`: a router's step chooses an agent (and ends).
     fn route_to(&self, p: RouteToParams) -> BoxFuture<'_, Result<RouteToResult, ApiError>>;
+    /// The team tools of a member's turn.
+    fn team_broadcast(
+        &self,
+        p: TeamBroadcastParams,
+    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>>;
+    fn vote_conclude(
+        &self,
+        p: VoteConcludeParams,
+    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>>;
+    fn conclude_team(
+        &self,
+        p: ConcludeTeamParams,
+    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>>;
     /// Asks a person (or a rule) and waits for the decision.
     fn request_permission_decided(
         &self,

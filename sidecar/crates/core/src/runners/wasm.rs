@@ -19,8 +19,9 @@ use troupe_store::AgentRun;
 use crate::runners::RunnerHost;
 use crate::runners::process::{Exit, RunTable};
 use troupe_api::types::{
-    CompleteParams, CompletionStatus, PollMessagesParams, RequestPermissionParams, RouteToParams,
-    SendMessageParams, SendToParentParams,
+    CompleteParams, CompletionStatus, ConcludeTeamParams, PollMessagesParams,
+    RequestPermissionParams, RouteToParams, SendMessageParams, SendToParentParams,
+    TeamBroadcastParams, VoteConcludeParams,
 };
 
 /// Default and most turns of a run without `max_turns`.
@@ -207,15 +208,40 @@ pub fn schemas(agent: &AgentDefinition) -> Vec<ToolSchema> {
             json!({"type":"object","properties":{"summary":{"type":"string"},"artifacts":{"type":"object"},"status":{"type":"string","enum":["success","partial","blocked"]}},"required":["summary"]}),
         ),
     ];
-    all.into_iter()
+    let mut tools: Vec<ToolSchema> = all
+        .into_iter()
         .filter(|(name, _, _)| *name == "complete" || agent.workflow.permits(name).is_ok())
         .map(|(name, description, parameters)| ToolSchema {
             name: name.into(),
             description: description.into(),
             parameters,
         })
-        .collect()
+        .collect();
+    // A team member's turn also gets the team's tools.
+    if let Some(seat) = &agent.team_seat {
+        tools.push(ToolSchema {
+            name: "team_broadcast".into(),
+            description: "Share a message with the other team members (they see it before their next turn).".into(),
+            parameters: json!({"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}),
+        });
+        tools.push(ToolSchema {
+            name: "vote_conclude".into(),
+            description: "Vote that the team is done.".into(),
+            parameters: json!({"type":"object","properties":{"reason":{"type":"string"}}}),
+        });
+        if seat == "coordinator" {
+            tools.push(ToolSchema {
+                name: "conclude_team".into(),
+                description: "As the coordinator, give the team's final answer.".into(),
+                parameters: json!({"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}),
+            });
+        }
+    }
+    tools
 }
+
+/// The team tools (a team member's turn only).
+const TEAM_TOOLS: &[&str] = &["team_broadcast", "vote_conclude", "conclude_team"];
 
 /// Answers one run's tool calls.
 struct Tools {
@@ -365,12 +391,13 @@ impl Tools {
                 "there is no tool named {name}: a router's step only has route_to"
             ));
         }
-        if name != "complete" && name != "route_to" {
+        let team_tool = self.agent.team_seat.is_some() && TEAM_TOOLS.contains(&name);
+        if name != "complete" && name != "route_to" && !team_tool {
             self.agent.workflow.permits(name)?;
         }
         let input: Value = serde_json::from_str(if raw.trim().is_empty() { "{}" } else { raw })
             .map_err(|e| format!("arguments of {name} are not JSON: {e}"))?;
-        if name != "route_to" && self.agent.workflow.needs_approval(name) {
+        if name != "route_to" && !team_tool && self.agent.workflow.needs_approval(name) {
             self.approve(&d, name, &input).await?;
         }
         match name {
@@ -491,6 +518,44 @@ impl Tools {
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(serde_json::to_string(&routed).unwrap_or_default())
+            }
+            "team_broadcast" | "vote_conclude" | "conclude_team" if team_tool => {
+                #[derive(Deserialize)]
+                struct TeamArgs {
+                    #[serde(default)]
+                    message: String,
+                    #[serde(default)]
+                    reason: String,
+                    #[serde(default)]
+                    answer: String,
+                }
+                let a: TeamArgs = args(name, raw)?;
+                let session_id = self.run.session_id.clone();
+                let done = match name {
+                    "team_broadcast" => {
+                        d.team_broadcast(TeamBroadcastParams {
+                            session_id,
+                            message: a.message,
+                        })
+                        .await
+                    }
+                    "vote_conclude" => {
+                        d.vote_conclude(VoteConcludeParams {
+                            session_id,
+                            reason: a.reason,
+                        })
+                        .await
+                    }
+                    _ => {
+                        d.conclude_team(ConcludeTeamParams {
+                            session_id,
+                            answer: a.answer,
+                        })
+                        .await
+                    }
+                }
+                .map_err(|e| e.to_string())?;
+                Ok(serde_json::to_string(&done).unwrap_or_default())
             }
             other => Err(format!("there is no tool named {other}")),
         }

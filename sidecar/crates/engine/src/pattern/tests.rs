@@ -27,12 +27,32 @@ fn describe(a: &Action) -> String {
             trigger,
             route,
             prompt,
+            team,
             ..
         } => {
             let first = prompt.lines().next().unwrap_or("");
-            match route {
-                Some(c) => format!("route #{step} {agent} [{}]", c.join(" ")),
-                None => format!("run #{step} {agent} ({}) <{first}>", trigger.as_str()),
+            match (route, team) {
+                (Some(c), _) => format!("route #{step} {agent} [{}]", c.join(" ")),
+                (None, Some(chair)) => {
+                    let news = prompt
+                        .split("## TEAM CHANNEL (since your last turn)\n\n")
+                        .nth(1)
+                        .or_else(|| prompt.split("## TEAM TRANSCRIPT\n\n").nth(1))
+                        .unwrap_or("")
+                        .lines()
+                        .filter(|l| l.starts_with("### "))
+                        .map(|l| l.trim_start_matches("### ").to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let seat = if *chair { "chair" } else { "seat" };
+                    let last = if prompt.contains("## TEAM TRANSCRIPT") {
+                        " final"
+                    } else {
+                        ""
+                    };
+                    format!("{seat}{last} #{step} {agent} [{news}]")
+                }
+                (None, None) => format!("run #{step} {agent} ({}) <{first}>", trigger.as_str()),
             }
         }
         Action::AskRouter {
@@ -82,6 +102,18 @@ fn parse(line: &str) -> Input {
         ["routed", n, agent, why @ ..] => Input::Routed {
             node: n.trim_start_matches('n').parse().unwrap(),
             choice: Ok((agent.to_string(), why.join(" "))),
+        },
+        ["say", s, text @ ..] => Input::TeamBroadcast {
+            step: step(s),
+            message: text.join(" "),
+        },
+        ["vote", s] => Input::TeamVote {
+            step: step(s),
+            reason: "done".into(),
+        },
+        ["conclude", s, text @ ..] => Input::TeamConclude {
+            step: step(s),
+            answer: text.join(" "),
         },
         ["noroute", n, why @ ..] => Input::Routed {
             node: n.trim_start_matches('n').parse().unwrap(),
@@ -313,6 +345,101 @@ fn bad_patterns_are_refused_naming_what_is_wrong() {
         loop: pattern cycle: loop -> loop2 -> w -> loop
         loop2: advisor w of agent loop2 is not terminal: it hands off to loop
         w: pattern cycle: w -> loop -> loop2 -> w
+    "#]]
+    .assert_eq(&(errors.join("\n") + "\n"));
+}
+
+#[test]
+fn a_team_of_two_reaches_consensus_and_its_coordinator_answers() {
+    check(
+        json!([
+            { "name": "panel", "team": { "members": ["dev", "sec"], "coordinator": "dev" } },
+            { "name": "dev" }, { "name": "sec" }
+        ]),
+        "panel",
+        "start\n say #1 use rust\n say #2 check inputs\n done #1 ok\n done #2 ok\n vote #3\n vote #4\n done #3 ok\n done #4 ok\n done #5 ship it in rust, inputs checked",
+        expect![[r#"
+            t0 start => event team_started; event team_round; chair #1 dev []; seat #2 sec []
+            t1 say #1 use rust => event team_broadcast
+            t2 say #2 check inputs => event team_broadcast
+            t3 done #1 ok => 
+            t4 done #2 ok => event team_round; chair #3 dev [dev (round 1), sec (round 1)]; seat #4 sec [dev (round 1), sec (round 1)]
+            t5 vote #3 => event team_vote
+            t6 vote #4 => event team_vote
+            t7 done #3 ok => 
+            t8 done #4 ok => event team_finished; chair final #5 dev [dev (round 1), sec (round 1)]
+            t9 done #5 ship it in rust, inputs checked => finished success <ship it in rust, inputs checked> chain panel>dev
+        "#]],
+    );
+}
+
+#[test]
+fn a_team_of_four_stops_after_max_rounds_and_a_failed_turn_is_noted() {
+    check(
+        json!([
+            { "name": "board", "team": { "members": ["a", "b", "c", "d"], "coordinator": "a",
+                                         "termination": "max_rounds", "max_rounds": 1 } },
+            { "name": "a" }, { "name": "b" }, { "name": "c" }, { "name": "d" }
+        ]),
+        "board",
+        "start\n say #3 c thinks so\n done #1 a\n fail #2 crashed\n lost #3\n done #4 d\n done #5 c again\n done #6 the board agrees",
+        expect![[r#"
+            t0 start => event team_started; event team_round; chair #1 a []; seat #2 b []; seat #3 c []; seat #4 d []
+            t1 say #3 c thinks so => event team_broadcast
+            t2 done #1 a => 
+            t3 fail #2 crashed => 
+            t4 lost #3 => seat #5 c []
+            t5 done #4 d => 
+            t6 done #5 c again => event team_finished; chair final #6 a [c (round 1), troupe (round 1)]
+            t7 done #6 the board agrees => finished success <the board agrees> chain board>a
+        "#]],
+    );
+}
+
+#[test]
+fn a_coordinator_concludes_when_it_decides_and_a_member_chain_speaks_through_its_last_agent() {
+    check(
+        json!([
+            { "name": "room", "team": { "members": ["writer", "lead"], "coordinator": "lead",
+                                        "termination": "coordinator_decides" } },
+            { "name": "writer", "handoff": "editor" }, { "name": "editor" }, { "name": "lead" }
+        ]),
+        "room",
+        "start\n conclude #1 not mine to say\n say #2 draft ready\n conclude #2 publish the draft\n done #1 ok\n done #2 ok",
+        expect![[r#"
+            t0 start => event team_started; event team_round; seat #1 editor []; chair #2 lead []
+            t1 conclude #1 not mine to say => event team_conclude_refused
+            t2 say #2 draft ready => event team_broadcast
+            t3 conclude #2 publish the draft => event team_concluded
+            t4 done #1 ok => 
+            t5 done #2 ok => event team_finished; finished success <publish the draft> chain room>lead
+        "#]],
+    );
+}
+
+#[test]
+fn bad_teams_are_refused() {
+    let all = agents(json!([
+        { "name": "t1", "team": { "members": [], "coordinator": "x" } },
+        { "name": "t2", "team": { "members": ["x"], "coordinator": "y" } },
+        { "name": "t3", "team": { "members": ["x"], "coordinator": "x", "termination": "max_rounds" } },
+        { "name": "t4", "team": { "members": ["x", "t4"], "coordinator": "x" } },
+        { "name": "x" }, { "name": "y", "handoff": "x" },
+    ]));
+    let lookup = |n: &str| all.iter().find(|d| d.name == n).cloned();
+    let errors: Vec<String> = all
+        .iter()
+        .filter(|d| d.team.is_some())
+        .map(|d| match check_patterns(d, &lookup) {
+            Ok(()) => format!("{}: ok", d.name),
+            Err(e) => format!("{}: {e}", d.name),
+        })
+        .collect();
+    expect![[r#"
+        t1: team t1 has no members
+        t2: team coordinator y of team t2 cannot have a handoff (to x): the team owns the final answer
+        t3: team t3 ends after max_rounds: say how many (max_rounds)
+        t4: team cycle: t4 -> t4
     "#]]
     .assert_eq(&(errors.join("\n") + "\n"));
 }
