@@ -517,8 +517,10 @@ async fn teams_deliberate_in_rounds_and_their_coordinator_answers() {
         .map(|r| r["output"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(outputs[1], "dev saw ", "{outputs:?}");
-    assert_eq!(
-        outputs[4], "sec saw dev (round 1), sec (round 1)",
+    assert!(
+        outputs[4].starts_with("sec saw ")
+            && outputs[4].contains("dev (round 1)")
+            && outputs[4].contains("sec (round 1)"),
         "{outputs:?}"
     );
     assert_eq!(p.events("team_vote").await.len(), 2);

@@ -576,3 +576,86 @@ async fn an_executor_member_survives_a_kill_9_of_the_daemon() {
     assert_eq!(member["output"], "done after a restart", "{s}");
     assert_eq!(mock.requests().len(), 2);
 }
+
+/// A router (seed 002) on the OpenAI-compatible executor: its step gets `route_to` alone, its
+/// `agent` an enum of the candidates, and the chosen agent then runs on the original request; a
+/// router plugin (`via: "plugin:router-keyword"`) routes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_router_step_has_route_to_alone_and_its_choice_runs() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    install(&d, "executor-openai").await;
+    install(&d, "router-keyword").await;
+    // One turn: the step ends with its route_to.
+    let mock = MockLlm::start(vec![Reply::tool(
+        "route_to",
+        json!({ "agent": "billing", "reason": "it is about an invoice" }),
+    )]);
+    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    let answer = |who: &str| {
+        json!([
+            "sh",
+            "-c",
+            format!(
+                "troupe call complete \"{{\\\"output\\\":\\\"{who}: $TROUPE_PROMPT\\\"}}\" >/dev/null"
+            )
+        ])
+    };
+    define(
+        &c,
+        "agent",
+        json!({ "name": "billing", "command": answer("billing"),
+                                "capabilities": ["invoice", "refund"] }),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "tech", "command": answer("tech"),
+                                "capabilities": ["crash", "bug"] }),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "desk", "runner": "wasm:executor-openai", "model": "mock-gpt",
+                "router": { "agents": ["billing", "tech"] } }),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "desk-keyword", "command": ["true"],
+                "router": { "agents": ["billing", "tech"], "via": "plugin:router-keyword" } }),
+    )
+    .await;
+    let project = d.project("repo");
+    let me = crate::support::register(&c, "human", &project, None).await;
+
+    let r = crate::support::run_to_end(&c, "desk", "my invoice is wrong", &me).await;
+    assert_eq!(r["run"]["status"], "success", "{r}");
+    assert_eq!(r["run"]["result"]["chain"], json!(["desk", "billing"]));
+    assert_eq!(r["run"]["result"]["output"], "billing: my invoice is wrong");
+    // The model was offered route_to and nothing else.
+    let first = &mock.requests()[0];
+    let tools: Vec<&str> = first.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["route_to"], "{}", first.summary());
+    assert_eq!(mock.requests().len(), 1, "a router's step is a single turn");
+    assert_eq!(
+        first.body["tools"][0]["function"]["parameters"]["properties"]["agent"]["enum"],
+        json!(["billing", "tech"])
+    );
+
+    let r = crate::support::run_to_end(&c, "desk-keyword", "it shows a crash at start", &me).await;
+    assert_eq!(r["run"]["status"], "success", "{r}");
+    assert_eq!(r["run"]["result"]["chain"], json!(["desk-keyword", "tech"]));
+    assert_eq!(
+        r["run"]["result"]["output"],
+        "tech: it shows a crash at start"
+    );
+}

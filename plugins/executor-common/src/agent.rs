@@ -9,6 +9,8 @@ use crate::http::{now_ms, post_json};
 
 /// The name of the tool whose successful call ends a run.
 pub const COMPLETE_TOOL: &str = "complete";
+/// A router's step has this one tool and ends with it (seed 002: single-turn routing).
+pub const ROUTE_TOOL: &str = "route_to";
 
 /// How loud a log line is (the host's `level`, without depending on one crate's bindings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +59,8 @@ pub struct ToolSpec {
 }
 
 /// Parses the task's tools (`(name, description, parameters as a JSON string)`) and adds the
-/// `complete` tool when the task does not list it, so the model always knows how to finish.
+/// `complete` tool when the task does not list it, so the model always knows how to finish
+/// (a router's step, offered `route_to`, finishes with that instead).
 pub fn tool_specs<'a>(
     tools: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
 ) -> Result<Vec<ToolSpec>, String> {
@@ -75,7 +78,10 @@ pub fn tool_specs<'a>(
             schema,
         });
     }
-    if !specs.iter().any(|t| t.name == COMPLETE_TOOL) {
+    if !specs
+        .iter()
+        .any(|t| t.name == COMPLETE_TOOL || t.name == ROUTE_TOOL)
+    {
         specs.push(ToolSpec {
             name: COMPLETE_TOOL.to_string(),
             description: "Finish the task: give a short summary of what you did and the structured artifacts the workflow asks for.".to_string(),
@@ -270,6 +276,11 @@ pub fn run_loop(
         let mut results = Vec::with_capacity(reply.tool_calls.len());
         for call in reply.tool_calls {
             let result = env.call_tool(&call.name, &call.arguments);
+            if call.name == ROUTE_TOOL && result.is_ok() {
+                env.log(LogLevel::Info, &format!("turn {turn}: routed"));
+                finished.summary = "routed".to_string();
+                return Ok(finished);
+            }
             if call.name == COMPLETE_TOOL {
                 match &result {
                     Ok(_) => {
@@ -534,6 +545,9 @@ mod tests {
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["read", "complete"]);
         let specs = tool_specs([("complete", "Done", "")]).expect("specs");
+        assert_eq!(specs.len(), 1);
+        // A router's step finishes with route_to: no `complete` is added.
+        let specs = tool_specs([("route_to", "Route", "")]).expect("specs");
         assert_eq!(specs.len(), 1);
         assert!(tool_specs([("bad", "", "{")]).is_err());
     }

@@ -128,6 +128,14 @@ pub async fn run(daemon: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefini
 }
 
 fn system_prompt(agent: &AgentDefinition, workdir: &Path) -> String {
+    if let Some(candidates) = &agent.route_only {
+        return format!(
+            "You are {}, a Troupe router. Choose the agent that should handle the request: call \
+             `route_to` once, with one of {} and your reason. You have no other tool.",
+            agent.name,
+            candidates.join(", ")
+        );
+    }
     let mut s = format!(
         "You are {}, a Troupe agent working in {}. Use the tools to read and change files \
          there (paths are relative to it). When the task is done call `complete` with a \
