@@ -29,6 +29,8 @@ pub enum BenchCommand {
     Mcp(crate::bench_agents::McpArgs),
     /// ACP member spawn → first update (the scripted agent, or any ACP command).
     Acp(crate::bench_agents::AcpArgs),
+    /// The pattern layer's overhead per hop: a handoff chain and an advisor fan-out.
+    Patterns(crate::bench_patterns::PatternArgs),
     /// kill -9 soaks: keyed sends (nothing acknowledged lost or doubled) and parties (no rerun,
     /// no double spawn, no orphan process).
     #[command(subcommand)]
@@ -114,6 +116,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Mcp(args) => return crate::bench_agents::mcp(args, json).await,
         BenchCommand::Acp(args) => return crate::bench_agents::acp(args, json).await,
         BenchCommand::Soak(cmd) => return crate::bench_soak::run(cmd, json).await,
+        BenchCommand::Patterns(args) => return crate::bench_patterns::run(args, json).await,
     };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");
