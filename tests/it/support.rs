@@ -124,25 +124,71 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     /// Stops the daemon as `troupe stop` would (SIGTERM: its agents that cannot be adopted go
     /// with it, so tests leave no agent processes behind), SIGKILL if it does not go in time.
+    /// Then ends what the test left on this data dir: member processes (they outlive a daemon by
+    /// design, and a `troupe call` of theirs would start a new one) and any daemon they started.
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            if let Some(pid) = i32::try_from(child.id())
-                .ok()
-                .and_then(rustix::process::Pid::from_raw)
-            {
-                let _gone = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            }
+            signal(child.id(), rustix::process::Signal::TERM);
             let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if !matches!(child.try_wait(), Ok(None)) {
-                    return;
-                }
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(10));
             }
             let _ = child.kill();
             let _ = child.wait();
         }
+        for _ in 0..5 {
+            for pid in processes_with_env("TROUPE_HOME", &self.layout.data_dir) {
+                signal(pid, rustix::process::Signal::KILL);
+            }
+            let Some(daemon) = std::fs::read_to_string(self.layout.data_dir.join("troupe.lock"))
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+                .filter(|pid| is_running(*pid) && *pid != std::process::id())
+            else {
+                break;
+            };
+            signal(daemon, rustix::process::Signal::TERM);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && is_running(daemon) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            signal(daemon, rustix::process::Signal::KILL);
+        }
     }
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _gone = rustix::process::kill_process(pid, sig);
+    }
+}
+
+/// Whether a process is alive (not gone, not a zombie).
+fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Our processes whose environment has `name=<value>`.
+fn processes_with_env(name: &str, value: &Path) -> Vec<u32> {
+    let wanted = format!("{name}={}", value.display()).into_bytes();
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == wanted.as_slice()))
+        })
+        .collect()
 }
 
 /// Runs `troupe` with `--data-dir` of `layout`, in `cwd` when given.
