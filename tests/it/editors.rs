@@ -321,6 +321,28 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let run = start_worker(&s, "vscode-e2e-worker", false).await;
+    // A finished pattern run (a handoff chain) to draw as its tree.
+    let complete = |who: &str| {
+        json!([
+            "sh",
+            "-c",
+            format!("troupe call complete '{{\"output\":\"{who} done\"}}' >/dev/null")
+        ])
+    };
+    for def in [
+        json!({ "name": "chain-end", "command": complete("chain-end") }),
+        json!({ "name": "chain-start", "command": complete("chain-start"), "handoff": "chain-end" }),
+    ] {
+        c.call("create_agent_definition", json!({ "definition": def }))
+            .await
+            .unwrap();
+    }
+    let me = register(&c, "human", &project.display().to_string(), None).await;
+    let chain = crate::support::start(&c, "chain-start", "go", &me).await;
+    assert_eq!(
+        run_end(&s, &chain).await["result"]["output"],
+        "chain-end done"
+    );
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -340,6 +362,7 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
         .env("VSIX", vscode.join("troupe.vsix"))
         .env("TEST_ROOT", &project)
         .env("SCREENSHOT", &screenshot)
+        .env("RUN_AGENT", "chain-start")
         .env("TROUPE_BIN", BIN)
         .env("TROUPE_HOME", &s.daemon.layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
@@ -361,9 +384,26 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
             "list agents",
             "diagnostic",
             "approved",
-            "screenshot"
+            "screenshot",
+            "run tree"
         ])
     );
+    assert!(
+        f["run_title"]
+            .as_str()
+            .unwrap()
+            .contains("chain-start — success — chain chain-start > chain-end"),
+        "{f}"
+    );
+    let rows: Vec<&str> = f["run_rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3, "{f}");
+    assert!(rows[1].contains("chain-start root success"), "{f}");
+    assert!(rows[2].contains("chain-end handoff success"), "{f}");
     assert!(
         f["agents"]
             .as_array()
@@ -456,4 +496,53 @@ async fn the_editor_door_follows_the_daemon_across_a_restart() {
     lsp.stop().await.unwrap();
     let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
     crate::support::cli(&daemon.layout, &["stop"], None);
+}
+
+/// `:Troupe runs <run>` in a real headless Neovim draws a pattern run as its tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_troupe_runs_shows_a_pattern_run_as_its_tree() {
+    let s = scenario();
+    let c = s.daemon.client().await;
+    let complete = |who: &str| {
+        json!([
+            "sh",
+            "-c",
+            format!("troupe call complete '{{\"output\":\"{who} done\"}}' >/dev/null")
+        ])
+    };
+    for (name, extra) in [("b", json!({})), ("a", json!({ "handoff": "b" }))] {
+        let mut def = json!({ "name": name, "command": complete(name) });
+        for (k, v) in extra.as_object().unwrap() {
+            def[k] = v.clone();
+        }
+        c.call("create_agent_definition", json!({ "definition": def }))
+            .await
+            .unwrap();
+    }
+    let me = register(&c, "human", &s.project.display().to_string(), None).await;
+    let run = crate::support::start(&c, "a", "go", &me).await;
+    let r = run_end(&s, &run).await;
+    assert_eq!(r["result"]["output"], "b done", "{r}");
+
+    let result = s.daemon.dir.path().join("nvim-runs.txt");
+    let out = std::process::Command::new(nvim())
+        .args(["--headless", "-n", "-i", "NONE", "--clean", "-u"])
+        .arg(workspace_root().join("tests/nvim/runs.lua"))
+        .current_dir(&s.project)
+        .env("TROUPE_BIN", BIN)
+        .env("TROUPE_PLUGIN", workspace_root().join("editors/nvim"))
+        .env("TROUPE_HOME", &s.daemon.layout.data_dir)
+        .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
+        .env("TEST_ROOT", &s.project)
+        .env("TEST_RUN", &run)
+        .env("TEST_RESULT", &result)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(&result).unwrap_or_default();
+    assert!(
+        out.status.success() && report.starts_with("7 passed, 0 failed"),
+        "neovim: {}\n{report}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -1,5 +1,6 @@
 // Troupe for VS Code: starts `troupe lsp` with vscode-languageclient, adds the "Troupe:" commands,
-// a status-bar count of pending permission requests, and a live picture of a party's DAG.
+// a status-bar count of pending permission requests, a live picture of a party's DAG, and a
+// live tree of a run and the runs it started (pattern steps, subagents).
 // Approvals themselves arrive as diagnostics with quick fixes from the language server.
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -107,6 +108,18 @@ export async function activate(context: vscode.ExtensionContext) {
         { title: 'Troupe: agent runs' },
       );
     },
+    'troupe.runTree': async () => {
+      const { runs } = await call('list_agents');
+      // Runs that are not a pattern's steps: each is the root of its tree.
+      const roots = runs.filter((r: any) => !r.flow_root);
+      const picked: any = await vscode.window.showQuickPick(
+        roots.map((r: any) => ({ label: `${r.agent_name} — ${r.status}`, description: r.trigger ?? r.role_name ?? '', detail: r.run_id, id: r.run_id })),
+        { title: 'Troupe: the tree of which run?' },
+      );
+      if (picked) {
+        RunView.show(context, picked.id);
+      }
+    },
     'troupe.sendMessage': async () => {
       const from = await vscode.window.showInputBox({ prompt: 'From session id' });
       const to = from && (await vscode.window.showInputBox({ prompt: 'To session id' }));
@@ -189,6 +202,63 @@ class PartyView {
     };
     tick();
   }
+}
+
+/** A run and every run it started (pattern steps, subagents), live until the root has ended. */
+class RunView {
+  static show(context: vscode.ExtensionContext, runId: string) {
+    const panel = vscode.window.createWebviewPanel('troupeRun', 'Troupe run', vscode.ViewColumn.Beside, {});
+    let stopped = false;
+    panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
+    const tick = async () => {
+      if (stopped) {
+        return;
+      }
+      let live = true;
+      try {
+        const tree = await call('get_run_tree', { run_id: runId });
+        panel.webview.html = renderRunTree(tree);
+        live = tree.runs.some((r: any) => r.status === 'running' || r.status === 'pending');
+      } catch (err) {
+        panel.webview.html = `<p>${String(err)}</p>`;
+      }
+      if (live) {
+        setTimeout(tick, 500);
+      }
+    };
+    tick();
+  }
+}
+
+const RUN_COLOURS: Record<string, string> = {
+  pending: '#9e9e9e', running: '#2196f3', success: '#4caf50', partial: '#8bc34a', blocked: '#ff9800',
+  crashed: '#f44336', timeout: '#ff5722', cancelled: '#757575',
+};
+
+/** A run tree as nested rows: agent, why it was started, status, and the start of its answer. */
+export function renderRunTree(tree: any): string {
+  const root = tree.runs[0] ?? {};
+  const chain = tree.chain?.length ? ` — chain ${tree.chain.map(escape).join(' &gt; ')}` : '';
+  const t = tree.total ?? {};
+  const rows = tree.runs
+    .map((r: any) => {
+      const said = String(r.error ?? r.output ?? '');
+      const short = said.length > 100 ? said.slice(0, 97) + '...' : said;
+      return `<li class="run" style="margin-left:${(r.depth ?? 0) * 18}px">`
+        + `<span class="dot" style="background:${RUN_COLOURS[r.status] ?? '#9e9e9e'}"></span>`
+        + `<b>${escape(r.agent)}</b> <i>${escape(r.trigger ?? 'member')}</i> ${escape(r.status)}`
+        + `<span class="said">${escape(short)}</span></li>`;
+    })
+    .join('');
+  return `<!DOCTYPE html><html><head><style>
+body { font-family: var(--vscode-font-family); color: var(--vscode-foreground); }
+ul { list-style: none; padding: 0; } li.run { margin: 4px 0; }
+.dot { display: inline-block; width: 10px; height: 10px; border-radius: 5px; margin-right: 6px; }
+.said { margin-left: 8px; opacity: 0.75; }
+</style></head><body>
+<h3 id="run-title">${escape(root.agent ?? '')} — ${escape(root.status ?? '')}${chain}</h3>
+<p>${t.input_tokens ?? 0} tokens in, ${t.output_tokens ?? 0} out, $${Number(t.cost_usd ?? 0).toFixed(4)}</p>
+<ul id="run-tree">${rows}</ul></body></html>`;
 }
 
 const COLOURS: Record<string, string> = {

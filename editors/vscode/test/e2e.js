@@ -1,7 +1,7 @@
 // End-to-end test in a real VS Code: code-server 4.100.3 in headless Chromium, driven by
 // playwright-core. Installs the packaged troupe.vsix, runs "Troupe: List Agents" from the
 // palette, approves a worker's pending request from the quick-fix menu on the file it wants to
-// edit, and saves a screenshot of the party view. Set up and checked by tests/it/editors.rs;
+// edit, saves a screenshot of the party view, and opens a pattern run's tree. Set up and checked by tests/it/editors.rs;
 // prints one JSON line of findings.
 'use strict';
 const cp = require('child_process');
@@ -139,6 +139,26 @@ async function palette(page, command) {
     await page.waitForTimeout(300);
     await page.screenshot({ path: process.env.SCREENSHOT });
     step('screenshot');
+
+    // 4. A pattern run drawn as its tree ("Troupe: Run Tree", then the chain's root run).
+    await palette(page, 'Troupe: Run Tree');
+    await retry('choose the run', async () => {
+      // Filter the pick to the chain's root run, then take it.
+      await page.locator('.quick-input-widget input').fill(process.env.RUN_AGENT);
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: process.env.RUN_AGENT }).first().waitFor({ timeout: 3000 });
+      await page.keyboard.press('Enter');
+    });
+    const runFrame = await retry('run view', async () => {
+      for (const f of page.frames()) {
+        if (await f.locator('#run-tree').count()) {
+          return f;
+        }
+      }
+      throw new Error('no run view yet');
+    });
+    findings.run_title = await runFrame.locator('#run-title').innerText();
+    findings.run_rows = await runFrame.locator('#run-tree li.run').allInnerTexts();
+    step('run tree');
   } finally {
     await browser.close();
     server.kill();

@@ -39,7 +39,76 @@ local function show(title, value)
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
 end
 
+--- The lines of a run tree (`get_run_tree`): one run a line, indented under the run that started
+--- it, with why it was started, its status and the start of its output.
+function M.tree_lines(run_id, tree)
+  local total = tree.total or {}
+  local head = string.format('# run %s', run_id)
+  if tree.chain and #tree.chain > 0 then
+    head = head .. '  chain ' .. table.concat(tree.chain, ' > ')
+  end
+  head = head .. string.format('  (%d tokens in, %d out, $%.4f)', total.input_tokens or 0,
+    total.output_tokens or 0, total.cost_usd or 0)
+  local lines = { head }
+  for _, r in ipairs(tree.runs or {}) do
+    local said = r.error ~= vim.NIL and r.error or r.output
+    said = (said ~= vim.NIL and said or ''):gsub('\n', ' ')
+    if #said > 80 then
+      said = said:sub(1, 77) .. '...'
+    end
+    table.insert(lines, string.format('%s%s [%s] %s  %s  %s', string.rep('  ', r.depth or 0), r.agent,
+      r.trigger ~= vim.NIL and r.trigger or 'member', r.status, r.run_id:sub(-8), said))
+  end
+  return lines
+end
+
+local function show_lines(lines)
+  vim.cmd('botright new')
+  local buf = vim.api.nvim_get_current_buf()
+  vim.bo[buf].buftype = 'nofile'
+  vim.bo[buf].bufhidden = 'wipe'
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  return buf
+end
+
+--- Shows a run's tree in a scratch buffer; `on_shown(buf, lines)` once it is there.
+function M.show_tree(run_id, on_shown)
+  M.call('get_run_tree', { run_id = run_id }, function(tree)
+    local lines = M.tree_lines(run_id, tree)
+    local buf = show_lines(lines)
+    if on_shown then
+      on_shown(buf, lines)
+    end
+  end)
+end
+
 M.subcommands = {
+  -- A run and every run it started (pattern steps, subagents): `:Troupe runs [run_id]`;
+  -- without one, pick among the runs.
+  runs = function(args)
+    if args[1] then
+      return M.show_tree(args[1])
+    end
+    M.call('list_agents', {}, function(r)
+      local roots = vim.tbl_filter(function(run)
+        return run.flow_root == nil or run.flow_root == vim.NIL
+      end, r.runs or {})
+      if #roots == 0 then
+        vim.notify('troupe: no agent runs')
+        return
+      end
+      vim.ui.select(roots, {
+        prompt = 'Troupe: runs',
+        format_item = function(run)
+          return string.format('%s %s (%s)', run.agent_name, run.status, run.run_id:sub(-8))
+        end,
+      }, function(run)
+        if run then
+          M.show_tree(run.run_id)
+        end
+      end)
+    end)
+  end,
   launch = function(args)
     M.call('launch_party', { name = args[1] or 'feature-development' }, function(r)
       vim.notify('troupe: launched party ' .. r.party_id)
@@ -111,7 +180,7 @@ function M.command(opts)
   local sub = table.remove(args, 1)
   local fn = M.subcommands[sub or '']
   if not fn then
-    vim.notify('troupe: :Troupe launch|status|agents|send|cancel|approvals|start', vim.log.levels.ERROR)
+    vim.notify('troupe: :Troupe launch|status|agents|runs|send|cancel|approvals|start', vim.log.levels.ERROR)
     return
   end
   fn(args)
