@@ -607,3 +607,35 @@ async fn teams_deliberate_in_rounds_and_their_coordinator_answers() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_role_can_be_a_pattern() {
+    let p = Patterns::start().await;
+    p.agent("checker", &["echo"], json!({})).await;
+    p.agent("maker", &["echo"], json!({ "handoff": "checker" }))
+        .await;
+    define(
+        &p.c,
+        "party",
+        json!({ "name": "chained", "roles": { "build": { "agent": "maker", "prompt": "make it" } } }),
+    )
+    .await;
+    let project = p.daemon.project("repo");
+    let party = crate::support::launch(&p.c, "chained", &project).await;
+    let s = crate::support::party_end(&p.c, &party, 30).await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    let member = &s["members"][0];
+    let r =
+        p.c.call("get_agent_result", json!({ "run_id": member["run_id"] }))
+            .await
+            .unwrap();
+    assert_eq!(
+        r["run"]["result"]["chain"],
+        json!(["maker", "checker"]),
+        "{r}"
+    );
+    assert!(
+        output(&r).starts_with("checker saw: Reason: handoff from maker."),
+        "{r}"
+    );
+}

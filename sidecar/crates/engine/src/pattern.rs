@@ -190,16 +190,28 @@ fn posts(channel: &[Post]) -> String {
         .join("\n")
 }
 
-/// A team member's turn: the request, its seat, and what was broadcast since its last turn.
-pub fn team_prompt(
-    request: &str,
-    team: &str,
-    speaker: &str,
-    coordinator: bool,
-    round: u32,
-    max_rounds: u32,
-    news: &[Post],
-) -> String {
+/// A team member's seat, for its turn's prompt.
+pub struct SeatView<'a> {
+    pub team: &'a str,
+    pub speaker: &'a str,
+    pub coordinator: bool,
+    pub round: u32,
+    pub max_rounds: u32,
+    /// Its own earlier turns' answers (each turn is a fresh run: this is its memory).
+    pub said: &'a [String],
+}
+
+/// A team member's turn: the request, its seat, its earlier answers, and what was broadcast
+/// since its last turn.
+pub fn team_prompt(request: &str, seat: &SeatView<'_>, news: &[Post]) -> String {
+    let SeatView {
+        team,
+        speaker,
+        coordinator,
+        round,
+        max_rounds,
+        said,
+    } = *seat;
     let chair = if coordinator {
         " As its coordinator, call `conclude_team` with the team's final answer once it is ready."
     } else {
@@ -208,10 +220,23 @@ pub fn team_prompt(
     format!(
         "{request}\n\n## TEAM\n\nYou are {speaker}, a member of team {team} (round {round} of at most \
          {max_rounds}). Share what the others should know with `team_broadcast`; call \
-         `vote_conclude` when you think the team is done.{chair}\n\n## TEAM CHANNEL (since your last \
+         `vote_conclude` when you think the team is done.{chair}\n\n{}## TEAM CHANNEL (since your last \
          turn)\n\n{}",
+        earlier(said),
         posts(news)
     )
+}
+
+fn earlier(said: &[String]) -> String {
+    if said.is_empty() {
+        return String::new();
+    }
+    let turns: Vec<String> = said
+        .iter()
+        .enumerate()
+        .map(|(i, text)| format!("- round {}: {text}", i + 1))
+        .collect();
+    format!("## YOUR EARLIER TURNS\n\n{}\n\n", turns.join("\n"))
 }
 
 /// The coordinator's last turn: the whole transcript, and the final answer to give.
@@ -235,6 +260,9 @@ struct Seat {
     /// The posts its current turn was shown (to show them again if the turn is lost).
     turn: (usize, usize),
     voted: bool,
+    /// What its turns answered, in order.
+    #[serde(default)]
+    said: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -485,6 +513,7 @@ impl Flow {
                 seen: 0,
                 turn: (0, 0),
                 voted: false,
+                said: Vec::new(),
             })
             .collect();
         self.nodes[node].phase = Phase::Teaming {
@@ -527,15 +556,15 @@ impl Flow {
         *round += 1;
         for (i, seat) in seats.iter().enumerate() {
             let news = channel[seat.seen.min(channel.len())..].to_vec();
-            let prompt = team_prompt(
-                &request,
-                &team,
-                &seat.speaker,
-                seat.coordinator,
-                *round,
-                max,
-                &news,
-            );
+            let view = SeatView {
+                team: &team,
+                speaker: &seat.speaker,
+                coordinator: seat.coordinator,
+                round: *round,
+                max_rounds: max,
+                said: &seat.said,
+            };
+            let prompt = team_prompt(&request, &view, &news);
             turns.push((
                 i,
                 seat.speaker.clone(),
@@ -671,10 +700,11 @@ impl Flow {
         match outcome {
             Outcome::Lost => {
                 // Its turn went with the daemon: take it again, with the same news.
-                let (speaker, coordinator, (from, to)) = (
+                let (speaker, coordinator, (from, to), said) = (
                     seats[i].speaker.clone(),
                     seats[i].coordinator,
                     seats[i].turn,
+                    seats[i].said.clone(),
                 );
                 let news = channel[from.min(channel.len())..to.min(channel.len())].to_vec();
                 let max = self
@@ -682,15 +712,15 @@ impl Flow {
                     .map_or(DEFAULT_MAX_ROUNDS, |t| {
                         t.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS)
                     });
-                let prompt = team_prompt(
-                    &self.prompt_of(node),
-                    &team,
-                    &speaker,
+                let view = SeatView {
+                    team: &team,
+                    speaker: &speaker,
                     coordinator,
                     round,
-                    max,
-                    &news,
-                );
+                    max_rounds: max,
+                    said: &said,
+                };
+                let prompt = team_prompt(&self.prompt_of(node), &view, &news);
                 let step = self.new_step(node);
                 if let Phase::Teaming { seats, .. } = &mut self.nodes[node].phase {
                     seats[i].step = Some(step);
@@ -714,7 +744,10 @@ impl Flow {
                 });
                 seats[i].step = None;
             }
-            Outcome::Done { .. } => seats[i].step = None,
+            Outcome::Done { output } => {
+                seats[i].said.push(output);
+                seats[i].step = None;
+            }
         }
         if seats.iter().any(|s| s.step.is_some()) {
             return;

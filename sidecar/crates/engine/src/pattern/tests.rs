@@ -443,3 +443,40 @@ fn bad_teams_are_refused() {
     "#]]
     .assert_eq(&(errors.join("\n") + "\n"));
 }
+
+#[test]
+fn a_members_turn_shows_its_earlier_answers_and_the_news() {
+    use crate::pattern::{Post, SeatView, team_prompt};
+    let said = ["looks risky".to_string()];
+    let view = SeatView {
+        team: "panel",
+        speaker: "sec",
+        coordinator: false,
+        round: 2,
+        max_rounds: 5,
+        said: &said,
+    };
+    let news = [Post {
+        from: "dev".into(),
+        round: 1,
+        text: "inputs are checked now".into(),
+    }];
+    expect![[r#"
+        review the design
+
+        ## TEAM
+
+        You are sec, a member of team panel (round 2 of at most 5). Share what the others should know with `team_broadcast`; call `vote_conclude` when you think the team is done.
+
+        ## YOUR EARLIER TURNS
+
+        - round 1: looks risky
+
+        ## TEAM CHANNEL (since your last turn)
+
+        ### dev (round 1)
+
+        inputs are checked now
+    "#]]
+    .assert_eq(&team_prompt("review the design", &view, &news));
+}
