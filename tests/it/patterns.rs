@@ -639,3 +639,80 @@ async fn a_party_role_can_be_a_pattern() {
         "{r}"
     );
 }
+
+/// An ACP step cannot outlive its daemon: `troupe stop` ends it without failing the pattern run,
+/// and the next daemon runs that step again (its earlier, completed steps stay done).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_step_ended_by_troupe_stop_runs_again_after_the_restart() {
+    let mut p = Patterns::start().await;
+    let count = p.daemon.dir.path().join("count.txt");
+    p.agent("final", &["echo"], json!({})).await;
+    define(
+        &p.c,
+        "agent",
+        json!({
+            "name": "acp-writer",
+            "runner": "acp:scripted",
+            "command": [crate::support::DEV_BIN, "scripted-acp-agent"],
+            "env": { "TROUPE_ACP_SCRIPT": "write", "TROUPE_ACP_FILE": "NOTES.md" },
+            "acp": { "mcp": false },
+            "handoff": "final",
+        }),
+    )
+    .await;
+    p.agent(
+        "opener",
+        &["count", count.to_str().unwrap()],
+        json!({ "handoff": "acp-writer" }),
+    )
+    .await;
+    let root = start(&p.c, "opener", "write the notes", &p.me).await;
+    // The ACP step waits for a person's approval when the daemon is stopped.
+    crate::support::pending_approval(&p.c).await;
+    let out = p.daemon.cli(&["stop"]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    p.daemon.spawn();
+    p.c = p.daemon.client().await;
+    let r =
+        p.c.call("get_agent_result", json!({ "run_id": root }))
+            .await
+            .unwrap();
+    assert_eq!(
+        r["run"]["status"], "running",
+        "the pattern run resumes: {r}"
+    );
+    // Its ACP step runs again and asks again.
+    let approval = wait_for("the ACP step to ask again", 30, || async {
+        let a =
+            p.c.call("list_approvals", json!({ "status": "pending" }))
+                .await
+                .unwrap();
+        a["approvals"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    p.c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+    let r = wait_run(&p.c, &root).await;
+    assert_eq!(r["run"]["status"], "success", "{r}");
+    assert_eq!(
+        r["run"]["result"]["chain"],
+        json!(["opener", "acp-writer", "final"])
+    );
+    assert_eq!(std::fs::read_to_string(&count).unwrap(), "opener\n");
+    let tree = p.tree(&root).await;
+    assert_eq!(
+        shape(&tree),
+        [
+            "opener(subagent) success",
+            "  opener(root) success",
+            "  acp-writer(handoff) crashed",
+            "  acp-writer(handoff) success",
+            "  final(handoff) success"
+        ],
+        "{tree}"
+    );
+}

@@ -29,8 +29,12 @@ impl Loop {
             {
                 continue;
             }
-            self.bury(&run.run_id, RunStatus::Crashed, not_adoptable(&runner))
-                .await;
+            // A pattern run's step is left running in the store: the next daemon finds it gone
+            // and runs it again (the pattern run resumes); any other run ends crashed here.
+            if !self.flow_steps.contains_key(&run.run_id) {
+                self.bury(&run.run_id, RunStatus::Crashed, not_adoptable(&runner))
+                    .await;
+            }
             self.runner.stop(&run.run_id);
             procs.push(crate::procs::RunProcesses {
                 run_id: run.run_id.clone(),
