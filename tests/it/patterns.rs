@@ -304,7 +304,7 @@ async fn advisors_enrich_the_request_and_a_failed_or_late_one_leaves_a_placehold
     p.agent(
         "lead",
         &["echo"],
-        json!({ "advisors": ["legal", "risk", "ops"], "advisor_timeout_secs": 2, "handoff": "writer" }),
+        json!({ "advisors": ["legal", "risk", "ops"], "advisor_timeout_secs": 8, "handoff": "writer" }),
     )
     .await;
     // An advisor must be terminal.
