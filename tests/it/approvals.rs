@@ -1,7 +1,9 @@
 //! Approvals through a real daemon: a worker process asks (and long-polls) through the real
 //! CLI, a person answers (approve, deny, approve_pattern, abort), rules answer later requests,
-//! timeouts deny, and requests are answered in order per worker.
+//! timeouts deny, and requests are answered in order per worker; sensitive paths and large
+//! diffs escalate whatever the rules say.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -381,4 +383,99 @@ async fn next(sub: &mut jsonrpsee_core::client::Subscription<Value>) -> Value {
         .expect("a push within 10 s")
         .expect("the subscription is open")
         .expect("a valid item")
+}
+
+/// Guardrails (seed 004): a sensitive path or a diff over the limit is a person's call whatever
+/// rule would answer it — flagged dangerous, escalated to the person — and the project may set
+/// its own list in `.troupe/guardrails.toml`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sensitive_paths_and_large_diffs_escalate_whatever_the_rules_say() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = d.project("repo");
+    let me = register(&c, "claude", &project, None).await;
+    let ask = |file: &'static str, diff: Option<String>| {
+        let (c, me) = (&c, me.clone());
+        async move {
+            c.call(
+                "request_permission",
+                json!({ "session_id": me, "tool_name": "write_file", "input": { "path": file },
+                        "file_path": file, "diff": diff, "wait_ms": 0 }),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    // A rule that approves every write.
+    let first = ask("src/a.rs", None).await;
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": first["approval_id"], "decision": "approve_pattern", "pattern": "*" }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ask("src/b.rs", None).await["status"], "approved");
+
+    for (file, diff, why) in [
+        (".env", None, "sensitive path .env (matches .env)"),
+        (
+            "config/.env.production",
+            None,
+            "sensitive path config/.env.production (matches .env.*)",
+        ),
+        (
+            ".github/workflows/ci.yml",
+            None,
+            "sensitive path .github/workflows/ci.yml (matches .github/workflows/**)",
+        ),
+        (
+            "src/big.rs",
+            Some("+x\n".repeat(401)),
+            "a diff of 401 changed lines (over the 400-line limit)",
+        ),
+    ] {
+        let r = ask(file, diff).await;
+        assert_eq!(r["status"], "pending", "{file}: {r}");
+        let a = c
+            .call("list_approvals", json!({ "status": "pending" }))
+            .await
+            .unwrap()["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["approval_id"] == r["approval_id"])
+            .cloned()
+            .unwrap();
+        assert_eq!(a["is_dangerous"], true, "{a}");
+        assert_eq!(a["danger_reason"], why, "{a}");
+    }
+    let notes = c.call("list_notifications", json!({})).await.unwrap();
+    let escalated: Vec<&Value> = notes["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == "approval_escalated")
+        .collect();
+    assert_eq!(escalated.len(), 4, "{notes}");
+    assert!(
+        escalated[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no rule answers it"),
+        "{notes}"
+    );
+
+    // The project's own list replaces the defaults.
+    std::fs::create_dir_all(Path::new(&project).join(".troupe")).unwrap();
+    std::fs::write(
+        Path::new(&project).join(".troupe/guardrails.toml"),
+        "sensitive_paths = [\"deploy/**\"]\nmax_diff_lines = 1000\n",
+    )
+    .unwrap();
+    assert_eq!(ask("deploy/prod.yaml", None).await["status"], "pending");
+    assert_eq!(ask(".env", None).await["status"], "approved");
+    assert_eq!(
+        ask("src/big.rs", Some("+x\n".repeat(401))).await["status"],
+        "approved"
+    );
 }

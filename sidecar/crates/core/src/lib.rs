@@ -8,6 +8,7 @@ pub mod boot;
 pub mod builtin;
 pub mod daemon;
 pub mod feeds;
+pub mod guardrails;
 pub mod hub;
 pub mod ops;
 pub mod orchestrator;

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use globset::Glob;
 use troupe_engine::AgentDefinition;
-use troupe_store::{AgentRun, Approval, ApprovalRule, Decision, NewApproval, RunStatus, Store};
+use troupe_store::{
+    AgentRun, Approval, ApprovalRule, Decision, NewApproval, NewNotification, RunStatus, Store,
+};
 
 use crate::daemon::Daemon;
 use crate::hub::Hub;
@@ -59,14 +61,63 @@ fn outside_path(
     let root = workdir
         .canonicalize()
         .unwrap_or_else(|_| workdir.to_path_buf());
+    request_paths(file_path, input)
+        .find(|p| !resolve(&root, p).starts_with(&root))
+        .map(str::to_string)
+}
+
+/// Why no rule may answer a request, if none may: a path outside the member's checkout (the
+/// second value: true), a sensitive path, or a diff over the limit (`crate::guardrails`).
+fn escalation(
+    d: &Daemon,
+    project_id: &str,
+    run: Option<&AgentRun>,
+    cwd: &str,
+    file_path: Option<&str>,
+    input: &serde_json::Value,
+    diff: Option<&str>,
+) -> Option<(String, bool)> {
+    if let Some(path) = outside_path(run, file_path, input) {
+        return Some((format!("{OUTSIDE_WORKTREE} ({path})"), true));
+    }
+    let root = d
+        .store
+        .get_project(project_id)
+        .map(|p| PathBuf::from(p.root_path))
+        .ok()?;
+    let guard = crate::guardrails::Guardrails::of_project(&root);
+    let base = Path::new(run.and_then(|r| r.workdir.as_deref()).unwrap_or(cwd));
+    let base = base.canonicalize().unwrap_or_else(|_| base.to_path_buf());
+    let rels: Vec<String> = request_paths(file_path, input)
+        .map(|p| {
+            let full = resolve(&base, p);
+            full.strip_prefix(&base)
+                .map(|r| r.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| p.to_string())
+        })
+        .collect();
+    if let Some((path, pattern)) = guard.sensitive(rels.iter().map(String::as_str)) {
+        return Some((format!("sensitive path {path} (matches {pattern})"), false));
+    }
+    let lines = diff.and_then(|d| guard.diff_too_large(d))?;
+    Some((
+        format!(
+            "a diff of {lines} changed lines (over the {}-line limit)",
+            guard.max_diff_lines()
+        ),
+        false,
+    ))
+}
+
+/// The paths a request names: its `file_path`, then the input's.
+fn request_paths<'a>(
+    file_path: Option<&'a str>,
+    input: &'a serde_json::Value,
+) -> impl Iterator<Item = &'a str> {
     let in_input = ["file_path", "path", "notebook_path", "abs_path"]
         .into_iter()
         .filter_map(|k| input.get(k).and_then(|v| v.as_str()));
-    file_path
-        .into_iter()
-        .chain(in_input)
-        .find(|p| !resolve(&root, p).starts_with(&root))
-        .map(str::to_string)
+    file_path.into_iter().chain(in_input)
 }
 
 /// `path` (relative to `base`) as the system would find it: `..` after the symlinks before it.
@@ -220,9 +271,19 @@ pub async fn request_permission(
                 .and_then(|r| r.party_id.clone())
                 .or(session.party_id.clone());
             let subject = subject(p.file_path.as_deref(), &input);
-            // A path outside the member's checkout is always a person's call.
-            let outside = outside_path(run.as_ref(), p.file_path.as_deref(), &input);
-            let rule = match outside {
+            // A path outside the member's checkout, a sensitive path or a diff over the limit is
+            // always a person's call.
+            let escalated = escalation(
+                d,
+                &session.project_id,
+                run.as_ref(),
+                &session.cwd,
+                p.file_path.as_deref(),
+                &input,
+                p.diff.as_deref(),
+            );
+            let outside = escalated.as_ref().is_some_and(|(_, outside)| *outside);
+            let rule = match escalated {
                 Some(_) => None,
                 None => d
                     .store
@@ -230,12 +291,12 @@ pub async fn request_permission(
                     .into_iter()
                     .find(|r| rule_matches(r, &tool, &subject)),
             };
-            let (is_dangerous, danger_reason) = match &outside {
-                Some(path) => (
+            let (is_dangerous, danger_reason) = match &escalated {
+                Some((why, _)) => (
                     true,
                     Some(match &p.danger_reason {
-                        Some(theirs) => format!("{OUTSIDE_WORKTREE} ({path}); {theirs}"),
-                        None => format!("{OUTSIDE_WORKTREE} ({path})"),
+                        Some(theirs) => format!("{why}; {theirs}"),
+                        None => why.clone(),
                     }),
                 ),
                 None => (p.is_dangerous, p.danger_reason.clone()),
@@ -258,7 +319,7 @@ pub async fn request_permission(
                     diff: p.diff.clone(),
                     is_dangerous,
                     danger_reason,
-                    outside_worktree: outside.is_some(),
+                    outside_worktree: outside,
                     expires_at_ms: now_ms()
                         + i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2),
                     approved_by_rule: rule.map(|r| r.rule_id),
@@ -266,6 +327,10 @@ pub async fn request_permission(
                 .await?;
             if created {
                 d.hub.bump(APPROVALS_KEY);
+                // A guardrail tripped: the person hears of it as an escalation.
+                if let (Some((why, _)), "pending") = (&escalated, a.status.as_str()) {
+                    escalate(d, &a, why).await;
+                }
             }
             if created && a.status == "pending" {
                 arm_timeout(
@@ -297,6 +362,28 @@ pub async fn request_permission(
     Ok(result(&current))
 }
 
+/// Tells the person (a durable notification) that a request needs them whatever the rules say.
+async fn escalate(d: &Daemon, a: &Approval, why: &str) {
+    let note = NewNotification {
+        project_id: Some(a.project_id.clone()),
+        party_id: a.party_id.clone(),
+        kind: "approval_escalated".into(),
+        text: format!(
+            "{} asks for {} {}: {why}; no rule answers it, a person must decide",
+            a.role_name.as_deref().unwrap_or(&a.session_id),
+            a.tool_name,
+            a.subject
+        ),
+        data: serde_json::json!({ "approval_id": a.approval_id, "reason": why }),
+    };
+    match d.store.add_notification(note).await {
+        Ok(_) => d.hub.bump(NOTIFICATIONS_KEY),
+        Err(e) => {
+            tracing::warn!(approval = %a.approval_id, error = %e, "cannot record an escalation")
+        }
+    }
+}
+
 /// The approval rule that would answer this call at once, if any (no request is made).
 pub fn matching_rule(
     d: &Daemon,
@@ -311,7 +398,17 @@ pub fn matching_rule(
         .as_ref()
         .and_then(|r| r.party_id.clone())
         .or(session.party_id.clone());
-    if outside_path(run.as_ref(), file_path, input).is_some() {
+    if escalation(
+        d,
+        &session.project_id,
+        run.as_ref(),
+        &session.cwd,
+        file_path,
+        input,
+        None,
+    )
+    .is_some()
+    {
         return Ok(None);
     }
     let subject = subject(file_path, input);
