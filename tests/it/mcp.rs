@@ -197,6 +197,16 @@ async fn a_party_leader_also_gets_the_party_tools() {
         .map(|t| t.name.to_string())
         .collect();
     assert!(names.contains(&"get_party_status".to_string()), "{names:?}");
+    // The leader's registry: it may define parties (seed 000).
+    let r = call(
+        &m,
+        "create_party_definition",
+        json!({ "definition": { "name": "sub-team", "roles": { "dev": { "agent": "demo-developer" } } } }),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let r = call(&m, "list_party_definitions", json!({})).await;
+    assert!(text(&r).contains("sub-team"), "{}", text(&r));
     let r = call(&m, "get_party_status", json!({ "party_id": party })).await;
     let status: Value = serde_json::from_str(&text(&r)).unwrap();
     assert_eq!(status["party"]["status"], "running");

@@ -57,6 +57,12 @@ const LEADER_TOOLS: &[&str] = &[
     "cancel_party",
     "reassign_task",
     "list_parties",
+    // The leader's registry of parties (seed 000): it may define the parties it launches.
+    "create_party_definition",
+    "update_party_definition",
+    "get_party_definition",
+    "list_party_definitions",
+    "delete_party_definition",
 ];
 
 /// Params the door fills from the calling session (the model does not see them).
