@@ -386,7 +386,8 @@ async fn recovery_restart_pause_signal_override_and_cancel() {
         .await
         .unwrap_err();
     assert!(
-        err.to_string().contains("role worker is not paused"),
+        err.to_string()
+            .contains("role worker is neither paused nor waiting for a signal"),
         "{err}"
     );
     c.call(
@@ -1012,4 +1013,59 @@ async fn cli_party_and_approvals_commands() {
         "{}",
         crate::support::stderr(&out)
     );
+}
+
+/// A live leader (seed 000): `developer` waits on `leader:signal`, so it starts when the running
+/// leader signals it, and the leader, still running, hears every role's completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_leader_signals_a_phase_and_hears_every_completion() {
+    let daemon = TestDaemon::start();
+    let c = daemon.client().await;
+    let dir = daemon.dir.path();
+    let leader = script(
+        dir,
+        "leader.sh",
+        r#"troupe call signal_role "{\"party_id\":\"$TROUPE_PARTY_ID\",\"role_name\":\"developer\",\"signal\":\"proceed\"}" >/dev/null
+heard=""
+until echo "$heard" | grep -q "role qa completed"; do
+  heard="$heard $(troupe call poll_messages '{"wait_ms":5000}')"
+done
+troupe call complete '{"output":"heard developer and qa"}' >/dev/null"#,
+    );
+    agent(&c, "live-leader", &leader, json!({})).await;
+    agent(&c, "worker", &script(dir, "worker.sh", COMPLETE), json!({})).await;
+    party_def(
+        &c,
+        json!({
+            "name": "live",
+            "roles": {
+                "leader": { "agent": "live-leader", "is_leader": true },
+                "developer": { "agent": "worker", "count": 2 },
+                "qa": { "agent": "worker" }
+            },
+            "flow": { "developer": ["leader:signal"], "qa": ["developer"] }
+        }),
+    )
+    .await;
+    let project = daemon.project("repo");
+    let party = crate::support::launch(&c, "live", &project).await;
+    let s = crate::support::party_end(&c, &party, 60).await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    let runs = c
+        .call("list_agents", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let runs = runs["runs"].as_array().unwrap();
+    let of =
+        |role: &str| -> Vec<&Value> { runs.iter().filter(|r| r["role_name"] == role).collect() };
+    let leader_run = of("leader")[0];
+    assert_eq!(leader_run["result"]["output"], "heard developer and qa");
+    // The developers started while the leader was still running.
+    for dev in of("developer") {
+        assert!(
+            dev["started_at"].as_str().unwrap() < leader_run["completed_at"].as_str().unwrap(),
+            "{dev} vs {leader_run}"
+        );
+    }
+    assert_eq!(of("leader").len(), 1, "the leader ran once");
 }

@@ -192,7 +192,7 @@ pub enum StepError {
     AlreadyLaunched,
     #[error("role {0} has no crashed members to retry")]
     NothingToRetry(String),
-    #[error("role {0} is not paused")]
+    #[error("role {0} is neither paused nor waiting for a signal")]
     NotPaused(String),
 }
 
@@ -211,6 +211,8 @@ pub struct Party {
     pub overrides: BTreeMap<String, Strategy>,
     /// Roles not scheduled until signalled.
     pub paused: BTreeSet<String>,
+    /// Roles a `proceed` signal released from their `role:signal` flow edges.
+    pub released: BTreeSet<String>,
     index: Cache,
 }
 
@@ -251,6 +253,8 @@ struct RoleState {
     pending: usize,
     done: usize,
     deps: Vec<usize>,
+    /// Roles it waits for a signal from (`role:signal`), or for their completion.
+    signal_deps: Vec<usize>,
     dependents: Vec<usize>,
 }
 
@@ -290,7 +294,10 @@ impl Index {
         let mut names: BTreeSet<&str> = definition.roles.keys().map(String::as_str).collect();
         for (role, deps) in &definition.flow {
             names.insert(role);
-            names.extend(deps.iter().map(String::as_str));
+            names.extend(
+                deps.iter()
+                    .map(|d| crate::spec::flow_edge(d).map_or(d.as_str(), |(n, _)| n)),
+            );
         }
         names.extend(members.iter().map(|m| m.role.as_str()));
         let ids: HashMap<String, usize> = names
@@ -307,14 +314,27 @@ impl Index {
             })
             .collect();
         for role in &mut roles {
-            role.deps = definition
-                .deps(&role.name)
-                .iter()
-                .filter_map(|d| ids.get(d).copied())
-                .collect();
+            for dep in definition.deps(&role.name) {
+                let Some((name, signal)) = crate::spec::flow_edge(dep) else {
+                    continue;
+                };
+                if let Some(id) = ids.get(name).copied() {
+                    if signal {
+                        role.signal_deps.push(id);
+                    } else {
+                        role.deps.push(id);
+                    }
+                }
+            }
         }
         for id in 0..roles.len() {
-            for dep in roles[id].deps.clone() {
+            let all: Vec<usize> = roles[id]
+                .deps
+                .iter()
+                .chain(&roles[id].signal_deps)
+                .copied()
+                .collect();
+            for dep in all {
                 roles[dep].dependents.push(id);
             }
         }
@@ -401,6 +421,7 @@ impl Party {
             members,
             overrides: BTreeMap::new(),
             paused: BTreeSet::new(),
+            released: BTreeSet::new(),
             index: Cache::default(),
         }
     }
@@ -564,6 +585,18 @@ impl Party {
                             return Err(StepError::NothingToRetry(role));
                         }
                         self.unpause(&role);
+                    }
+                    Signal::Proceed if !self.paused.contains(&role) => {
+                        // A role waiting on a `role:signal` edge is released.
+                        if !self.waits_for_signal(&role) {
+                            return Err(StepError::NotPaused(role));
+                        }
+                        self.released.insert(role.clone());
+                        let index = self.index_mut();
+                        if let Some(id) = index.ids.get(&role).copied() {
+                            index.mark_candidate(id);
+                        }
+                        self.schedule(now_ms, &mut out);
                     }
                     Signal::Proceed => {
                         if !self.unpause(&role) {
@@ -761,6 +794,19 @@ impl Party {
         }
     }
 
+    /// Whether `role` has not started and waits on a `role:signal` edge not yet satisfied.
+    fn waits_for_signal(&mut self, role: &str) -> bool {
+        if self.released.contains(role) {
+            return false;
+        }
+        let index = self.index_mut();
+        let Some(id) = index.ids.get(role).copied() else {
+            return false;
+        };
+        let r = &index.roles[id];
+        r.untouched() && r.signal_deps.iter().any(|dep| !index.roles[*dep].is_done())
+    }
+
     /// Lets a paused role go; false when it was not paused.
     fn unpause(&mut self, role: &str) -> bool {
         if !self.paused.remove(role) {
@@ -831,6 +877,8 @@ impl Party {
                     && !self.paused.contains(&r.name)
                     && r.untouched()
                     && r.deps.iter().all(|dep| index.roles[*dep].is_done())
+                    && (self.released.contains(&r.name)
+                        || r.signal_deps.iter().all(|dep| index.roles[*dep].is_done()))
             })
             .collect();
         let all_done = index.done == index.with_members;

@@ -161,7 +161,9 @@ pub struct PartyDefinition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub roles: BTreeMap<String, RoleDefinition>,
-    /// role → the roles it waits for (all their instances). Roles absent here have none.
+    /// role → the roles it waits for (all their instances). Roles absent here have none. An
+    /// edge `"leader:signal"` waits for a signal instead (`signal_role {role, signal: proceed}`
+    /// while the leader runs) — or for the leader's completion, whichever comes first.
     #[serde(default)]
     pub flow: BTreeMap<String, Vec<String>>,
     #[serde(default)]
@@ -185,8 +187,22 @@ pub enum SpecError {
     TwoLeaders(String, String),
     #[error("flow names role {0:?}, which the party does not define")]
     UnknownFlowRole(String),
+    #[error(
+        "flow edge {0:?}: write a role's name (wait for its completion) or role:signal (wait for a signal)"
+    )]
+    BadFlowEdge(String),
     #[error("the flow has a cycle: {}", .0.join(" -> "))]
     Cycle(Vec<String>),
+}
+
+/// A flow edge: the role it names, and whether it waits for a signal (`role:signal`) rather
+/// than the role's completion. `None`: not an edge.
+pub fn flow_edge(dep: &str) -> Option<(&str, bool)> {
+    match dep.split_once(':') {
+        None => Some((dep, false)),
+        Some((name, "signal")) => Some((name, true)),
+        Some(_) => None,
+    }
 }
 
 /// Names we put in branch names and paths: no separators, no dots, nothing to escape.
@@ -229,9 +245,14 @@ impl PartyDefinition {
             }
         }
         for (role, deps) in &self.flow {
-            for name in std::iter::once(role).chain(deps) {
+            if !self.roles.contains_key(role) {
+                return Err(SpecError::UnknownFlowRole(role.clone()));
+            }
+            for dep in deps {
+                let (name, _) =
+                    flow_edge(dep).ok_or_else(|| SpecError::BadFlowEdge(dep.clone()))?;
                 if !self.roles.contains_key(name) {
-                    return Err(SpecError::UnknownFlowRole(name.clone()));
+                    return Err(SpecError::UnknownFlowRole(name.to_string()));
                 }
             }
         }
@@ -265,7 +286,8 @@ impl PartyDefinition {
             .collect();
         for (role, deps) in &self.flow {
             for dep in deps {
-                if let (Some(&a), Some(&b)) = (nodes.get(dep.as_str()), nodes.get(role.as_str())) {
+                let dep = flow_edge(dep).map_or(dep.as_str(), |(name, _)| name);
+                if let (Some(&a), Some(&b)) = (nodes.get(dep), nodes.get(role.as_str())) {
                     graph.add_edge(a, b, ());
                 }
             }

@@ -226,17 +226,17 @@ fn pause_and_signal_proceed() {
         cancel
     ",
         expect![[r#"
-        t0 launch => spawn leader#0
-        t1 done leader#0 => leader complete; spawn developer#0; spawn developer#1
-        t2 done developer#0 => -
-        t3 done developer#1 => developer complete; notify leader: role developer completed; spawn qa#0
-        t4 crash qa#0 exit status 2 => notify leader: qa#0 crashed (exit status 2); role qa is paused because its recovery strategy is pause: signal_role proceed, retry or abort
-        t5 signal merger proceed => error: role merger is not paused
-        t6 signal qa proceed => qa complete; notify leader: role qa completed; spawn merger#0
-        t7 crash merger#0 timeout => notify user: merger#0 crashed (timeout); role merger is paused because its recovery strategy is pause: signal_role proceed, retry or abort
-        t8 signal merger abort => notify user: party feature-development failed: aborted by a signal to role merger; party failed (aborted by a signal to role merger)
-        t9 cancel => error: the party is already failed
-    "#]],
+            t0 launch => spawn leader#0
+            t1 done leader#0 => leader complete; spawn developer#0; spawn developer#1
+            t2 done developer#0 => -
+            t3 done developer#1 => developer complete; notify leader: role developer completed; spawn qa#0
+            t4 crash qa#0 exit status 2 => notify leader: qa#0 crashed (exit status 2); role qa is paused because its recovery strategy is pause: signal_role proceed, retry or abort
+            t5 signal merger proceed => error: role merger is neither paused nor waiting for a signal
+            t6 signal qa proceed => qa complete; notify leader: role qa completed; spawn merger#0
+            t7 crash merger#0 timeout => notify user: merger#0 crashed (timeout); role merger is paused because its recovery strategy is pause: signal_role proceed, retry or abort
+            t8 signal merger abort => notify user: party feature-development failed: aborted by a signal to role merger; party failed (aborted by a signal to role merger)
+            t9 cancel => error: the party is already failed
+        "#]],
     );
 }
 
@@ -544,4 +544,73 @@ fn the_index_decides_as_a_full_scan_would() {
     for end in ["completed", "failed", "cancelled"] {
         assert!(ends.get(end).copied().unwrap_or(0) > 10, "{ends:?}");
     }
+}
+
+#[test]
+fn a_live_leader_releases_a_role_by_signal_and_hears_every_completion() {
+    let d = def(json!({
+        "name": "live",
+        "roles": {
+            "leader": { "agent": "x", "is_leader": true },
+            "developer": { "agent": "x", "count": 2 },
+            "qa": { "agent": "x" }
+        },
+        "flow": { "developer": ["leader:signal"], "qa": ["developer"] }
+    }));
+    check(
+        d.clone(),
+        "
+        launch
+        signal qa proceed
+        signal developer proceed
+        signal developer proceed
+        done developer#0
+        done developer#1
+        done qa#0
+        done leader#0
+    ",
+        expect![[r#"
+        t0 launch => spawn leader#0
+        t1 signal qa proceed => error: role qa is neither paused nor waiting for a signal
+        t2 signal developer proceed => spawn developer#0; spawn developer#1
+        t3 signal developer proceed => error: role developer is neither paused nor waiting for a signal
+        t4 done developer#0 => -
+        t5 done developer#1 => developer complete; notify leader: role developer completed; spawn qa#0
+        t6 done qa#0 => qa complete; notify leader: role qa completed
+        t7 done leader#0 => leader complete; party completed (every role completed)
+    "#]],
+    );
+    // Without a signal, the leader's completion releases the role too.
+    check(
+        d,
+        "launch\ndone leader#0",
+        expect![[r#"
+        t0 launch => spawn leader#0
+        t1 done leader#0 => leader complete; spawn developer#0; spawn developer#1
+    "#]],
+    );
+}
+
+#[test]
+fn a_flow_edge_is_a_role_or_role_signal() {
+    let d: PartyDefinition = serde_json::from_value(json!({
+        "name": "bad",
+        "roles": { "a": { "agent": "x" }, "b": { "agent": "x" } },
+        "flow": { "b": ["a:later"] }
+    }))
+    .unwrap();
+    assert_eq!(
+        d.validate(|_| true).unwrap_err().to_string(),
+        "flow edge \"a:later\": write a role's name (wait for its completion) or role:signal (wait for a signal)"
+    );
+    let d: PartyDefinition = serde_json::from_value(json!({
+        "name": "cyclic",
+        "roles": { "a": { "agent": "x" }, "b": { "agent": "x" } },
+        "flow": { "b": ["a:signal"], "a": ["b"] }
+    }))
+    .unwrap();
+    assert_eq!(
+        d.validate(|_| true).unwrap_err().to_string(),
+        "the flow has a cycle: a -> b -> a"
+    );
 }

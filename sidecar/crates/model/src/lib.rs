@@ -330,6 +330,9 @@ pub struct PartyRow {
     pub created_by_session_id: Option<String>,
     pub created_at: String,
     pub completed_at: Option<String>,
+    /// Roles a signal released from a `role:signal` flow edge.
+    #[serde(default)]
+    pub released: Value,
 }
 
 /// One member of a party.
@@ -368,6 +371,8 @@ pub struct PartyState {
     pub status_reason: Option<String>,
     pub overrides: Value,
     pub paused: Value,
+    /// Roles a signal released from a `role:signal` flow edge (JSON array).
+    pub released: Value,
     pub members: Vec<MemberState>,
 }
 

@@ -120,7 +120,8 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<AgentRun> {
 }
 
 const PARTY_COLUMNS: &str = "id, name, project_id, status, status_reason, snapshot, inputs, \
-    overrides, paused, repo_root, task_id, created_by_session_id, created_at, completed_at";
+    overrides, paused, repo_root, task_id, created_by_session_id, created_at, completed_at, \
+    released";
 
 fn party_from_row(row: &Row<'_>) -> rusqlite::Result<PartyRow> {
     Ok(PartyRow {
@@ -138,6 +139,7 @@ fn party_from_row(row: &Row<'_>) -> rusqlite::Result<PartyRow> {
         created_by_session_id: row.get(11)?,
         created_at: row.get(12)?,
         completed_at: row.get(13)?,
+        released: json_col(row, 14)?,
     })
 }
 
@@ -687,7 +689,7 @@ impl Store {
         self.write(move |conn| {
             conn.prepare_cached(&format!(
                 "INSERT INTO parties ({PARTY_COLUMNS}) VALUES \
-                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, {NOW}, NULL)"
+                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, {NOW}, NULL, ?13)"
             ))?
             .execute(params![
                 party.party_id,
@@ -702,6 +704,7 @@ impl Store {
                 party.repo_root,
                 party.task_id,
                 party.created_by_session_id,
+                serde_json::to_string(&party.released)?,
             ])?;
             let mut insert = conn.prepare_cached(
                 "INSERT INTO party_members (party_id, role_name, instance_index) VALUES (?1, ?2, ?3)",
@@ -744,8 +747,8 @@ impl Store {
             let over = matches!(state.status.as_str(), "completed" | "failed" | "cancelled");
             conn.prepare_cached(&format!(
                 "UPDATE parties SET status = ?2, status_reason = ?3, overrides = ?4, paused = ?5, \
-                 completed_at = CASE WHEN ?6 AND completed_at IS NULL THEN {NOW} ELSE completed_at END \
-                 WHERE id = ?1"
+                 completed_at = CASE WHEN ?6 AND completed_at IS NULL THEN {NOW} ELSE completed_at END, \
+                 released = ?7 WHERE id = ?1"
             ))?
             .execute(params![
                 party_id,
@@ -753,7 +756,8 @@ impl Store {
                 state.status_reason,
                 serde_json::to_string(&state.overrides)?,
                 serde_json::to_string(&state.paused)?,
-                over
+                over,
+                serde_json::to_string(&state.released)?,
             ])?;
             let mut update = conn.prepare_cached(
                 "UPDATE party_members SET status = ?4, crash_count = ?5, attempts = ?6, \

@@ -13,6 +13,7 @@ pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0004_usage.sql")),
     M::up(include_str!("migrations/0005_reliability.sql")),
     M::up(include_str!("migrations/0006_patterns.sql")),
+    M::up(include_str!("migrations/0007_live_leader.sql")),
 ];
 
 /// The schema version a fully migrated database has.

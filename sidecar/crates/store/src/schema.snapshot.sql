@@ -118,7 +118,7 @@ CREATE TABLE parties (
     created_by_session_id  TEXT REFERENCES sessions(id),
     created_at             TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     completed_at           TEXT
-) STRICT;
+, released TEXT NOT NULL DEFAULT '[]') STRICT;
 CREATE TABLE party_definitions (
     name        TEXT PRIMARY KEY,
     definition  TEXT NOT NULL,          -- JSON, validated by the daemon

@@ -179,6 +179,7 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         inputs: p.inputs,
         overrides: serde_json::json!({}),
         paused: serde_json::json!([]),
+        released: serde_json::json!([]),
         repo_root: root_str,
         task_id: p.task_id,
         created_by_session_id: p.created_by_session_id,

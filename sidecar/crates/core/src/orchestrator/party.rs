@@ -35,6 +35,7 @@ impl Loop {
         party.status = parse_party_status(&row.status);
         party.overrides = serde_json::from_value(row.overrides.clone()).unwrap_or_default();
         party.paused = serde_json::from_value(row.paused.clone()).unwrap_or_default();
+        party.released = serde_json::from_value(row.released.clone()).unwrap_or_default();
         party.members = members
             .iter()
             .map(|m| Member {
@@ -163,6 +164,7 @@ impl Loop {
             status_reason: reason.or(row.status_reason.clone()),
             overrides: serde_json::to_value(&live.party.overrides).unwrap_or(Value::Null),
             paused: serde_json::to_value(&live.party.paused).unwrap_or(Value::Null),
+            released: serde_json::to_value(&live.party.released).unwrap_or(Value::Null),
             members: live
                 .party
                 .members
