@@ -1069,3 +1069,87 @@ troupe call complete '{"output":"heard developer and qa"}' >/dev/null"#,
     }
     assert_eq!(of("leader").len(), 1, "the leader ran once");
 }
+
+/// A signal's release survives a kill -9: `developer` waits on `leader:signal` and on `prep`;
+/// the leader signals, the daemon is killed while `prep` runs, and after the restart the
+/// developers start when `prep` completes, the leader still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_release_survives_a_kill_9() {
+    let mut daemon = TestDaemon::start();
+    let c = daemon.client().await;
+    let dir = daemon.dir.path().to_path_buf();
+    let go = dir.join("go");
+    let leader = script(
+        &dir,
+        "leader.sh",
+        r#"troupe call signal_role "{\"party_id\":\"$TROUPE_PARTY_ID\",\"role_name\":\"developer\",\"signal\":\"proceed\"}" >/dev/null
+heard=""
+until echo "$heard" | grep -q "role developer completed"; do
+  heard="$heard $(troupe call poll_messages '{"wait_ms":5000}' 2>/dev/null || true)"
+done
+troupe call complete '{"output":"developers done"}' >/dev/null"#,
+    );
+    let prep = script(
+        &dir,
+        "prep.sh",
+        &format!(
+            "while [ ! -e {} ]; do sleep 0.02; done\n{COMPLETE}",
+            go.display()
+        ),
+    );
+    agent(&c, "signal-leader", &leader, json!({})).await;
+    agent(&c, "prep", &prep, json!({})).await;
+    agent(
+        &c,
+        "worker",
+        &script(&dir, "worker.sh", COMPLETE),
+        json!({}),
+    )
+    .await;
+    party_def(
+        &c,
+        json!({
+            "name": "live-restart",
+            "roles": {
+                "leader": { "agent": "signal-leader", "is_leader": true },
+                "prep": { "agent": "prep" },
+                "developer": { "agent": "worker", "count": 2 }
+            },
+            "flow": { "developer": ["leader:signal", "prep"] }
+        }),
+    )
+    .await;
+    let project = daemon.project("repo");
+    let party = crate::support::launch(&c, "live-restart", &project).await;
+    crate::support::wait_for("the leader's signal", 30, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["party"]["released"] == json!(["developer"])).then_some(())
+    })
+    .await;
+    drop(c);
+    daemon.kill9();
+    daemon.spawn();
+    let c = daemon.client().await;
+    std::fs::write(&go, "").unwrap();
+    let s = crate::support::party_end(&c, &party, 60).await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    let runs = c
+        .call("list_agents", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let leader_runs: Vec<&Value> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["role_name"] == "leader")
+        .collect();
+    assert_eq!(
+        leader_runs.len(),
+        1,
+        "the leader was adopted, not rerun: {runs}"
+    );
+    assert_eq!(leader_runs[0]["result"]["output"], "developers done");
+}

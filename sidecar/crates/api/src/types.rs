@@ -521,6 +521,9 @@ pub struct PartySummary {
     pub task_id: Option<String>,
     pub created_at: String,
     pub completed_at: Option<String>,
+    /// Roles a `proceed` signal released from their `role:signal` flow edges.
+    #[serde(default)]
+    pub released: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

@@ -25,6 +25,7 @@ fn summary(row: &PartyRow) -> PartySummary {
         task_id: row.task_id.clone(),
         created_at: row.created_at.clone(),
         completed_at: row.completed_at.clone(),
+        released: serde_json::from_value(row.released.clone()).unwrap_or_default(),
     }
 }
 
