@@ -659,3 +659,84 @@ async fn an_llm_router_step_has_route_to_alone_and_its_choice_runs() {
         "tech: it shows a crash at start"
     );
 }
+
+/// A budget (issue 12): an executor member that spends more tokens than its agent's budget is
+/// stopped and its role paused — a circuit breaker, not a crash — and the leader and the person
+/// hear of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_over_its_token_budget_is_stopped_and_paused() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    install(&d, "executor-openai").await;
+    let mock = MockLlm::start(vec![
+        Reply::tool("read_file", json!({ "path": "README.md" })),
+        Reply::tool("read_file", json!({ "path": "README.md" })),
+        Reply::tool("read_file", json!({ "path": "README.md" })),
+        Reply::tool("read_file", json!({ "path": "README.md" })),
+        Reply::tool("complete", json!({ "summary": "read it four times" })),
+    ]);
+    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    // Each provider answer reports INPUT_TOKENS + OUTPUT_TOKENS (15): the second goes over 20.
+    define(
+        &c,
+        "agent",
+        json!({ "name": "thrifty", "runner": "wasm:executor-openai", "model": "mock-gpt",
+                "budget": { "max_tokens": 20 } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "budgeted", "roles": { "dev": { "agent": "thrifty", "prompt": "Read README.md." } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let party = launch(&c, "budgeted", &project).await;
+    let s = crate::support::wait_for("the member to pause", 30, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["members"][0]["status"] == "paused").then_some(s)
+    })
+    .await;
+    assert_eq!(
+        s["party"]["status"], "running",
+        "the party waits for a signal: {s}"
+    );
+    assert_eq!(s["members"][0]["crash_count"], 0, "not a crash: {s}");
+    let run = c
+        .call(
+            "get_agent_result",
+            json!({ "run_id": s["members"][0]["run_id"] }),
+        )
+        .await
+        .unwrap();
+    let error = run["run"]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("stopped by its budget: ")
+            && error.ends_with("tokens spent, the budget is 20"),
+        "{run}"
+    );
+    let events = c
+        .call("list_events", json!({ "kind": "budget_tripped" }))
+        .await
+        .unwrap();
+    assert_eq!(events["events"].as_array().unwrap().len(), 1, "{events}");
+    let notes = c.call("list_notifications", json!({})).await.unwrap();
+    assert!(
+        notes["notifications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["text"]
+                .as_str()
+                .unwrap()
+                .contains("was stopped by its budget")),
+        "{notes}"
+    );
+    assert!(mock.requests().len() < 5, "it stopped before its last turn");
+    c.call("cancel_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+}

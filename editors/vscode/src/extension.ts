@@ -263,7 +263,7 @@ ul { list-style: none; padding: 0; } li.run { margin: 4px 0; }
 
 const COLOURS: Record<string, string> = {
   pending: '#9e9e9e', running: '#2196f3', completed: '#4caf50', crashed: '#ff9800',
-  failed: '#f44336', cancelled: '#757575', skipped: '#cddc39',
+  failed: '#f44336', cancelled: '#757575', skipped: '#cddc39', paused: '#9c27b0',
 };
 
 function escape(s: string): string {

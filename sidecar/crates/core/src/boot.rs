@@ -187,6 +187,33 @@ impl RunnerHost for Daemon {
         crate::ops::route_to(self, p).boxed()
     }
 
+    fn usage_recorded(&self, run_id: &str) {
+        let mut at = self.store.get_run(run_id).ok();
+        // The run, then the runs above it (usage rolls up), a few levels at most.
+        for _ in 0..8 {
+            let Some(run) = at.take() else { break };
+            let budget =
+                serde_json::from_value::<troupe_engine::AgentDefinition>(run.definition.clone())
+                    .ok()
+                    .and_then(|d| d.budget);
+            if let (Some(budget), Ok(spent)) = (budget, self.store.usage("run", &run.run_id))
+                && let Some(reason) =
+                    budget.exceeded(spent.input_tokens, spent.output_tokens, spent.cost_usd)
+                && !run.status.is_finished()
+            {
+                self.orchestrator
+                    .tell(crate::orchestrator::Command::BudgetTripped {
+                        run_id: run.run_id.clone(),
+                        reason,
+                    });
+            }
+            at = run
+                .parent_session_id
+                .as_deref()
+                .and_then(|s| self.store.run_of_session(s).ok().flatten());
+        }
+    }
+
     fn team_broadcast(
         &self,
         p: TeamBroadcastParams,

@@ -131,6 +131,11 @@ pub struct AgentDefinition {
     /// Seconds the advisors get; one still running then leaves a placeholder (default: no limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advisor_timeout_secs: Option<f64>,
+    /// What a run may spend before it is stopped and its member paused (a circuit breaker, not
+    /// a crash): tokens and cost its executor or agent reports, its subagents' included. Wall
+    /// time is `timeout_secs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
     /// Team (seed 002): members deliberate in rounds on a shared channel; the coordinator owns
     /// the final answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,6 +148,35 @@ pub struct AgentDefinition {
     /// `conclude_team`); never in a stored definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team_seat: Option<String>,
+}
+
+/// Limits on what one run may spend.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Input and output tokens together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+}
+
+impl Budget {
+    /// Why `spent` (tokens in and out, cost) is over this budget, if it is.
+    pub fn exceeded(&self, input_tokens: i64, output_tokens: i64, cost_usd: f64) -> Option<String> {
+        let tokens = input_tokens.saturating_add(output_tokens);
+        if let Some(max) = self.max_tokens
+            && tokens > max
+        {
+            return Some(format!("{tokens} tokens spent, the budget is {max}"));
+        }
+        if let Some(max) = self.max_cost_usd
+            && cost_usd > max
+        {
+            return Some(format!("${cost_usd:.4} spent, the budget is ${max:.4}"));
+        }
+        None
+    }
 }
 
 /// A team: who deliberates, who concludes, and when it ends.

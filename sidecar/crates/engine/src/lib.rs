@@ -9,7 +9,7 @@ pub mod pattern;
 pub mod spec;
 
 pub use agent::{
-    AcpOptions, AgentDefinition, Isolation, RouterSpec, TeamSpec, Termination, Workflow,
+    AcpOptions, AgentDefinition, Budget, Isolation, RouterSpec, TeamSpec, Termination, Workflow,
     acp_default_command,
 };
 pub use party::{

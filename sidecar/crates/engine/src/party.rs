@@ -26,6 +26,8 @@ pub enum MemberStatus {
     Cancelled,
     /// Crashed, then let go with `signal_role proceed`: counts as done.
     Skipped,
+    /// Stopped by its budget (a circuit breaker, not a crash): its role is paused until a signal.
+    Paused,
 }
 
 impl MemberStatus {
@@ -39,6 +41,7 @@ impl MemberStatus {
             MemberStatus::Failed => "failed",
             MemberStatus::Cancelled => "cancelled",
             MemberStatus::Skipped => "skipped",
+            MemberStatus::Paused => "paused",
         }
     }
 
@@ -111,6 +114,12 @@ pub enum Input {
         index: u32,
     },
     Crashed {
+        role: String,
+        index: u32,
+        reason: String,
+    },
+    /// A member's run was stopped by its budget: it pauses (no crash is counted).
+    BudgetTripped {
         role: String,
         index: u32,
         reason: String,
@@ -545,6 +554,31 @@ impl Party {
                     }
                 }
             }
+            Input::BudgetTripped {
+                role,
+                index,
+                reason,
+            } => {
+                let pos = self.position(&role, index)?;
+                if self.members[pos].status != MemberStatus::Running {
+                    return Ok(out);
+                }
+                self.set_status(pos, MemberStatus::Paused);
+                self.touch(pos).finished_at_ms = Some(now_ms);
+                self.paused.insert(role.clone());
+                let text = format!(
+                    "{role}#{index} was stopped by its budget ({reason}); role {role} is paused: \
+                     signal_role retry, proceed or abort"
+                );
+                out.push(Action::Notify {
+                    target: NotifyTarget::Leader,
+                    text: text.clone(),
+                });
+                out.push(Action::Notify {
+                    target: NotifyTarget::User,
+                    text,
+                });
+            }
             Input::Signal { role, signal } => {
                 self.check_live()?;
                 self.check_role(&role)?;
@@ -567,6 +601,7 @@ impl Party {
                                 MemberStatus::Crashed
                                     | MemberStatus::Failed
                                     | MemberStatus::Recovering
+                                    | MemberStatus::Paused
                             ) {
                                 any = true;
                                 self.set_status(pos, MemberStatus::Running);
@@ -603,7 +638,10 @@ impl Party {
                             return Err(StepError::NotPaused(role));
                         }
                         for pos in self.role_members(&role) {
-                            if self.members[pos].status == MemberStatus::Crashed {
+                            if matches!(
+                                self.members[pos].status,
+                                MemberStatus::Crashed | MemberStatus::Paused
+                            ) {
                                 self.set_status(pos, MemberStatus::Skipped);
                             }
                         }
@@ -927,7 +965,10 @@ impl Party {
                         index: m.index,
                     });
                 }
-                MemberStatus::Pending | MemberStatus::Crashed | MemberStatus::Recovering => {
+                MemberStatus::Pending
+                | MemberStatus::Crashed
+                | MemberStatus::Recovering
+                | MemberStatus::Paused => {
                     self.set_status(pos, MemberStatus::Cancelled);
                 }
                 _ => {}

@@ -34,6 +34,14 @@ fn parse(line: &str) -> Input {
                 reason: reason.join(" "),
             }
         }
+        ["budget", m, reason @ ..] => {
+            let (role, index) = member(m);
+            Input::BudgetTripped {
+                role,
+                index,
+                reason: reason.join(" "),
+            }
+        }
         ["signal", role, signal] => Input::Signal {
             role: role.to_string(),
             signal: serde_json::from_value(json!(signal)).unwrap(),
@@ -612,5 +620,31 @@ fn a_flow_edge_is_a_role_or_role_signal() {
     assert_eq!(
         d.validate(|_| true).unwrap_err().to_string(),
         "the flow has a cycle: a -> b -> a"
+    );
+}
+
+#[test]
+fn a_budget_trip_pauses_the_member_without_a_crash() {
+    let d = def(json!({
+        "name": "budget",
+        "roles": { "dev": { "agent": "x", "on_crash": "restart", "retry_attempts": 3 }, "qa": { "agent": "x" } },
+        "flow": { "qa": ["dev"] }
+    }));
+    check(
+        d,
+        "
+        launch
+        budget dev#0 1200 tokens spent, the budget is 1000
+        signal dev retry
+        done dev#0
+        done qa#0
+    ",
+        expect![[r#"
+            t0 launch => spawn dev#0
+            t1 budget dev#0 1200 tokens spent, the budget is 1000 => notify leader: dev#0 was stopped by its budget (1200 tokens spent, the budget is 1000); role dev is paused: signal_role retry, proceed or abort; notify user: dev#0 was stopped by its budget (1200 tokens spent, the budget is 1000); role dev is paused: signal_role retry, proceed or abort
+            t2 signal dev retry => spawn dev#0 (attempt 2)
+            t3 done dev#0 => dev complete; notify leader: role dev completed; spawn qa#0
+            t4 done qa#0 => qa complete; notify leader: role qa completed; party completed (every role completed)
+        "#]],
     );
 }

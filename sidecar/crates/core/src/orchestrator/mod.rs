@@ -35,6 +35,9 @@ use troupe_api::layout::Layout;
 pub(crate) use supervisor::isolate;
 use supervisor::*;
 
+/// What the error of a run stopped by its budget starts with.
+pub const BUDGET_STOP: &str = "stopped by its budget: ";
+
 /// How long a member that called `complete` may take to exit before it is stopped.
 const EXIT_GRACE_AFTER_COMPLETE: Duration = Duration::from_secs(5);
 
@@ -87,6 +90,11 @@ pub enum Command {
     StartFlow {
         run: Box<AgentRun>,
         definition: Box<AgentDefinition>,
+    },
+    /// A run went over its budget: stop it (a member's role pauses; not a crash).
+    BudgetTripped {
+        run_id: String,
+        reason: String,
     },
     /// A team member's turn used a team tool (broadcast, vote, conclude).
     Team {
@@ -204,6 +212,8 @@ struct Loop {
     /// Runs that are steps of a pattern run: run id → (root, step).
     flow_steps: HashMap<String, (String, troupe_engine::pattern::StepId)>,
     flow_inputs: VecDeque<(String, troupe_engine::pattern::Input)>,
+    /// Runs being stopped by their budget, and why.
+    tripped: HashMap<String, String>,
 }
 
 /// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
@@ -243,6 +253,7 @@ pub fn create(
         flows: HashMap::new(),
         flow_steps: HashMap::new(),
         flow_inputs: VecDeque::new(),
+        tripped: HashMap::new(),
     };
     (
         Orchestrator { commands },
@@ -370,6 +381,9 @@ impl Loop {
                         self.after_run_end(&run, None, true).await;
                     }
                 }
+            }
+            Event::Command(Command::BudgetTripped { run_id, reason }) => {
+                self.budget_tripped(run_id, reason).await
             }
             Event::Command(Command::Team {
                 run_id,

@@ -637,6 +637,14 @@ pub(super) fn describe_input(input: &Input) -> (String, Value) {
             "member_crashed".into(),
             json!({ "role": role, "index": index, "reason": reason }),
         ),
+        Input::BudgetTripped {
+            role,
+            index,
+            reason,
+        } => (
+            "member_paused_by_budget".into(),
+            json!({ "role": role, "index": index, "reason": reason }),
+        ),
         Input::Signal { role, signal } => (
             "role_signalled".into(),
             json!({ "role": role, "signal": signal }),

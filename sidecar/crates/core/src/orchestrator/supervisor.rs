@@ -99,6 +99,33 @@ impl Loop {
         Ok(())
     }
 
+    /// A run went over its budget: recorded on the timeline, then stopped; its end (in
+    /// `run_exited`) says why, and a member's role pauses.
+    pub(super) async fn budget_tripped(&mut self, run_id: String, reason: String) {
+        if self.tripped.contains_key(&run_id) {
+            return;
+        }
+        let Ok(run) = self.store.get_run(&run_id) else {
+            return;
+        };
+        if run.status.is_finished() {
+            return;
+        }
+        let event = NewEvent {
+            kind: "budget_tripped".into(),
+            project_id: Some(run.project_id.clone()),
+            session_id: Some(run.session_id.clone()),
+            party_id: run.party_id.clone(),
+            data: json!({ "run_id": run_id, "agent": run.agent_name, "reason": reason }),
+        };
+        if let Err(e) = self.store.append_event(event).await {
+            tracing::warn!(run = %run_id, error = %e, "cannot record a budget trip");
+        }
+        tracing::info!(run = %run_id, %reason, "budget tripped: stopping the run");
+        self.tripped.insert(run_id.clone(), reason);
+        self.stop_any(&run_id).await;
+    }
+
     /// Records a run's end (when nothing recorded it yet).
     pub(super) async fn bury(&self, run_id: &str, status: RunStatus, error: String) {
         match self
@@ -117,14 +144,13 @@ impl Loop {
             Exit::Stopped => RunStatus::Cancelled,
             _ => RunStatus::Crashed,
         };
+        let error = match self.tripped.remove(&exit.run_id) {
+            Some(reason) => format!("{BUDGET_STOP}{reason}"),
+            None => exit.exit.describe(),
+        };
         let end = match self
             .store
-            .finish_run(
-                exit.run_id.clone(),
-                status,
-                None,
-                Some(exit.exit.describe()),
-            )
+            .finish_run(exit.run_id.clone(), status, None, Some(error))
             .await
         {
             Ok(end) => end,
@@ -186,10 +212,21 @@ impl Loop {
                 self.members.remove(&run.run_id);
             }
             if current {
+                let budget = run
+                    .error
+                    .as_deref()
+                    .and_then(|e| e.strip_prefix(BUDGET_STOP))
+                    .filter(|_| run.status == RunStatus::Cancelled);
                 let input = if run.status.is_completed() {
                     Input::Completed {
                         role: m.role.clone(),
                         index: m.index,
+                    }
+                } else if let Some(reason) = budget {
+                    Input::BudgetTripped {
+                        role: m.role.clone(),
+                        index: m.index,
+                        reason: reason.to_string(),
                     }
                 } else {
                     Input::Crashed {

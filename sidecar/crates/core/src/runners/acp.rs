@@ -522,8 +522,9 @@ impl Timeline {
             output_tokens: 0,
             cost_usd,
         };
-        if let Err(e) = d.store().add_usage(self.run.run_id.clone(), usage).await {
-            tracing::debug!(error = %e, "ACP cost not recorded");
+        match d.store().add_usage(self.run.run_id.clone(), usage).await {
+            Ok(()) => d.usage_recorded(&self.run.run_id),
+            Err(e) => tracing::debug!(error = %e, "ACP cost not recorded"),
         }
     }
 

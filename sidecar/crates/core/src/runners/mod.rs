@@ -37,6 +37,9 @@ pub trait RunnerHost: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<PollMessagesResult, ApiError>>;
     /// `route_to`: a router's step chooses an agent (and ends).
     fn route_to(&self, p: RouteToParams) -> BoxFuture<'_, Result<RouteToResult, ApiError>>;
+    /// A run's usage was recorded: the daemon checks the budgets of the run and of the runs
+    /// above it, and stops a run that went over.
+    fn usage_recorded(&self, run_id: &str);
     /// The team tools of a member's turn.
     fn team_broadcast(
         &self,

@@ -308,8 +308,9 @@ impl ToolHandler for Tools {
                 output_tokens: i64::try_from(delta.output_tokens).unwrap_or(i64::MAX),
                 cost_usd: delta.cost_usd,
             };
-            if let Err(e) = d.store().add_usage(run_id, usage).await {
-                tracing::warn!(error = %e, "usage not recorded");
+            match d.store().add_usage(run_id.clone(), usage).await {
+                Ok(()) => d.usage_recorded(&run_id),
+                Err(e) => tracing::warn!(error = %e, "usage not recorded"),
             }
         });
         self.usage_writes
