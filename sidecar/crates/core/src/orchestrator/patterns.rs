@@ -377,9 +377,13 @@ impl Loop {
         for run_id in live.steps.values() {
             self.flow_steps.remove(run_id);
         }
-        let (status, error) = match end.status.as_str() {
-            "success" => (RunStatus::Success, None),
-            "cancelled" => (RunStatus::Cancelled, end.error.clone()),
+        let (status, error) = match (end.status.as_str(), self.tripped.remove(root)) {
+            // Cancelled because the pattern run went over its budget: say so.
+            ("cancelled", Some(reason)) => {
+                (RunStatus::Cancelled, Some(format!("{BUDGET_STOP}{reason}")))
+            }
+            ("success", _) => (RunStatus::Success, None),
+            ("cancelled", None) => (RunStatus::Cancelled, end.error.clone()),
             _ => (RunStatus::Crashed, end.error.clone()),
         };
         let result = json!({
