@@ -474,6 +474,30 @@ async fn sensitive_paths_and_large_diffs_escalate_whatever_the_rules_say() {
     .unwrap();
     assert_eq!(ask("deploy/prod.yaml", None).await["status"], "pending");
     assert_eq!(ask(".env", None).await["status"], "approved");
+    // Its own file stays sensitive, whatever it says.
+    assert_eq!(
+        ask(".troupe/guardrails.toml", None).await["status"],
+        "pending"
+    );
+    // A session working in a subdirectory: paths are matched from the checkout's root.
+    let web = Path::new(&project).join("web");
+    std::fs::create_dir_all(&web).unwrap();
+    let sub = register(&c, "claude", &web.display().to_string(), None).await;
+    let deploy = Path::new(&project)
+        .join("deploy/prod.yaml")
+        .display()
+        .to_string();
+    for path in [deploy.as_str(), "../deploy/prod.yaml"] {
+        let r = c
+            .call(
+                "request_permission",
+                json!({ "session_id": sub, "tool_name": "write_file", "input": { "path": path },
+                        "file_path": path, "wait_ms": 0 }),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r["status"], "pending", "{path}: {r}");
+    }
     assert_eq!(
         ask("src/big.rs", Some("+x\n".repeat(401))).await["status"],
         "approved"

@@ -39,6 +39,10 @@ pub const DEFAULT_SENSITIVE: &[&str] = &[
     "go.sum",
 ];
 
+/// Always sensitive, whatever the project's list says: Troupe's own files in the checkout, the
+/// guardrails file among them (an agent must not switch its guardrails off).
+pub const ALWAYS_SENSITIVE: &[&str] = &[".troupe/**"];
+
 /// Diff lines (added and removed) above which no rule may approve.
 pub const DEFAULT_MAX_DIFF_LINES: usize = 400;
 
@@ -90,7 +94,8 @@ impl Guardrails {
     pub fn new(patterns: Vec<String>, max_diff_lines: usize) -> Guardrails {
         let (mut names, mut paths) = (GlobSetBuilder::new(), GlobSetBuilder::new());
         let (mut name_patterns, mut path_patterns) = (Vec::new(), Vec::new());
-        for p in patterns {
+        let always = ALWAYS_SENSITIVE.iter().map(|p| p.to_string());
+        for p in patterns.into_iter().chain(always) {
             let Ok(glob) = Glob::new(&p) else {
                 tracing::warn!(pattern = %p, "not a glob; ignored");
                 continue;

@@ -267,6 +267,8 @@ struct Seat {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Phase {
+    /// Created, not entered yet.
+    Pending,
     /// Waiting for its advisors (child nodes; `None`: still running).
     Advising {
         advisors: Vec<(String, NodeId, Option<String>)>,
@@ -318,6 +320,9 @@ pub struct Flow {
     steps: BTreeMap<StepId, NodeId>,
     next_step: StepId,
     finished: bool,
+    /// How it ended, once it has (kept so a restarted daemon can still end its run).
+    #[serde(default)]
+    end: Option<FlowEnd>,
 }
 
 /// Looks an agent definition up by name (the daemon's store, at run time).
@@ -340,16 +345,65 @@ impl Flow {
                 input: input.to_string(),
                 trigger: Trigger::Root,
                 parent: None,
-                phase: Phase::Done(Err("not started".into())),
+                phase: Phase::Pending,
             }],
             steps: BTreeMap::new(),
             next_step: 1,
             finished: false,
+            end: None,
         }
     }
 
     pub fn is_finished(&self) -> bool {
         self.finished
+    }
+
+    /// How the flow ended, once it has.
+    pub fn end(&self) -> Option<&FlowEnd> {
+        self.end.as_ref()
+    }
+
+    /// Whether the flow has not started a step yet (a restart right after it was created).
+    pub fn is_fresh(&self) -> bool {
+        !self.finished && self.steps.is_empty() && matches!(self.nodes[0].phase, Phase::Pending)
+    }
+
+    fn finish(&mut self, end: FlowEnd, out: &mut Vec<Action>) {
+        self.finished = true;
+        self.end = Some(end.clone());
+        out.push(Action::Finished(end));
+    }
+
+    /// What a restarted daemon must do again for the flow to go on: ask the router plugins
+    /// that had not answered, and wake for the advisor deadlines still ahead.
+    pub fn pending_actions(&self, agents: &dyn Agents) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        for (node, n) in self.nodes.iter().enumerate() {
+            match &n.phase {
+                Phase::Routing { step: None } => {
+                    if let Some(router) = agents.agent(&n.agent).and_then(|d| d.router)
+                        && let Some(plugin) = router.via.strip_prefix("plugin:")
+                    {
+                        out.push(Action::AskRouter {
+                            node,
+                            router: n.agent.clone(),
+                            plugin: plugin.to_string(),
+                            request: n.input.clone(),
+                            candidates: router.agents,
+                        });
+                    }
+                }
+                Phase::Advising {
+                    deadline_ms: Some(at_ms),
+                    ..
+                } => out.push(Action::WakeAt { at_ms: *at_ms }),
+                _ => {}
+            }
+        }
+        out
     }
 
     /// The node a step belongs to.
@@ -481,13 +535,15 @@ impl Flow {
                 for step in self.running_steps() {
                     out.push(Action::Stop { step });
                 }
-                self.finished = true;
-                out.push(Action::Finished(FlowEnd {
-                    status: "cancelled".into(),
-                    output: String::new(),
-                    chain: Vec::new(),
-                    error: Some("cancelled".into()),
-                }));
+                self.finish(
+                    FlowEnd {
+                        status: "cancelled".into(),
+                        output: String::new(),
+                        chain: Vec::new(),
+                        error: Some("cancelled".into()),
+                    },
+                    out,
+                );
             }
         }
     }
@@ -554,6 +610,10 @@ impl Flow {
             return;
         };
         *round += 1;
+        // A vote counts for the round it was cast in: consensus is every member, this round.
+        for seat in seats.iter_mut() {
+            seat.voted = false;
+        }
         for (i, seat) in seats.iter().enumerate() {
             let news = channel[seat.seen.min(channel.len())..].to_vec();
             let view = SeatView {
@@ -838,7 +898,7 @@ impl Flow {
             input,
             trigger,
             parent: Some(parent),
-            phase: Phase::Done(Err("not started".into())),
+            phase: Phase::Pending,
         });
         self.nodes.len() - 1
     }
@@ -1096,11 +1156,15 @@ impl Flow {
     fn stop_subtree(&mut self, node: NodeId, out: &mut Vec<Action>) {
         let mut stack = vec![node];
         while let Some(n) = stack.pop() {
-            match self.nodes[n].phase {
-                Phase::Running { step } | Phase::Routing { step: Some(step) } => {
-                    out.push(Action::Stop { step });
-                }
-                _ => {}
+            // Every running step of the node: its own run, its router step, its team's turns.
+            let running: Vec<StepId> = self
+                .steps
+                .iter()
+                .filter(|(step, owner)| **owner == n && self.step_running(n, **step))
+                .map(|(step, _)| *step)
+                .collect();
+            for step in running {
+                out.push(Action::Stop { step });
             }
             for (i, c) in self.nodes.iter().enumerate() {
                 if c.parent == Some(n) {
@@ -1147,7 +1211,7 @@ impl Flow {
             for step in self.running_steps() {
                 out.push(Action::Stop { step });
             }
-            out.push(Action::Finished(match result {
+            let end = match result {
                 Ok((output, chain)) => FlowEnd {
                     status: "success".into(),
                     output,
@@ -1160,7 +1224,8 @@ impl Flow {
                     chain: Vec::new(),
                     error: Some(e),
                 },
-            }));
+            };
+            self.finish(end, out);
             return;
         };
         match self.nodes[parent].phase.clone() {

@@ -60,6 +60,13 @@ fn a_project_file_replaces_the_defaults_and_a_bad_one_keeps_them() {
     let g = Guardrails::of_project(dir.path());
     assert!(g.sensitive(["deploy/prod.yaml"]).is_some());
     assert!(g.sensitive([".env"]).is_none());
+    // Its own file stays sensitive whatever it says.
+    assert_eq!(
+        g.sensitive([".troupe/guardrails.toml"])
+            .map(|(_, p)| p)
+            .as_deref(),
+        Some(".troupe/**")
+    );
     assert_eq!(g.max_diff_lines(), 10);
     std::fs::write(
         dir.path().join(".troupe/guardrails.toml"),

@@ -86,14 +86,22 @@ fn escalation(
         .map(|p| PathBuf::from(p.root_path))
         .ok()?;
     let guard = crate::guardrails::Guardrails::of_project(&root);
-    let base = Path::new(run.and_then(|r| r.workdir.as_deref()).unwrap_or(cwd));
-    let base = base.canonicalize().unwrap_or_else(|_| base.to_path_buf());
+    // Paths resolve against where the caller works (a member's checkout, else the session's
+    // directory) and are matched from the root of that checkout (the member's worktree, else
+    // the project's main checkout).
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let workdir = run.and_then(|r| r.workdir.as_deref()).map(Path::new);
+    let base = canonical(workdir.unwrap_or(Path::new(cwd)));
+    let checkout = match workdir {
+        Some(w) => canonical(w),
+        None => canonical(&root),
+    };
     let rels: Vec<String> = request_paths(file_path, input)
         .map(|p| {
             let full = resolve(&base, p);
-            full.strip_prefix(&base)
+            full.strip_prefix(&checkout)
                 .map(|r| r.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| p.to_string())
+                .unwrap_or_else(|_| full.to_string_lossy().into_owned())
         })
         .collect();
     if let Some((path, pattern)) = guard.sensitive(rels.iter().map(String::as_str)) {

@@ -35,6 +35,9 @@ use troupe_api::layout::Layout;
 pub(crate) use supervisor::isolate;
 use supervisor::*;
 
+/// Why a pattern run stopped before its first step ended as it did.
+const STOPPED_EARLY: &str = "stopped before it started";
+
 /// What the error of a run stopped by its budget starts with.
 pub const BUDGET_STOP: &str = "stopped by its budget: ";
 
@@ -214,6 +217,8 @@ struct Loop {
     flow_inputs: VecDeque<(String, troupe_engine::pattern::Input)>,
     /// Runs being stopped by their budget, and why.
     tripped: HashMap<String, String>,
+    /// Runs stopped before they started (a pattern run whose start is still queued).
+    stopped_early: std::collections::HashSet<String>,
 }
 
 /// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
@@ -254,6 +259,7 @@ pub fn create(
         flow_steps: HashMap::new(),
         flow_inputs: VecDeque::new(),
         tripped: HashMap::new(),
+        stopped_early: std::collections::HashSet::new(),
     };
     (
         Orchestrator { commands },
@@ -376,7 +382,12 @@ impl Loop {
             Event::Command(Command::StopRun { run_id }) => self.stop_any(&run_id).await,
             Event::Command(Command::StartFlow { run, definition }) => {
                 if let Err(e) = self.start_flow(&run, &definition).await {
-                    self.bury(&run.run_id, RunStatus::Crashed, e).await;
+                    let status = if e == STOPPED_EARLY {
+                        RunStatus::Cancelled
+                    } else {
+                        RunStatus::Crashed
+                    };
+                    self.bury(&run.run_id, status, e).await;
                     if let Ok(run) = self.store.get_run(&run.run_id) {
                         self.after_run_end(&run, None, true).await;
                     }

@@ -81,6 +81,9 @@ impl Loop {
         run: &AgentRun,
         agent: &AgentDefinition,
     ) -> Result<(), String> {
+        if self.stopped_early.remove(&run.run_id) {
+            return Err(super::STOPPED_EARLY.into());
+        }
         let flow = PatternFlow::new(&agent.name, &run.prompt);
         let state = serde_json::to_value(&flow).map_err(|e| e.to_string())?;
         self.store
@@ -123,10 +126,11 @@ impl Loop {
             let agents = move |name: &str| stored_agent(&store, name);
             let mut actions = Vec::new();
             live.flow.step(input, now_ms(), &agents, &mut actions);
-            let finished = live.flow.is_finished();
+            // Saved as unfinished even when the flow has ended: it is closed (`finish_flow`)
+            // only once its run's end is recorded, so a restart in between still ends the run.
             match serde_json::to_value(&live.flow) {
                 Ok(state) => {
-                    if let Err(e) = self.store.save_flow(root.clone(), state, finished).await {
+                    if let Err(e) = self.store.save_flow(root.clone(), state, false).await {
                         tracing::warn!(run = %root, error = %e, "cannot save a pattern run's state");
                     }
                 }
@@ -377,6 +381,7 @@ impl Loop {
         for run_id in live.steps.values() {
             self.flow_steps.remove(run_id);
         }
+        let state = serde_json::to_value(&live.flow).unwrap_or(Value::Null);
         let (status, error) = match (end.status.as_str(), self.tripped.remove(root)) {
             // Cancelled because the pattern run went over its budget: say so.
             ("cancelled", Some(reason)) => {
@@ -404,6 +409,9 @@ impl Loop {
             }
         };
         crate::hub::announce_expired(&self.hub, &ended.expired_approvals);
+        if let Err(e) = self.store.save_flow(root.to_string(), state, true).await {
+            tracing::warn!(run = %root, error = %e, "cannot close a pattern run");
+        }
         let event = NewEvent {
             kind: "pattern_finished".into(),
             project_id: Some(ended.run.project_id.clone()),
@@ -442,6 +450,15 @@ impl Loop {
         if self.flows.contains_key(run_id) {
             self.flow_input(run_id, pattern::Input::Cancel).await;
         } else {
+            if !self.runner.is_running(run_id)
+                && self
+                    .store
+                    .get_run(run_id)
+                    .is_ok_and(|r| r.status == RunStatus::Pending)
+            {
+                // Not started yet: a pattern run whose start is still queued must not start.
+                self.stopped_early.insert(run_id.to_string());
+            }
             self.runner.stop(run_id);
         }
     }
@@ -466,12 +483,39 @@ impl Loop {
                 continue;
             };
             if root_run.status.is_finished() {
-                // It ended (a cancel) without its flow hearing of it.
+                // It ended (a cancel) without its flow hearing of it: end its steps too.
+                for step in self.store.run_tree(&root).unwrap_or_default() {
+                    if step.flow_root.as_deref() == Some(root.as_str())
+                        && !step.status.is_finished()
+                    {
+                        self.bury(
+                            &step.run_id,
+                            RunStatus::Cancelled,
+                            "its pattern run had ended".into(),
+                        )
+                        .await;
+                        self.runner.stop(&step.run_id);
+                    }
+                }
                 if let Err(e) = self.store.save_flow(root.clone(), json!(flow), true).await {
                     tracing::warn!(run = %root, error = %e, "cannot close a pattern run");
                 }
                 continue;
             }
+            if let Some(end) = flow.end().cloned() {
+                // It had ended, but its run's end was not recorded: record it now.
+                self.flows.insert(
+                    root.clone(),
+                    LiveFlow {
+                        flow,
+                        root: root_run,
+                        steps: HashMap::new(),
+                    },
+                );
+                self.finish_flow(&root, end).await;
+                continue;
+            }
+            let fresh = flow.is_fresh();
             let runs = self.store.run_tree(&root).unwrap_or_default();
             let mut steps = HashMap::new();
             let mut inputs = Vec::new();
@@ -511,7 +555,23 @@ impl Loop {
                 },
             );
             tracing::info!(run = %root, "resuming a pattern run");
-            // Deadlines passed while the daemon was down.
+            if fresh {
+                // Saved, then the daemon stopped before its first step: start it now.
+                self.flow_input(&root, pattern::Input::Start).await;
+                continue;
+            }
+            // Router plugins that had not answered are asked again; deadlines still ahead are
+            // armed again (those passed meanwhile are handled by the tick below).
+            let store = self.store.clone();
+            let agents = move |name: &str| stored_agent(&store, name);
+            let again = self
+                .flows
+                .get(&root)
+                .map(|live| live.flow.pending_actions(&agents))
+                .unwrap_or_default();
+            for action in again {
+                self.flow_act(&root, action).await;
+            }
             inputs.push(pattern::Input::Tick);
             for input in inputs {
                 self.flow_input(&root, input).await;

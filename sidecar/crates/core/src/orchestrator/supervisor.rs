@@ -208,7 +208,10 @@ impl Loop {
                         .find(|x| x.role == m.role && x.index == m.index)
                 })
                 .is_some_and(|x| x.attempts == m.attempt && x.status == MemberStatus::Running);
-            if exit.is_some() {
+            // Kept while its process may linger after `complete` (a stop must still reach it);
+            // a run with no process left (an exit, a pattern run's end) is forgotten.
+            if exit.is_some() || (run.status.is_finished() && !self.runner.is_running(&run.run_id))
+            {
                 self.members.remove(&run.run_id);
             }
             if current {

@@ -480,3 +480,69 @@ fn a_members_turn_shows_its_earlier_answers_and_the_news() {
     "#]]
     .assert_eq(&team_prompt("review the design", &view, &news));
 }
+
+#[test]
+fn an_advisor_that_no_longer_exists_does_not_start_the_agent_before_the_others() {
+    // `ghost` was deleted after `lead` was written: it fails at once; `c` still runs first.
+    let defs = agents(json!([{ "name": "lead", "advisors": ["ghost", "c"] }, { "name": "c" }]));
+    let lookup = |n: &str| defs.iter().find(|d| d.name == n).cloned();
+    let mut flow = Flow::new("lead", "go");
+    let mut out = Vec::new();
+    flow.step(Input::Start, 0, &lookup, &mut out);
+    let runs: Vec<String> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Run { agent, .. } => Some(agent.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(runs, ["c"], "only the advisor that exists runs: {out:?}");
+    let mut out = Vec::new();
+    flow.step(
+        Input::StepEnded {
+            step: 1,
+            outcome: Outcome::Done {
+                output: "ok".into(),
+            },
+        },
+        1,
+        &lookup,
+        &mut out,
+    );
+    let prompt = out
+        .iter()
+        .find_map(|a| match a {
+            Action::Run { agent, prompt, .. } if agent == "lead" => Some(prompt.clone()),
+            _ => None,
+        })
+        .expect("lead runs once c has answered");
+    assert!(
+        prompt.contains("[advisor ghost gave no analysis: agent ghost does not exist]"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("### From c\n\nok"), "{prompt}");
+}
+
+#[test]
+fn a_restarted_daemon_asks_router_plugins_again_and_wakes_for_deadlines() {
+    let defs = agents(json!([
+        { "name": "desk", "router": { "agents": ["a"], "via": "plugin:kw" } },
+        { "name": "lead", "advisors": ["a"], "advisor_timeout_secs": 30 },
+        { "name": "a" }
+    ]));
+    let lookup = |n: &str| defs.iter().find(|d| d.name == n).cloned();
+    let mut desk = Flow::new("desk", "go");
+    desk.step(Input::Start, 0, &lookup, &mut Vec::new());
+    let desk: Flow = serde_json::from_str(&serde_json::to_string(&desk).unwrap()).unwrap();
+    assert!(matches!(
+        desk.pending_actions(&lookup)[..],
+        [Action::AskRouter { .. }]
+    ));
+    let mut lead = Flow::new("lead", "go");
+    lead.step(Input::Start, 1000, &lookup, &mut Vec::new());
+    assert_eq!(
+        lead.pending_actions(&lookup),
+        [Action::WakeAt { at_ms: 31_000 }]
+    );
+    assert!(Flow::new("lead", "go").is_fresh() && !lead.is_fresh());
+}
