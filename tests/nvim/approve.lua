@@ -2,30 +2,9 @@
 -- diagnostic, runs one of its code actions through the standard vim.lsp.buf.code_action(),
 -- waits for the diagnostic to go, and writes "N passed, N failed" (and failures) to
 -- $TEST_RESULT. Run by tests/it/editors.rs with a real daemon and worker.
-local passed, failed, notes = 0, 0, {}
-local function check(cond, what)
-  if cond then
-    passed = passed + 1
-  else
-    failed = failed + 1
-    table.insert(notes, 'FAILED: ' .. what)
-  end
-end
-
-local function finish()
-  local out = assert(io.open(os.getenv('TEST_RESULT'), 'w'))
-  out:write(string.format('%d passed, %d failed\n', passed, failed))
-  for _, n in ipairs(notes) do
-    out:write(n .. '\n')
-  end
-  out:close()
-  vim.cmd(failed == 0 and 'qa!' or 'cquit!')
-end
-
-vim.opt.rtp:prepend(os.getenv('TROUPE_PLUGIN'))
-vim.g.troupe_bin = os.getenv('TROUPE_BIN')
-vim.lsp.config('troupe', { root_dir = os.getenv('TEST_ROOT') })
-vim.cmd('runtime! plugin/troupe.lua')
+local harness = dofile(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)) .. '/harness.lua')
+local check, finish = harness.check, harness.finish
+harness.setup()
 vim.cmd('edit ' .. vim.fn.fnameescape(os.getenv('TEST_FILE')))
 local buf = vim.api.nvim_get_current_buf()
 

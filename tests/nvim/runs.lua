@@ -1,30 +1,9 @@
 -- Headless Neovim test driver for `:Troupe runs`: shows the tree of run $TEST_RUN (a pattern run
 -- that has ended) through the plugin and checks its lines; writes "N passed, N failed" (and
 -- failures) to $TEST_RESULT. Run by tests/it/editors.rs with a real daemon.
-local passed, failed, notes = 0, 0, {}
-local function check(cond, what)
-  if cond then
-    passed = passed + 1
-  else
-    failed = failed + 1
-    table.insert(notes, 'FAILED: ' .. what)
-  end
-end
-
-local function finish()
-  local out = assert(io.open(os.getenv('TEST_RESULT'), 'w'))
-  out:write(string.format('%d passed, %d failed\n', passed, failed))
-  for _, n in ipairs(notes) do
-    out:write(n .. '\n')
-  end
-  out:close()
-  vim.cmd(failed == 0 and 'qa!' or 'cquit!')
-end
-
-vim.opt.rtp:prepend(os.getenv('TROUPE_PLUGIN'))
-vim.g.troupe_bin = os.getenv('TROUPE_BIN')
-vim.lsp.config('troupe', { root_dir = os.getenv('TEST_ROOT') })
-vim.cmd('runtime! plugin/troupe.lua')
+local harness = dofile(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)) .. '/harness.lua')
+local check, finish = harness.check, harness.finish
+harness.setup()
 vim.cmd('edit ' .. vim.fn.fnameescape(os.getenv('TEST_ROOT') .. '/notes.txt'))
 
 local attached = vim.wait(30000, function()

@@ -1,5 +1,5 @@
 //! The state every operation handler sees: the store, the hub, the orchestrator's handle, the
-//! plugins and the daemon's configuration. Start-up and shutdown live in `crate::boot`; the doors
+//! plugins and the daemon's configuration. Start-up and shutdown live in `boot.rs`; the doors
 //! that serve it live in the `troupe` crate.
 
 use std::net::SocketAddr;

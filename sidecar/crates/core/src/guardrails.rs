@@ -9,7 +9,10 @@
 //! max_diff_lines = 400
 //! ```
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
@@ -89,6 +92,26 @@ impl Guardrails {
             .and_then(|f| f.max_diff_lines)
             .unwrap_or(DEFAULT_MAX_DIFF_LINES);
         Guardrails::new(patterns, max)
+    }
+
+    /// `of_project`, read again only when the file changed (a permission request and every
+    /// Claude Code hook ask; the file is stat'ed, not parsed, each time).
+    pub fn for_project(root: &Path) -> Arc<Guardrails> {
+        type Cache = Mutex<HashMap<PathBuf, (Option<SystemTime>, Arc<Guardrails>)>>;
+        static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+        let modified = std::fs::metadata(root.join(".troupe/guardrails.toml"))
+            .and_then(|m| m.modified())
+            .ok();
+        let cache = CACHE.get_or_init(Cache::default);
+        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, guard)) = cache.get(root)
+            && *seen == modified
+        {
+            return guard.clone();
+        }
+        let guard = Arc::new(Guardrails::of_project(root));
+        cache.insert(root.to_path_buf(), (modified, guard.clone()));
+        guard
     }
 
     pub fn new(patterns: Vec<String>, max_diff_lines: usize) -> Guardrails {

@@ -592,11 +592,7 @@ impl Flow {
 
     /// Starts every seat's turn of the next round, each seeing what was said since its last.
     fn next_round(&mut self, node: NodeId, agents: &dyn Agents, out: &mut Vec<Action>) {
-        let max = self
-            .team_spec(node, agents)
-            .map_or(DEFAULT_MAX_ROUNDS, |t| {
-                t.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS)
-            });
+        let max = self.max_rounds(node, agents);
         let team = self.nodes[node].agent.clone();
         let request = self.prompt_of(node);
         let mut turns = Vec::new();
@@ -614,8 +610,9 @@ impl Flow {
         for seat in seats.iter_mut() {
             seat.voted = false;
         }
-        for (i, seat) in seats.iter().enumerate() {
-            let news = channel[seat.seen.min(channel.len())..].to_vec();
+        let shown = channel.len();
+        for (i, seat) in seats.iter_mut().enumerate() {
+            let news = channel[seat.seen.min(shown)..].to_vec();
             let view = SeatView {
                 team: &team,
                 speaker: &seat.speaker,
@@ -624,36 +621,18 @@ impl Flow {
                 max_rounds: max,
                 said: &seat.said,
             };
-            let prompt = team_prompt(&request, &view, &news);
-            turns.push((
-                i,
-                seat.speaker.clone(),
-                seat.coordinator,
-                prompt,
-                channel.len(),
-            ));
+            turns.push((i, team_prompt(&request, &view, &news)));
+            // What this turn is shown, to show it again if the turn is lost.
+            seat.turn = (seat.seen.min(shown), shown);
+            seat.seen = shown;
         }
         let round = *round;
         out.push(Action::Event {
             kind: "team_round",
             data: json!({ "team": team, "round": round }),
         });
-        for (i, speaker, coordinator, prompt, seen) in turns {
-            let step = self.new_step(node);
-            if let Phase::Teaming { seats, .. } = &mut self.nodes[node].phase {
-                seats[i].step = Some(step);
-                seats[i].turn = (seats[i].seen.min(seen), seen);
-                seats[i].seen = seen;
-            }
-            out.push(Action::Run {
-                step,
-                node,
-                agent: speaker,
-                prompt,
-                trigger: Trigger::TeamMember,
-                route: None,
-                team: Some(coordinator),
-            });
+        for (i, prompt) in turns {
+            self.seat_turn(node, i, prompt, out);
         }
     }
 
@@ -719,28 +698,7 @@ impl Flow {
                 .map(|s| s.speaker.clone())
                 .unwrap_or_default();
             let answer = match (outcome, concluded.clone()) {
-                (Outcome::Lost, _) => {
-                    let prompt = final_prompt(
-                        &self.prompt_of(node),
-                        &team,
-                        &coordinator,
-                        &self.channel_of(node),
-                    );
-                    let step = self.new_step(node);
-                    if let Phase::Teaming { final_step, .. } = &mut self.nodes[node].phase {
-                        *final_step = Some(step);
-                    }
-                    out.push(Action::Run {
-                        step,
-                        node,
-                        agent: coordinator,
-                        prompt,
-                        trigger: Trigger::TeamMember,
-                        route: None,
-                        team: Some(true),
-                    });
-                    return;
-                }
+                (Outcome::Lost, _) => return self.final_turn(node, out),
                 (_, Some(answer)) => Ok(answer),
                 (Outcome::Done { output }, None) => Ok(output),
                 (Outcome::Failed { reason }, None) => Err(format!(
@@ -767,33 +725,16 @@ impl Flow {
                     seats[i].said.clone(),
                 );
                 let news = channel[from.min(channel.len())..to.min(channel.len())].to_vec();
-                let max = self
-                    .team_spec(node, agents)
-                    .map_or(DEFAULT_MAX_ROUNDS, |t| {
-                        t.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS)
-                    });
                 let view = SeatView {
                     team: &team,
                     speaker: &speaker,
                     coordinator,
                     round,
-                    max_rounds: max,
+                    max_rounds: self.max_rounds(node, agents),
                     said: &said,
                 };
                 let prompt = team_prompt(&self.prompt_of(node), &view, &news);
-                let step = self.new_step(node);
-                if let Phase::Teaming { seats, .. } = &mut self.nodes[node].phase {
-                    seats[i].step = Some(step);
-                }
-                out.push(Action::Run {
-                    step,
-                    node,
-                    agent: speaker,
-                    prompt,
-                    trigger: Trigger::TeamMember,
-                    route: None,
-                    team: Some(coordinator),
-                });
+                self.seat_turn(node, i, prompt, out);
                 return;
             }
             Outcome::Failed { reason } => {
@@ -815,13 +756,6 @@ impl Flow {
         self.round_over(node, now_ms, agents, out);
     }
 
-    fn channel_of(&self, node: NodeId) -> Vec<Post> {
-        match &self.nodes[node].phase {
-            Phase::Teaming { channel, .. } => channel.clone(),
-            _ => Vec::new(),
-        }
-    }
-
     /// Every seat has spoken this round: conclude, hand to the coordinator, or go on.
     fn round_over(
         &mut self,
@@ -831,15 +765,14 @@ impl Flow {
         out: &mut Vec<Action>,
     ) {
         let team = self.nodes[node].agent.clone();
-        let spec = self.team_spec(node, agents);
-        let termination = spec.as_ref().map(|t| t.termination).unwrap_or_default();
-        let max = spec.as_ref().map_or(DEFAULT_MAX_ROUNDS, |t| {
-            t.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS)
-        });
+        let termination = self
+            .team_spec(node, agents)
+            .map(|t| t.termination)
+            .unwrap_or_default();
+        let max = self.max_rounds(node, agents);
         let Phase::Teaming {
             round,
             seats,
-            channel,
             concluded,
             ..
         } = &self.nodes[node].phase
@@ -866,23 +799,65 @@ impl Flow {
                 data: json!({ "team": team, "round": round,
                               "by": if consensus { "consensus" } else { "max_rounds" } }),
             });
-            let prompt = final_prompt(&self.prompt_of(node), &team, &coordinator, channel);
-            let step = self.new_step(node);
-            if let Phase::Teaming { final_step, .. } = &mut self.nodes[node].phase {
-                *final_step = Some(step);
-            }
-            out.push(Action::Run {
-                step,
-                node,
-                agent: coordinator,
-                prompt,
-                trigger: Trigger::TeamMember,
-                route: None,
-                team: Some(true),
-            });
+            self.final_turn(node, out);
             return;
         }
         self.next_round(node, agents, out);
+    }
+
+    /// Rounds a team gets: its definition's `max_rounds`, else the default.
+    fn max_rounds(&self, node: NodeId, agents: &dyn Agents) -> u32 {
+        self.team_spec(node, agents)
+            .and_then(|t| t.max_rounds)
+            .unwrap_or(DEFAULT_MAX_ROUNDS)
+    }
+
+    /// Starts seat `i`'s turn of a team with `prompt`.
+    fn seat_turn(&mut self, node: NodeId, i: usize, prompt: String, out: &mut Vec<Action>) {
+        let step = self.new_step(node);
+        let Phase::Teaming { seats, .. } = &mut self.nodes[node].phase else {
+            return;
+        };
+        seats[i].step = Some(step);
+        out.push(Action::Run {
+            step,
+            node,
+            agent: seats[i].speaker.clone(),
+            prompt,
+            trigger: Trigger::TeamMember,
+            route: None,
+            team: Some(seats[i].coordinator),
+        });
+    }
+
+    /// Starts the coordinator's last turn: the whole transcript, and the final answer to give.
+    fn final_turn(&mut self, node: NodeId, out: &mut Vec<Action>) {
+        let (team, request) = (self.nodes[node].agent.clone(), self.prompt_of(node));
+        let step = self.new_step(node);
+        let Phase::Teaming {
+            seats,
+            channel,
+            final_step,
+            ..
+        } = &mut self.nodes[node].phase
+        else {
+            return;
+        };
+        let coordinator = seats
+            .iter()
+            .find(|s| s.coordinator)
+            .map(|s| s.speaker.clone())
+            .unwrap_or_default();
+        *final_step = Some(step);
+        out.push(Action::Run {
+            step,
+            node,
+            prompt: final_prompt(&request, &team, &coordinator, channel),
+            agent: coordinator,
+            trigger: Trigger::TeamMember,
+            route: None,
+            team: Some(true),
+        });
     }
 
     fn new_step(&mut self, node: NodeId) -> StepId {

@@ -85,7 +85,7 @@ fn escalation(
         .get_project(project_id)
         .map(|p| PathBuf::from(p.root_path))
         .ok()?;
-    let guard = crate::guardrails::Guardrails::of_project(&root);
+    let guard = crate::guardrails::Guardrails::for_project(&root);
     // Paths resolve against where the caller works (a member's checkout, else the session's
     // directory) and are matched from the root of that checkout (the member's worktree, else
     // the project's main checkout).
