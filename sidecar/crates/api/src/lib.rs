@@ -209,6 +209,43 @@ macro_rules! for_each_operation {
         reassign_task(ReassignTaskParams) -> TaskResult;
         /// Remove a finished party's worktrees and clones (keeps unmerged or uncommitted work unless forced).
         cleanup_party(CleanupPartyParams) -> CleanupResult;
+        /// Propose a plan for a party (seed 004): steps with an owner role, acceptance text,
+        /// tool policy, budget and dependencies; a new draft version, checked (owners are roles,
+        /// no dependency cycle).
+        propose_plan(ProposePlanParams) -> PlanResult;
+        /// A teammate reviews a draft plan: approve or request_changes, with comments.
+        review_plan(ReviewPlanParams) -> PlanResult;
+        /// The leader (or the person) commits a draft plan: a snapshot whose steps are then
+        /// executed by their owners under their tool policy and budget.
+        commit_plan(CommitPlanParams) -> PlanResult;
+        /// A party's plan: collaboration state, committed plan, its steps and their states, the
+        /// draft under review.
+        get_plan(PartyIdParams) -> PlanView;
+        /// A step's owner starts it (its dependencies done); its tool policy and budget apply
+        /// from now on.
+        start_step(StepParams) -> StepResult;
+        /// A step's owner submits its work for review (summary: what was done).
+        submit_step(StepParams) -> StepResult;
+        /// A reviewer accepts a submitted step against its acceptance text, or reopens it.
+        review_step(ReviewStepParams) -> StepResult;
+        /// A step changes owner; the new owner is told the context so far and carries on.
+        handoff_step(HandoffStepParams) -> StepResult;
+        /// A step's owner is blocked: the step is blocked and a decision is raised with the
+        /// blocker as topic.
+        block_step(BlockStepParams) -> StepResult;
+        /// Raise a decision for the party's members to vote on within a window.
+        propose_decision(ProposeDecisionParams) -> DecisionResult;
+        /// Vote on an open decision (once; eligible voters only). It commits when everyone has
+        /// voted or its window ends; a tie goes to the leader, or to the person without one.
+        vote(VoteParams) -> DecisionResult;
+        /// The leader (or the person) chooses an option: breaks a tie or decides early. The
+        /// decision is written as an ADR in the party's branch.
+        commit_decision(CommitDecisionParams) -> DecisionResult;
+        /// A party's decisions (with votes, outcome and ADR path), or every one still open.
+        list_decisions(ListDecisionsParams) -> DecisionsResult;
+        /// What the step tool policies of a session's active steps say of a tool: default,
+        /// allow, ask or deny (the MCP door asks before each tool call).
+        check_tool_policy(ToolPolicyParams) -> ToolPolicyResult;
         /// Create a task.
         create_task(CreateTaskParams) -> TaskResult;
         /// Mark a task escalated: the person and the party's leader are notified; the party goes on.

@@ -6,6 +6,7 @@
 
 pub mod boot;
 pub mod builtin;
+pub mod collab;
 pub mod daemon;
 pub mod feeds;
 pub mod guardrails;

@@ -150,32 +150,67 @@ pub struct AgentDefinition {
     pub team_seat: Option<String>,
 }
 
-/// Limits on what one run may spend.
+/// Limits on what one run (or one plan step) may spend. A budget that trips pauses the member:
+/// a circuit breaker, not a crash.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
+    /// Wall time, in seconds (a run's own `timeout_secs` still ends it as a crash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_secs: Option<f64>,
     /// Input and output tokens together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<f64>,
+    /// Files changed in the member's checkout (committed on its branch or not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_files_changed: Option<i64>,
+}
+
+/// What a run or a step has spent so far; a figure the caller did not measure is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    pub secs: Option<f64>,
+    pub files_changed: Option<i64>,
 }
 
 impl Budget {
-    /// Why `spent` (tokens in and out, cost) is over this budget, if it is.
-    pub fn exceeded(&self, input_tokens: i64, output_tokens: i64, cost_usd: f64) -> Option<String> {
-        let tokens = input_tokens.saturating_add(output_tokens);
+    /// Why `spent` is over this budget, if it is.
+    pub fn exceeded(&self, spent: &Spent) -> Option<String> {
+        let tokens = spent.input_tokens.saturating_add(spent.output_tokens);
         if let Some(max) = self.max_tokens
             && tokens > max
         {
             return Some(format!("{tokens} tokens spent, the budget is {max}"));
         }
         if let Some(max) = self.max_cost_usd
-            && cost_usd > max
+            && spent.cost_usd > max
         {
-            return Some(format!("${cost_usd:.4} spent, the budget is ${max:.4}"));
+            return Some(format!(
+                "${:.4} spent, the budget is ${max:.4}",
+                spent.cost_usd
+            ));
+        }
+        if let (Some(max), Some(secs)) = (self.max_secs, spent.secs)
+            && secs > max
+        {
+            return Some(format!("{secs:.0} s spent, the budget is {max} s"));
+        }
+        if let (Some(max), Some(files)) = (self.max_files_changed, spent.files_changed)
+            && files > max
+        {
+            return Some(format!("{files} files changed, the budget is {max}"));
         }
         None
+    }
+
+    /// Whether checking this budget needs the files changed counted (a git walk).
+    pub fn counts_files(&self) -> bool {
+        self.max_files_changed.is_some()
     }
 }
 

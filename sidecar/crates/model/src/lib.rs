@@ -311,6 +311,9 @@ pub struct NewRun {
     pub trigger: Option<String>,
     /// The pattern run it is a step of, and its step number there.
     pub flow: Option<(String, i64)>,
+    /// An existing session that is the run (a party led by the session that launched it):
+    /// no session is registered; that one joins the party.
+    pub attach_session: Option<String>,
 }
 
 /// A launched party.
@@ -528,4 +531,95 @@ impl Recipients {
             Recipients::Party(_) => MessageType::Party,
         }
     }
+}
+
+/// One version of a party's plan (seed 004): proposed as a draft, reviewed, committed (a
+/// snapshot), or superseded by a later version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanVersion {
+    pub party_id: String,
+    pub version: i64,
+    /// draft, committed or superseded.
+    pub status: String,
+    /// The steps as proposed (the engine's `StepSpec`).
+    pub steps: Value,
+    pub summary: Option<String>,
+    /// Who proposed it: a role, or "person".
+    pub proposed_by: Option<String>,
+    pub committed_by: Option<String>,
+    pub created_at: String,
+    pub committed_at: Option<String>,
+    pub reviews: Vec<PlanReview>,
+}
+
+/// A teammate's review of a plan version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanReview {
+    pub version: i64,
+    /// A role, or "person".
+    pub reviewer: String,
+    pub session_id: Option<String>,
+    /// approve or request_changes.
+    pub verdict: String,
+    pub comments: Option<String>,
+    pub created_at: String,
+}
+
+/// A step of a party's committed plan, with where it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanStep {
+    pub step_id: String,
+    pub position: i64,
+    pub plan_version: i64,
+    /// Its owner now (a handoff changes it).
+    pub owner_role: String,
+    /// The step as committed (the engine's `StepSpec`; `owner_role` there is the first owner).
+    pub spec: Value,
+    /// pending, in_progress, in_review, done, reopened or blocked.
+    pub state: String,
+    /// The last submission, review reason, handoff note or blocker.
+    pub reason: Option<String>,
+    pub started_at_ms: Option<i64>,
+    /// The owner's usage when it started the step (what its budget counts from).
+    pub usage_at_start: Value,
+    pub updated_at: String,
+}
+
+/// A decision the party takes together (seed 004): proposed, voted on, committed and
+/// written as an ADR.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DecisionRecord {
+    pub decision_id: String,
+    pub party_id: String,
+    pub topic: String,
+    pub options: Vec<String>,
+    pub evidence: Option<String>,
+    /// Who may vote: role names and/or "person".
+    pub voters: Vec<String>,
+    /// The blocked step that raised it.
+    pub step_id: Option<String>,
+    pub proposed_by: Option<String>,
+    /// When voting closes (ms since the epoch).
+    pub deadline_ms: i64,
+    /// open, tied (waiting for the leader or the person) or committed.
+    pub status: String,
+    pub chosen: Option<String>,
+    /// How it was decided ("all 3 voters voted", "tie broken by the leader", …).
+    pub how: Option<String>,
+    /// The ADR's path in the checkout it was committed in, and that commit.
+    pub adr_path: Option<String>,
+    pub adr_commit: Option<String>,
+    pub created_at: String,
+    pub committed_at: Option<String>,
+    pub votes: Vec<Vote>,
+}
+
+/// One voter's vote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Vote {
+    pub voter: String,
+    pub session_id: Option<String>,
+    pub option: String,
+    pub rationale: Option<String>,
+    pub created_at: String,
 }

@@ -7,6 +7,7 @@
 //! connections on the caller's thread.
 
 mod approvals;
+mod collab;
 mod error;
 mod events;
 mod floor;
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
+pub use collab::{NewDecision, StepChange};
 pub use error::StoreError;
 pub use events::EventFilter;
 pub use floor::{FloorFigures, group_commit_floor};
@@ -31,10 +33,10 @@ pub use messages::{PollFilter, SendOutcome};
 pub use orchestration::{DefinitionKind, Put};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
-    AgentRun, Approval, ApprovalRule, Decision, DefinitionRow, Event, MemberRow, MemberState,
+    AgentRun, Approval, ApprovalRule, Decision, DecisionRecord, DefinitionRow, Event, MemberRow, MemberState,
     Message, MessageType, NewApproval, NewEvent, NewMessage, NewNotification, NewRun, NewSession,
-    Notification, PartyRow, PartyState, Priority, Project, Recipients, RegisterOutcome, RunEnd,
-    RunStatus, Session, SessionFilter, SessionStatus, Task, Usage,
+    Notification, PartyRow, PartyState, PlanReview, PlanStep, PlanVersion, Priority, Project, Recipients, RegisterOutcome, RunEnd,
+    RunStatus, Session, SessionFilter, SessionStatus, Task, Usage, Vote,
 };
 
 /// How many read connections are kept open between reads.

@@ -360,8 +360,14 @@ impl Store {
     /// Creates a run and its child session (depth = parent's + 1).
     pub async fn create_run(&self, new: NewRun) -> Result<(AgentRun, Session), StoreError> {
         self.write(move |conn| {
-            let outcome = register(conn, &new.session)?;
-            let session = outcome.session;
+            let session = match &new.attach_session {
+                Some(existing) => {
+                    conn.prepare_cached("UPDATE sessions SET party_id = ?2 WHERE id = ?1")?
+                        .execute(params![existing, new.party.as_ref().map(|(p, _, _)| p)])?;
+                    load_session(conn, existing)?
+                }
+                None => register(conn, &new.session)?.session,
+            };
             let id = new_id();
             let (party_id, role, index) = match &new.party {
                 Some((p, r, i)) => (Some(p.as_str()), Some(r.as_str()), Some(*i)),

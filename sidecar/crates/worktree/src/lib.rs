@@ -179,6 +179,39 @@ pub fn is_dirty(path: &Path) -> Result<bool, WorktreeError> {
     Ok(!repo.statuses(Some(&mut opts))?.is_empty())
 }
 
+/// How many files the checkout at `path` has changed since it left the main checkout's HEAD:
+/// uncommitted changes (untracked files count) and those committed on its branch since the fork.
+pub fn changed_files(path: &Path, repo_root: &Path) -> Result<usize, WorktreeError> {
+    let repo = Repository::open(path)?;
+    let mut changed = std::collections::BTreeSet::new();
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(true)
+        .include_ignored(false)
+        .recurse_untracked_dirs(true);
+    for entry in repo.statuses(Some(&mut opts))?.iter() {
+        if let Some(p) = entry.path() {
+            changed.insert(p.to_string());
+        }
+    }
+    let main_head = Repository::open(repo_root)
+        .ok()
+        .and_then(|m| m.head().ok()?.peel_to_commit().ok().map(|c| c.id()));
+    let head = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    if let (Some(main), Some(head)) = (main_head, head)
+        && let Ok(base) = repo.merge_base(main, head.id())
+        && base != head.id()
+    {
+        let base_tree = repo.find_commit(base)?.tree()?;
+        let diff = repo.diff_tree_to_tree(Some(&base_tree), Some(&head.tree()?), None)?;
+        for delta in diff.deltas() {
+            if let Some(p) = delta.new_file().path().or_else(|| delta.old_file().path()) {
+                changed.insert(p.to_string_lossy().into_owned());
+            }
+        }
+    }
+    Ok(changed.len())
+}
+
 /// Removes a member's worktree (and its branch, when merged). Refuses to lose uncommitted or
 /// unmerged work unless `force`.
 pub fn remove_worktree(

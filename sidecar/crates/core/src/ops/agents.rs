@@ -177,6 +177,7 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
             workdir: Some(workdir.display().to_string()),
             trigger: Some("subagent".into()),
             flow: None,
+            attach_session: None,
         })
         .await?;
     let run_id = run.run_id.clone();

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use globset::Glob;
 use troupe_engine::AgentDefinition;
+use troupe_engine::collab::ToolVerdict;
 use troupe_store::{
     AgentRun, Approval, ApprovalRule, Decision, NewApproval, NewNotification, RunStatus, Store,
 };
@@ -291,13 +292,18 @@ pub async fn request_permission(
                 p.diff.as_deref(),
             );
             let outside = escalated.as_ref().is_some_and(|(_, outside)| *outside);
-            let rule = match escalated {
-                Some(_) => None,
-                None => d
+            // The tool policy of the step the caller works on (seed 004): allowed tools pass,
+            // `approve_tools` need a person, blocked ones are denied (and logged as denied).
+            let (verdict, steps) = crate::collab::tool_verdict(&d.store, &session.session_id, &tool);
+            let approved_by = match (&escalated, &verdict) {
+                (Some(_), _) | (None, ToolVerdict::Ask | ToolVerdict::Deny(_)) => None,
+                (None, ToolVerdict::Allow) => Some(format!("step:{}", steps.join(","))),
+                (None, ToolVerdict::Default) => d
                     .store
                     .active_rules(&session.project_id, party_id.as_deref())?
                     .into_iter()
-                    .find(|r| rule_matches(r, &tool, &subject)),
+                    .find(|r| rule_matches(r, &tool, &subject))
+                    .map(|r| r.rule_id),
             };
             let (is_dangerous, danger_reason) = match &escalated {
                 Some((why, _)) => (
@@ -330,9 +336,28 @@ pub async fn request_permission(
                     outside_worktree: outside,
                     expires_at_ms: now_ms()
                         + i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2),
-                    approved_by_rule: rule.map(|r| r.rule_id),
+                    approved_by_rule: approved_by,
                 })
                 .await?;
+            let a = match verdict {
+                ToolVerdict::Deny(why) if created && a.status == "pending" => {
+                    let denied = d
+                        .store
+                        .decide_approval(Decision {
+                            approval_id: a.approval_id.clone(),
+                            status: "denied",
+                            decision: "deny".into(),
+                            decided_by: Some("step policy".into()),
+                            reason: Some(why),
+                            new_rule: None,
+                            in_order: false,
+                        })
+                        .await?;
+                    d.hub.bump(APPROVALS_KEY);
+                    return Ok(result(&denied));
+                }
+                _ => a,
+            };
             if created {
                 d.hub.bump(APPROVALS_KEY);
                 // A guardrail tripped: the person hears of it as an escalation.

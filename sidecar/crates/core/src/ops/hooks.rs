@@ -185,7 +185,11 @@ async fn pre_tool_use(d: &Daemon, session_id: &str, payload: &Value) -> Result<V
             json!({ "permissionDecision": decision, "permissionDecisionReason": reason }),
         )
     };
-    let run = d.store.run_of_session(session_id)?;
+    // A session leading its own party (`mode: self`) still has a person at its terminal.
+    let run = d
+        .store
+        .run_of_session(session_id)?
+        .filter(|r| !crate::runners::is_attached(&r.definition));
     let definition = run
         .as_ref()
         .and_then(|r| serde_json::from_value::<AgentDefinition>(r.definition.clone()).ok());
@@ -194,8 +198,29 @@ async fn pre_tool_use(d: &Daemon, session_id: &str, payload: &Value) -> Result<V
     {
         return Ok(decide("deny", why));
     }
-    if let Some(rule) =
-        crate::ops::approvals::matching_rule(d, session_id, tool, &input, file_path.as_deref())?
+    // The tool policy of the step this session works on (seed 004).
+    let (verdict, _) = crate::collab::tool_verdict(&d.store, session_id, tool);
+    if let troupe_engine::collab::ToolVerdict::Deny(why) = &verdict {
+        d.store
+            .append_event(troupe_store::NewEvent {
+                kind: "tool_denied_by_step".into(),
+                session_id: Some(session_id.to_string()),
+                party_id: run.as_ref().and_then(|r| r.party_id.clone()),
+                data: json!({ "tool": tool, "reason": why }),
+                ..troupe_store::NewEvent::default()
+            })
+            .await?;
+        return Ok(decide("deny", why.clone()));
+    }
+    let by_policy = verdict != troupe_engine::collab::ToolVerdict::Default;
+    if verdict == troupe_engine::collab::ToolVerdict::Default
+        && let Some(rule) = crate::ops::approvals::matching_rule(
+            d,
+            session_id,
+            tool,
+            &input,
+            file_path.as_deref(),
+        )?
     {
         return Ok(decide(
             "allow",
@@ -205,7 +230,7 @@ async fn pre_tool_use(d: &Daemon, session_id: &str, payload: &Value) -> Result<V
             ),
         ));
     }
-    if run.is_none() {
+    if run.is_none() && !by_policy {
         // Someone is at this session's terminal: Claude asks them itself.
         return Ok(decide("ask", "no Troupe rule covers this call".into()));
     }

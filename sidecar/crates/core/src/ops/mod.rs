@@ -3,6 +3,7 @@
 
 mod agents;
 pub mod approvals;
+mod collab;
 mod hooks;
 mod parties;
 mod plugins;
@@ -12,6 +13,7 @@ pub use approvals::{
     decide_approval, list_approval_rules, list_approvals, request_permission,
     request_permission_decided, revoke_approval_rule,
 };
+pub use collab::*;
 pub use hooks::*;
 pub use parties::*;
 pub use plugins::*;

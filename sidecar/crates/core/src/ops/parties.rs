@@ -151,6 +151,10 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
     if let Some(s) = &p.created_by_session_id {
         d.store.get_session(s)?;
     }
+    let self_led_by = match p.mode {
+        LaunchMode::Spawn => None,
+        LaunchMode::SelfLed => Some(self_leader(d, &def, p.created_by_session_id.as_deref())?),
+    };
     let root_str = root.display().to_string();
     let project_name = root
         .file_name()
@@ -168,6 +172,7 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
     let snapshot = Snapshot {
         party: def.clone(),
         agents,
+        self_led_by,
     };
     let party_id = troupe_store::new_id();
     let party = PartyRow {
@@ -199,6 +204,55 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         party_id,
         party: summary(&row),
     })
+}
+
+/// Checks that the launching session can lead the party itself (`mode: self`).
+fn self_leader(d: &Daemon, def: &PartyDefinition, session: Option<&str>) -> Result<String, ApiError> {
+    const OP: &str = "launch_party";
+    let session = session.ok_or_else(|| {
+        ApiError::invalid(
+            OP,
+            "mode self needs created_by_session_id (the session that leads the party)",
+        )
+    })?;
+    let s = d.store.get_session(session)?;
+    if s.status != troupe_store::SessionStatus::Active {
+        return Err(ApiError::Conflict(format!(
+            "session {session} has ended; it cannot lead a party"
+        )));
+    }
+    let leader = def.leader().ok_or_else(|| {
+        ApiError::invalid(
+            OP,
+            format!("mode self needs a leader role, and party {} has none", def.name),
+        )
+    })?;
+    if def.roles.get(leader).is_some_and(|r| r.count != 1) {
+        return Err(ApiError::invalid(
+            OP,
+            format!("mode self needs one leader, and role {leader} has more"),
+        ));
+    }
+    if d
+        .store
+        .run_of_session(session)?
+        .is_some_and(|r| !crate::runners::is_attached(&r.definition))
+    {
+        return Err(ApiError::Conflict(format!(
+            "session {session} is an agent run already; a person's or CLI's own session leads              a party with mode self"
+        )));
+    }
+    if let Some(other) = &s.party_id
+        && d
+            .store
+            .get_party(other)
+            .is_ok_and(|(p, _)| !matches!(p.status.as_str(), "completed" | "cancelled" | "failed"))
+    {
+        return Err(ApiError::Conflict(format!(
+            "session {session} is already in party {other}, which is still going"
+        )));
+    }
+    Ok(session.to_string())
 }
 
 pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatusResult, ApiError> {
@@ -288,6 +342,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
     }
     let tasks = d.store.list_tasks(Some(&p.party_id))?;
     Ok(PartyStatusResult {
+        collab_state: super::collab::collab_state_of(d, &p.party_id, &row.status),
         usage: d.store.usage("party", &p.party_id)?,
         party: summary(&row),
         roles,

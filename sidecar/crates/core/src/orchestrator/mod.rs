@@ -174,6 +174,9 @@ impl Orchestrator {
 pub struct Snapshot {
     pub party: PartyDefinition,
     pub agents: std::collections::BTreeMap<String, AgentDefinition>,
+    /// The session that leads the party itself (`launch_party {mode: "self"}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_led_by: Option<String>,
 }
 
 struct LiveParty {

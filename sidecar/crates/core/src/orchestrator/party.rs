@@ -383,7 +383,7 @@ impl Loop {
             .get(role)
             .ok_or_else(|| format!("no role {role}"))?
             .clone();
-        let agent = live
+        let mut agent = live
             .snapshot
             .agents
             .get(&role_def.agent)
@@ -394,6 +394,18 @@ impl Loop {
                 )
             })?
             .clone();
+        // A party led by the session that launched it (`mode: self`): that session is the
+        // leader's run; nothing is started and it works where it is.
+        let attach = live
+            .snapshot
+            .self_led_by
+            .clone()
+            .filter(|_| role_def.is_leader);
+        if attach.is_some() {
+            agent.runner = crate::runners::ATTACHED.into();
+            agent.isolation = Isolation::None;
+            agent.timeout_secs = None;
+        }
         let repo_root = PathBuf::from(&row.repo_root);
         let label = party_label(&row);
         let (workdir, branch) = isolate(
@@ -455,6 +467,7 @@ impl Loop {
                 workdir: Some(workdir.display().to_string()),
                 trigger: None,
                 flow: None,
+                attach_session: attach,
             })
             .await
             .map_err(|e| e.to_string())?;

@@ -278,6 +278,7 @@ impl Loop {
                 workdir: Some(workdir),
                 trigger: Some(trigger.as_str().into()),
                 flow: Some((root.run_id.clone(), i64::from(step))),
+                attach_session: None,
             })
             .await
             .map_err(|e| e.to_string())?;

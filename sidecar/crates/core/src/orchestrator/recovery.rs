@@ -19,6 +19,12 @@ impl Loop {
             if flows.iter().any(|(root, _)| *root == run.run_id) {
                 continue;
             }
+            // A session leading its own party is still there: it goes on leading.
+            if crate::runners::is_attached(&run.definition) && run.status == RunStatus::Running {
+                crate::runners::attached::hold(&self.runner, run.run_id.clone());
+                adopted.insert(run.run_id.clone());
+                continue;
+            }
             let alive = run
                 .pid
                 .and_then(|p| u32::try_from(p).ok())

@@ -7,6 +7,7 @@
 //! of parties.
 
 pub mod acp;
+pub mod attached;
 pub mod process;
 pub mod wasm;
 
@@ -58,6 +59,8 @@ pub trait RunnerHost: Send + Sync + 'static {
         &self,
         p: RequestPermissionParams,
     ) -> BoxFuture<'_, Result<PermissionResult, ApiError>>;
+    /// What the tool policy of the step a session works on says of a tool (seed 004).
+    fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict;
 }
 
 /// A runner's handle on the daemon: weak, so a run never keeps a stopped daemon alive.
@@ -101,6 +104,7 @@ pub trait Runner: Send + Sync {
 /// The runner an agent definition asks for.
 pub fn runner_for(agent: &AgentDefinition) -> &'static dyn Runner {
     match kind_of(agent) {
+        Kind::Attached => &attached::AttachedRunner,
         Kind::Wasm => &wasm::WasmRunner,
         Kind::Acp => &acp::AcpRunner,
         Kind::Process => &process::ProcessRunner,
@@ -116,11 +120,23 @@ pub enum Kind {
     Acp,
     /// A command in its own process group.
     Process,
+    /// A session that was already there (a party's self-led leader): nothing to start.
+    Attached,
+}
+
+/// The runner of a session that leads the party it launched (`launch_party {mode: "self"}`).
+pub const ATTACHED: &str = "attached";
+
+/// Whether a run's definition (as stored) is an attached session's.
+pub fn is_attached(definition: &serde_json::Value) -> bool {
+    definition.get("runner").and_then(serde_json::Value::as_str) == Some(ATTACHED)
 }
 
 /// The runner an agent definition asks for.
 pub fn kind_of(agent: &AgentDefinition) -> Kind {
-    if wasm::plugin_of(agent).is_some() {
+    if agent.runner == ATTACHED {
+        Kind::Attached
+    } else if wasm::plugin_of(agent).is_some() {
         Kind::Wasm
     } else if acp::agent_of(agent).is_some() {
         Kind::Acp

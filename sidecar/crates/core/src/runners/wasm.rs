@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_engine::AgentDefinition;
+use troupe_engine::collab::ToolVerdict;
 use troupe_plugin_host::{CallContext, ExecTask, ToolHandler, ToolSchema, Usage};
 use troupe_store::AgentRun;
 
@@ -406,7 +407,12 @@ impl Tools {
         }
         let input: Value = serde_json::from_str(if raw.trim().is_empty() { "{}" } else { raw })
             .map_err(|e| format!("arguments of {name} are not JSON: {e}"))?;
-        if name != "route_to" && !team_tool && self.agent.workflow.needs_approval(name) {
+        // A step's tool policy (seed 004) can allow, ask for or deny a tool whatever the
+        // workflow says; the request records the verdict either way.
+        let by_step = name != "complete"
+            && d.tool_verdict(&self.run.session_id, name) != ToolVerdict::Default;
+        if name != "route_to" && !team_tool && (by_step || self.agent.workflow.needs_approval(name))
+        {
             self.approve(&d, name, &input).await?;
         }
         match name {
@@ -601,7 +607,7 @@ impl Tools {
             "approved" => Ok(()),
             other => {
                 let why = r.reason.map(|r| format!(": {r}")).unwrap_or_default();
-                Err(format!("the call to {tool} was {other} by a person{why}"))
+                Err(format!("the call to {tool} was {other}{why}"))
             }
         }
     }

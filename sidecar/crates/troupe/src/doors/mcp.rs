@@ -46,6 +46,18 @@ const AGENT_TOOLS: &[&str] = &[
     "escalate_task",
     "list_tasks",
     "request_permission",
+    // The collaboration protocol (seed 004).
+    "get_plan",
+    "propose_plan",
+    "review_plan",
+    "start_step",
+    "submit_step",
+    "review_step",
+    "handoff_step",
+    "block_step",
+    "propose_decision",
+    "vote",
+    "list_decisions",
 ];
 
 /// Operations only a party's leader gets.
@@ -63,10 +75,18 @@ const LEADER_TOOLS: &[&str] = &[
     "get_party_definition",
     "list_party_definitions",
     "delete_party_definition",
+    // The leader commits the plan and breaks ties.
+    "commit_plan",
+    "commit_decision",
 ];
 
 /// Params the door fills from the calling session (the model does not see them).
-const CALLER_FIELDS: &[&str] = &["session_id", "from_session_id", "parent_session_id"];
+const CALLER_FIELDS: &[&str] = &[
+    "session_id",
+    "from_session_id",
+    "parent_session_id",
+    "created_by_session_id",
+];
 
 /// How the door reaches the operations.
 #[derive(Clone)]
@@ -380,6 +400,11 @@ impl ServerHandler for Door {
         }
         let session = self.session_of(&context);
         let mut args = Value::Object(request.arguments.unwrap_or_default());
+        if let Some(s) = session.as_deref()
+            && let Err(why) = self.step_policy(s, &name).await
+        {
+            return Ok(CallToolResult::error(text(why)).into());
+        }
         let result = if name == "request_permission" {
             self.permission(session.as_deref(), args).await
         } else {
@@ -452,6 +477,44 @@ impl Door {
 }
 
 impl Door {
+    /// The tool policy of the step the caller works on (seed 004): a blocked tool is refused,
+    /// one that needs a person waits for their decision. The protocol's own tools always pass.
+    async fn step_policy(&self, session: &str, tool: &str) -> Result<(), String> {
+        if troupe_engine::collab::PROTOCOL_TOOLS.contains(&tool) {
+            return Ok(());
+        }
+        let qualified = format!("mcp__troupe__{tool}");
+        let policy = self
+            .backend
+            .call(
+                "check_tool_policy",
+                json!({ "session_id": session, "tool_name": qualified }),
+            )
+            .await?;
+        match policy["verdict"].as_str() {
+            Some("deny") => Err(policy["reason"].as_str().unwrap_or("denied").to_string()),
+            Some("ask") => {
+                let r = self
+                    .backend
+                    .call(
+                        "request_permission",
+                        json!({ "session_id": session, "tool_name": qualified,
+                                "wait_ms": 300_000 }),
+                    )
+                    .await?;
+                if r["status"] == "approved" {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the call to {tool} was not approved ({})",
+                        r["status"].as_str().unwrap_or("no answer")
+                    ))
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Asks Troupe (rules, then a person) and answers as `--permission-prompt-tool` expects:
     /// `{"behavior":"allow","updatedInput":…}` or `{"behavior":"deny","message":…}`.
     async fn permission(&self, session: Option<&str>, args: Value) -> CallToolResult {
