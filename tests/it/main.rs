@@ -13,6 +13,7 @@ mod approvals;
 mod architecture;
 mod auth;
 mod bad_input;
+mod collab;
 mod daemon;
 mod durability;
 mod editors;

@@ -15,14 +15,14 @@ use crate::support::{
     run_to_end, start, stdout, wait_for, wait_run,
 };
 
-async fn install(d: &TestDaemon, name: &str) -> Value {
+pub(crate) async fn install(d: &TestDaemon, name: &str) -> Value {
     let dir = plugin_folder(d.dir.path(), name);
     let out = d.cli(&["--json", "plugin", "install", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", crate::support::stderr(&out));
     serde_json::from_str(&stdout(&out)).unwrap()
 }
 
-async fn grant_mock(c: &Client, plugin: &str, mock: &MockLlm, base_path: &str) {
+pub(crate) async fn grant_mock(c: &Client, plugin: &str, mock: &MockLlm, base_path: &str) {
     c.call(
         "grant_plugin",
         json!({

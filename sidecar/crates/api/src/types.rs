@@ -1043,8 +1043,8 @@ pub struct HookResult {
 
 // ---- The collaboration protocol (seed 004): plans, steps, decisions ----
 
-pub use troupe_engine::collab::{CollabState, StepSpec, ToolPolicy};
 pub use troupe_engine::Budget;
+pub use troupe_engine::collab::{CollabState, StepSpec, ToolPolicy};
 pub use troupe_model::{DecisionRecord, PlanReview, PlanStep, PlanVersion, Vote};
 
 /// A plan proposed for a party (a new draft version).

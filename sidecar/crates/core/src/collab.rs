@@ -203,7 +203,13 @@ async fn send(ctx: &Ctx, party: &PartyView, to: Recipients, text: &str) {
 }
 
 /// A durable notification for the person (what the editor's inbox shows).
-pub async fn tell_person(ctx: &Ctx, party: &PartyView, kind: &str, text: &str, data: serde_json::Value) {
+pub async fn tell_person(
+    ctx: &Ctx,
+    party: &PartyView,
+    kind: &str,
+    text: &str,
+    data: serde_json::Value,
+) {
     let n = NewNotification {
         project_id: Some(party.row.project_id.clone()),
         party_id: Some(party.row.party_id.clone()),
@@ -224,7 +230,14 @@ pub async fn tell_leader_or_person(ctx: &Ctx, party: &PartyView, kind: &str, tex
         None => false,
     };
     if !told {
-        tell_person(ctx, party, kind, text, json!({"party_id": party.row.party_id})).await;
+        tell_person(
+            ctx,
+            party,
+            kind,
+            text,
+            json!({"party_id": party.row.party_id}),
+        )
+        .await;
     }
 }
 
@@ -427,7 +440,11 @@ pub fn arm_step_clock(ctx: Ctx, party_id: String, step_id: String) {
 /// Closes a decision if it can be: every voter voted, or (`window_closed`) its window ended.
 /// A majority commits it; a tie goes to the leader's vote, else waits for the leader or the
 /// person (`commit_decision`).
-pub async fn settle(ctx: &Ctx, decision_id: &str, window_closed: bool) -> Result<DecisionRecord, ApiError> {
+pub async fn settle(
+    ctx: &Ctx,
+    decision_id: &str,
+    window_closed: bool,
+) -> Result<DecisionRecord, ApiError> {
     let d = ctx.store.get_decision(decision_id)?;
     if d.status != "open" {
         return Ok(d);
@@ -597,7 +614,8 @@ async fn write_adr(
         .collect::<String>();
     tokio::task::spawn_blocking(move || {
         let dir = checkout.join("docs").join("adr");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let number = next_adr_number(&dir);
         let file = dir.join(rules::adr_file_name(number, &topic));
         let text = rules::adr_markdown(&AdrInput {

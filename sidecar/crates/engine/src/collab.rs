@@ -373,7 +373,11 @@ pub enum CollabState {
 
 /// The collaboration state from the party's status, whether a plan is being drafted, and the
 /// states of the committed plan's steps (`None`: no plan committed yet).
-pub fn collab_state(party_status: &str, drafting: bool, steps: Option<&[StepState]>) -> CollabState {
+pub fn collab_state(
+    party_status: &str,
+    drafting: bool,
+    steps: Option<&[StepState]>,
+) -> CollabState {
     match party_status {
         "cancelled" => return CollabState::Cancelled,
         "failed" => return CollabState::Error,

@@ -212,7 +212,9 @@ impl Store {
     ) -> Result<PlanVersion, StoreError> {
         self.write(move |conn| {
             let version: i64 = conn
-                .prepare_cached("SELECT COALESCE(MAX(version), 0) + 1 FROM plans WHERE party_id = ?1")?
+                .prepare_cached(
+                    "SELECT COALESCE(MAX(version), 0) + 1 FROM plans WHERE party_id = ?1",
+                )?
                 .query_row([&party_id], |r| r.get(0))?;
             conn.prepare_cached(
                 "UPDATE plans SET status = 'superseded' WHERE party_id = ?1 AND status = 'draft'",
@@ -265,7 +267,9 @@ impl Store {
                 "INSERT INTO plan_reviews (party_id, version, reviewer, session_id, verdict, \
                  comments, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, {NOW})"
             ))?
-            .execute(params![party_id, version, reviewer, session_id, verdict, comments])?;
+            .execute(params![
+                party_id, version, reviewer, session_id, verdict, comments
+            ])?;
             append_event(
                 conn,
                 &party_event(
@@ -577,7 +581,10 @@ impl Store {
 
     /// A party's decisions (or, with `None`, those not yet committed in every party), oldest
     /// first.
-    pub fn list_decisions(&self, party_id: Option<&str>) -> Result<Vec<DecisionRecord>, StoreError> {
+    pub fn list_decisions(
+        &self,
+        party_id: Option<&str>,
+    ) -> Result<Vec<DecisionRecord>, StoreError> {
         self.read(|conn| {
             let ids: Vec<String> = conn
                 .prepare_cached(

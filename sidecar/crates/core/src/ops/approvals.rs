@@ -294,7 +294,8 @@ pub async fn request_permission(
             let outside = escalated.as_ref().is_some_and(|(_, outside)| *outside);
             // The tool policy of the step the caller works on (seed 004): allowed tools pass,
             // `approve_tools` need a person, blocked ones are denied (and logged as denied).
-            let (verdict, steps) = crate::collab::tool_verdict(&d.store, &session.session_id, &tool);
+            let (verdict, steps) =
+                crate::collab::tool_verdict(&d.store, &session.session_id, &tool);
             let approved_by = match (&escalated, &verdict) {
                 (Some(_), _) | (None, ToolVerdict::Ask | ToolVerdict::Deny(_)) => None,
                 (None, ToolVerdict::Allow) => Some(format!("step:{}", steps.join(","))),

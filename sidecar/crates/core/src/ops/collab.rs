@@ -31,7 +31,8 @@ pub async fn propose_plan(d: &Daemon, p: ProposePlanParams) -> Result<PlanResult
     const OP: &str = "propose_plan";
     let (party, caller) = party_and_caller(d, &p.party_id, p.session_id.as_deref())?;
     party.check_live()?;
-    rules::validate_plan(&p.steps, party.roles()).map_err(|e| ApiError::invalid(OP, e.to_string()))?;
+    rules::validate_plan(&p.steps, party.roles())
+        .map_err(|e| ApiError::invalid(OP, e.to_string()))?;
     let steps = serde_json::to_value(&p.steps).map_err(|e| ApiError::Internal(e.to_string()))?;
     let plan = d
         .store
@@ -53,7 +54,12 @@ pub async fn propose_plan(d: &Daemon, p: ProposePlanParams) -> Result<PlanResult
 }
 
 /// The draft named, or the latest.
-fn draft_version(d: &Daemon, op: &'static str, party_id: &str, version: Option<i64>) -> Result<i64, ApiError> {
+fn draft_version(
+    d: &Daemon,
+    op: &'static str,
+    party_id: &str,
+    version: Option<i64>,
+) -> Result<i64, ApiError> {
     if let Some(v) = version {
         return Ok(v);
     }
@@ -154,7 +160,8 @@ pub async fn commit_plan(d: &Daemon, p: CommitPlanParams) -> Result<PlanResult, 
     }
     let specs: Vec<rules::StepSpec> = serde_json::from_value(draft.steps.clone())
         .map_err(|e| ApiError::Internal(format!("plan unreadable: {e}")))?;
-    rules::validate_plan(&specs, party.roles()).map_err(|e| ApiError::invalid(OP, e.to_string()))?;
+    rules::validate_plan(&specs, party.roles())
+        .map_err(|e| ApiError::invalid(OP, e.to_string()))?;
     let steps = specs
         .iter()
         .map(|s| {
@@ -167,7 +174,12 @@ pub async fn commit_plan(d: &Daemon, p: CommitPlanParams) -> Result<PlanResult, 
         .collect::<Result<Vec<_>, ApiError>>()?;
     let plan = d
         .store
-        .commit_plan(p.party_id.clone(), version, Some(caller.name.clone()), steps)
+        .commit_plan(
+            p.party_id.clone(),
+            version,
+            Some(caller.name.clone()),
+            steps,
+        )
         .await?;
     let ctx = Ctx::of(d);
     let listing: Vec<String> = specs
@@ -192,7 +204,11 @@ pub async fn get_plan(d: &Daemon, p: PartyIdParams) -> Result<PlanView, ApiError
     let party = PartyView::load(&d.store, &p.party_id)?;
     let plans = d.store.plans(&p.party_id)?;
     let steps = d.store.plan_steps(&p.party_id)?;
-    let committed = plans.iter().rev().find(|v| v.status == "committed").cloned();
+    let committed = plans
+        .iter()
+        .rev()
+        .find(|v| v.status == "committed")
+        .cloned();
     let draft = plans.iter().rev().find(|v| v.status == "draft").cloned();
     let states: Vec<StepState> = steps.iter().map(state_of).collect();
     Ok(PlanView {
@@ -271,7 +287,8 @@ fn check_ready(d: &Daemon, party_id: &str, step: &PlanStep) -> Result<(), ApiErr
 }
 
 fn moved(step: &PlanStep, m: StepMove) -> Result<StepState, ApiError> {
-    rules::step_after(&step.step_id, state_of(step), m).map_err(|e| ApiError::Conflict(e.to_string()))
+    rules::step_after(&step.step_id, state_of(step), m)
+        .map_err(|e| ApiError::Conflict(e.to_string()))
 }
 
 fn change(step: &PlanStep, party_id: &str, to: StepState, event: &str) -> StepChange {
@@ -379,7 +396,10 @@ pub async fn review_step(d: &Daemon, p: ReviewStepParams) -> Result<StepResult, 
                 &ctx,
                 &party,
                 &step.owner_role,
-                &format!("step {} was accepted by {}: {why}", step.step_id, caller.name),
+                &format!(
+                    "step {} was accepted by {}: {why}",
+                    step.step_id, caller.name
+                ),
             )
             .await;
             let steps = d.store.plan_steps(&p.party_id)?;
@@ -427,7 +447,10 @@ pub async fn handoff_step(d: &Daemon, p: HandoffStepParams) -> Result<StepResult
         "handed off by {} to {}{}",
         caller.name,
         p.to_role,
-        p.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default()
+        p.note
+            .as_deref()
+            .map(|n| format!(": {n}"))
+            .unwrap_or_default()
     ));
     if to.is_active() {
         c.started = Some((
@@ -483,7 +506,10 @@ pub async fn handoff_step(d: &Daemon, p: HandoffStepParams) -> Result<StepResult
 pub async fn block_step(d: &Daemon, p: BlockStepParams) -> Result<StepResult, ApiError> {
     const OP: &str = "block_step";
     if p.blocker.trim().is_empty() {
-        return Err(ApiError::invalid(OP, "blocker must say what blocks the step"));
+        return Err(ApiError::invalid(
+            OP,
+            "blocker must say what blocks the step",
+        ));
     }
     let (party, caller) = party_and_caller(d, &p.party_id, p.session_id.as_deref())?;
     party.check_live()?;
@@ -539,7 +565,11 @@ async fn raise(
 ) -> Result<troupe_store::DecisionRecord, ApiError> {
     let decision = d.store.propose_decision(new).await?;
     let ctx = Ctx::of(d);
-    collab::arm_deadline(ctx.clone(), decision.decision_id.clone(), decision.deadline_ms);
+    collab::arm_deadline(
+        ctx.clone(),
+        decision.decision_id.clone(),
+        decision.deadline_ms,
+    );
     let ask = format!(
         "{} raised decision {}: {}. Options: {}. Vote with vote {{decision_id, option, rationale}}.",
         caller.name,
@@ -717,7 +747,11 @@ pub async fn check_tool_policy(
         },
         ToolVerdict::Ask => ToolPolicyResult {
             verdict: "ask".into(),
-            reason: Some(format!("{} needs a person's approval for {}", by(), p.tool_name)),
+            reason: Some(format!(
+                "{} needs a person's approval for {}",
+                by(),
+                p.tool_name
+            )),
         },
         ToolVerdict::Deny(why) => ToolPolicyResult {
             verdict: "deny".into(),

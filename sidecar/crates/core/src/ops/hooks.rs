@@ -214,13 +214,8 @@ async fn pre_tool_use(d: &Daemon, session_id: &str, payload: &Value) -> Result<V
     }
     let by_policy = verdict != troupe_engine::collab::ToolVerdict::Default;
     if verdict == troupe_engine::collab::ToolVerdict::Default
-        && let Some(rule) = crate::ops::approvals::matching_rule(
-            d,
-            session_id,
-            tool,
-            &input,
-            file_path.as_deref(),
-        )?
+        && let Some(rule) =
+            crate::ops::approvals::matching_rule(d, session_id, tool, &input, file_path.as_deref())?
     {
         return Ok(decide(
             "allow",

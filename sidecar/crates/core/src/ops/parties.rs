@@ -207,7 +207,11 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
 }
 
 /// Checks that the launching session can lead the party itself (`mode: self`).
-fn self_leader(d: &Daemon, def: &PartyDefinition, session: Option<&str>) -> Result<String, ApiError> {
+fn self_leader(
+    d: &Daemon,
+    def: &PartyDefinition,
+    session: Option<&str>,
+) -> Result<String, ApiError> {
     const OP: &str = "launch_party";
     let session = session.ok_or_else(|| {
         ApiError::invalid(
@@ -224,7 +228,10 @@ fn self_leader(d: &Daemon, def: &PartyDefinition, session: Option<&str>) -> Resu
     let leader = def.leader().ok_or_else(|| {
         ApiError::invalid(
             OP,
-            format!("mode self needs a leader role, and party {} has none", def.name),
+            format!(
+                "mode self needs a leader role, and party {} has none",
+                def.name
+            ),
         )
     })?;
     if def.roles.get(leader).is_some_and(|r| r.count != 1) {
@@ -233,8 +240,7 @@ fn self_leader(d: &Daemon, def: &PartyDefinition, session: Option<&str>) -> Resu
             format!("mode self needs one leader, and role {leader} has more"),
         ));
     }
-    if d
-        .store
+    if d.store
         .run_of_session(session)?
         .is_some_and(|r| !crate::runners::is_attached(&r.definition))
     {
@@ -243,8 +249,7 @@ fn self_leader(d: &Daemon, def: &PartyDefinition, session: Option<&str>) -> Resu
         )));
     }
     if let Some(other) = &s.party_id
-        && d
-            .store
+        && d.store
             .get_party(other)
             .is_ok_and(|(p, _)| !matches!(p.status.as_str(), "completed" | "cancelled" | "failed"))
     {

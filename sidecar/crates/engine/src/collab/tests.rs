@@ -147,8 +147,14 @@ fn a_tool_policy_allows_asks_and_denies() {
 #[test]
 fn the_collaboration_state_follows_the_party_and_the_plan() {
     use StepState as S;
-    assert_eq!(collab_state("pending", false, None), CollabState::Initialized);
-    assert_eq!(collab_state("running", false, None), CollabState::TeamFormed);
+    assert_eq!(
+        collab_state("pending", false, None),
+        CollabState::Initialized
+    );
+    assert_eq!(
+        collab_state("running", false, None),
+        CollabState::TeamFormed
+    );
     assert_eq!(collab_state("running", true, None), CollabState::Planning);
     let steps = [S::Done, S::InProgress];
     assert_eq!(
@@ -165,7 +171,10 @@ fn the_collaboration_state_follows_the_party_and_the_plan() {
         collab_state("running", false, Some(&steps)),
         CollabState::Completed
     );
-    assert_eq!(collab_state("cancelled", true, None), CollabState::Cancelled);
+    assert_eq!(
+        collab_state("cancelled", true, None),
+        CollabState::Cancelled
+    );
     assert_eq!(collab_state("failed", true, None), CollabState::Error);
 }
 
@@ -233,7 +242,10 @@ fn votes_are_tallied_and_ties_broken_by_the_leader() {
         tally(&options, &v(&[("dev", "sqlite"), ("qa", "postgres")]), None),
         Tally::Tied(vec!["sqlite".into(), "postgres".into()])
     );
-    assert_eq!(tally(&options, &[], Some("leader")), Tally::Tied(options.clone()));
+    assert_eq!(
+        tally(&options, &[], Some("leader")),
+        Tally::Tied(options.clone())
+    );
     assert_eq!(validate_options(&options), Ok(()));
     assert_eq!(
         validate_options(&["a".into(), "a".into()]),
@@ -254,7 +266,11 @@ fn a_committed_decision_reads_as_an_adr() {
     assert_eq!(adr_file_name(1, "???"), "0001-decision.md");
     let options = vec!["sqlite".to_string(), "postgres".to_string()];
     let votes = vec![
-        ("dev".to_string(), "sqlite".to_string(), "one file".to_string()),
+        (
+            "dev".to_string(),
+            "sqlite".to_string(),
+            "one file".to_string(),
+        ),
         ("qa".to_string(), "sqlite".to_string(), String::new()),
     ];
     let md = adr_markdown(&AdrInput {
