@@ -546,3 +546,100 @@ async fn neovim_troupe_runs_shows_a_pattern_run_as_its_tree() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `:Troupe plan`, `:Troupe timeline [member]` and `:Troupe decide` in a real headless Neovim on
+/// a party with a committed plan and a decision for the person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_shows_the_plan_and_timeline_and_votes_on_a_decision() {
+    let s = scenario();
+    let c = s.daemon.client().await;
+    let party = collab_party(&c, &s.project).await;
+    let decision = c
+        .call(
+            "propose_decision",
+            json!({ "party_id": party, "topic": "Ship on Friday", "options": ["yes", "no"],
+                    "voters": ["person"], "window_secs": 600 }),
+        )
+        .await
+        .unwrap();
+    let result = s.daemon.dir.path().join("nvim-collab.txt");
+    let out = std::process::Command::new(nvim())
+        .args(["--headless", "-n", "-i", "NONE", "--clean", "-u"])
+        .arg(workspace_root().join("tests/nvim/collab.lua"))
+        .current_dir(&s.project)
+        .env("TROUPE_BIN", BIN)
+        .env("TROUPE_PLUGIN", workspace_root().join("editors/nvim"))
+        .env("TROUPE_HOME", &s.daemon.layout.data_dir)
+        .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
+        .env("TEST_ROOT", &s.project)
+        .env("TEST_PARTY", &party)
+        .env("TEST_OPTION", "no")
+        .env("TEST_RESULT", &result)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(&result).unwrap_or_default();
+    assert!(
+        out.status.success() && report.starts_with("16 passed, 0 failed"),
+        "neovim: {}\n{report}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = c
+        .call("list_decisions", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let d = &d["decisions"][0];
+    assert_eq!(d["decision_id"], decision["decision"]["decision_id"]);
+    assert_eq!(d["chosen"], "no", "{d}");
+    assert_eq!(d["votes"][0]["voter"], "person", "{d}");
+    c.call("cancel_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+}
+
+/// A running party of one waiting member (`dev`) with a committed two-step plan, its first
+/// step started.
+async fn collab_party(c: &troupe::client::Client, project: &Path) -> String {
+    let waiter = json!([
+        "sh",
+        "-c",
+        "until troupe call poll_messages '{\"wait_ms\":5000}' | grep -q 'finish now'; do :; done"
+    ]);
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "waiter", "command": waiter } }),
+    )
+    .await
+    .unwrap();
+    c.call(
+        "create_party_definition",
+        json!({ "definition": { "name": "crew", "roles": { "dev": { "agent": "waiter" } } } }),
+    )
+    .await
+    .unwrap();
+    let party = c
+        .call(
+            "launch_party",
+            json!({ "name": "crew", "cwd": project.display().to_string() }),
+        )
+        .await
+        .unwrap();
+    let party = party["party_id"].as_str().unwrap().to_string();
+    let steps = json!([
+        { "id": "design", "title": "the design step", "owner_role": "dev", "acceptance": "design works" },
+        { "id": "build", "title": "the build step", "owner_role": "dev", "depends_on": ["design"] }
+    ]);
+    c.call("propose_plan", json!({ "party_id": party, "steps": steps }))
+        .await
+        .unwrap();
+    c.call("commit_plan", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    c.call(
+        "start_step",
+        json!({ "party_id": party, "step_id": "design" }),
+    )
+    .await
+    .unwrap();
+    party
+}

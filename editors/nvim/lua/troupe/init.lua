@@ -82,7 +82,141 @@ function M.show_tree(run_id, on_shown)
   end)
 end
 
+local function text(v)
+  return (v ~= nil and v ~= vim.NIL) and tostring(v) or ''
+end
+
+--- The lines of a party's plan (`get_plan`): where the collaboration is, then one line a step
+--- (state, id, owner, title) with its acceptance text, then the draft under review.
+function M.plan_lines(party_id, view)
+  local committed = view.committed ~= vim.NIL and view.committed or nil
+  local head = string.format('# plan of party %s: %s', party_id, text(view.collab_state))
+  if committed then
+    head = head .. string.format(' (version %d, committed by %s)', committed.version, text(committed.committed_by))
+  end
+  local lines = { head }
+  for _, s in ipairs(view.steps or {}) do
+    local spec = s.spec or {}
+    table.insert(lines, string.format('%-11s %s [%s] %s', s.state, s.step_id, s.owner_role, text(spec.title)))
+    if text(spec.acceptance) ~= '' then
+      table.insert(lines, '            accept: ' .. text(spec.acceptance))
+    end
+    if text(s.reason) ~= '' then
+      table.insert(lines, '            last: ' .. text(s.reason):gsub('\n', ' '))
+    end
+  end
+  local draft = view.draft ~= vim.NIL and view.draft or nil
+  if draft then
+    table.insert(lines, string.format('## draft version %d by %s: %d steps, %d reviews', draft.version,
+      text(draft.proposed_by), #(draft.steps or {}), #(draft.reviews or {})))
+    for _, r in ipairs(draft.reviews or {}) do
+      table.insert(lines, string.format('   %s: %s %s', r.reviewer, r.verdict, text(r.comments)))
+    end
+  end
+  return lines
+end
+
+--- Whether a timeline event concerns `member` (a role or a session id).
+local function concerns(e, member)
+  local d = e.data or {}
+  for _, v in ipairs({ e.session_id, d.role, d.by, d.owner_role, d.voter, d.to_role, d.from_role, d.reviewer }) do
+    if v == member then
+      return true
+    end
+  end
+  return false
+end
+
+--- The lines of a party's timeline (`list_events`), optionally only what concerns one member.
+function M.timeline_lines(party_id, events, member)
+  local lines = { '# timeline of party ' .. party_id .. (member and (' for ' .. member) or '') }
+  for _, e in ipairs(events or {}) do
+    if not member or concerns(e, member) then
+      local data = vim.json.encode(e.data or vim.empty_dict())
+      if #data > 100 then
+        data = data:sub(1, 97) .. '...'
+      end
+      table.insert(lines, string.format('%s %s %s', text(e.created_at):sub(12, 19), e.kind, data))
+    end
+  end
+  return lines
+end
+
+--- Calls `fn(party_id)` with the party named, or the one picked among those running.
+local function with_party(party_id, fn)
+  if party_id then
+    return fn(party_id)
+  end
+  M.call('list_parties', { status = 'running' }, function(r)
+    local parties = r.parties or {}
+    if #parties == 1 then
+      return fn(parties[1].party_id)
+    end
+    vim.ui.select(parties, {
+      prompt = 'Troupe: which party?',
+      format_item = function(p)
+        return string.format('%s (%s)', p.name, p.party_id:sub(-8))
+      end,
+    }, function(p)
+      if p then
+        fn(p.party_id)
+      end
+    end)
+  end)
+end
+
 M.subcommands = {
+  -- A party's plan: `:Troupe plan [party_id]`.
+  plan = function(args)
+    with_party(args[1], function(party_id)
+      M.call('get_plan', { party_id = party_id }, function(view)
+        show_lines(M.plan_lines(party_id, view))
+      end)
+    end)
+  end,
+  -- Vote (as the person) on an open decision, or choose for a tied one: `:Troupe decide [party_id]`.
+  decide = function(args)
+    with_party(args[1], function(party_id)
+      M.call('list_decisions', { party_id = party_id }, function(r)
+        local open = vim.tbl_filter(function(d)
+          return d.status ~= 'committed'
+        end, r.decisions or {})
+        if #open == 0 then
+          vim.notify('troupe: no open decision')
+          return
+        end
+        vim.ui.select(open, {
+          prompt = 'Troupe: which decision?',
+          format_item = function(d)
+            return string.format('%s [%s, %d votes]', d.topic, d.status, #(d.votes or {}))
+          end,
+        }, function(d)
+          if not d then
+            return
+          end
+          vim.ui.select(d.options, { prompt = d.topic }, function(option)
+            if not option then
+              return
+            end
+            local op = d.status == 'tied' and 'commit_decision' or 'vote'
+            M.call(op, { decision_id = d.decision_id, option = option }, function(res)
+              local out = res.decision
+              vim.notify(string.format('troupe: %s is %s%s', out.topic, out.status,
+                out.chosen ~= vim.NIL and (': ' .. out.chosen) or ''))
+            end)
+          end)
+        end)
+      end)
+    end)
+  end,
+  -- What happened in a party, oldest first: `:Troupe timeline [party_id] [member]`.
+  timeline = function(args)
+    with_party(args[1], function(party_id)
+      M.call('list_events', { party_id = party_id, limit = 1000 }, function(r)
+        show_lines(M.timeline_lines(party_id, r.events, args[2]))
+      end)
+    end)
+  end,
   -- A run and every run it started (pattern steps, subagents): `:Troupe runs [run_id]`;
   -- without one, pick among the runs.
   runs = function(args)
@@ -180,7 +314,7 @@ function M.command(opts)
   local sub = table.remove(args, 1)
   local fn = M.subcommands[sub or '']
   if not fn then
-    vim.notify('troupe: :Troupe launch|status|agents|runs|send|cancel|approvals|start', vim.log.levels.ERROR)
+    vim.notify('troupe: :Troupe launch|status|agents|runs|plan|decide|timeline|send|cancel|approvals|start', vim.log.levels.ERROR)
     return
   end
   fn(args)
