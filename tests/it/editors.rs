@@ -344,6 +344,16 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
         "chain-end done"
     );
 
+    // A party with a committed plan and a decision for the person.
+    let crew = collab_party(&c, &project).await;
+    c.call(
+        "propose_decision",
+        json!({ "party_id": crew, "topic": "Ship on Friday", "options": ["yes", "no"],
+                "voters": ["person"], "window_secs": 600 }),
+    )
+    .await
+    .unwrap();
+
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -363,6 +373,10 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
         .env("TEST_ROOT", &project)
         .env("SCREENSHOT", &screenshot)
         .env("RUN_AGENT", "chain-start")
+        .env("PARTY_NAME", "crew")
+        .env("DECISION_TOPIC", "Ship on Friday")
+        .env("DECISION_OPTION", "yes")
+        .env("TIMELINE_MEMBER", "dev")
         .env("TROUPE_BIN", BIN)
         .env("TROUPE_HOME", &s.daemon.layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
@@ -385,9 +399,47 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
             "diagnostic",
             "approved",
             "screenshot",
-            "run tree"
+            "run tree",
+            "plan",
+            "decided",
+            "timeline"
         ])
     );
+    assert!(
+        f["plan_title"]
+            .as_str()
+            .unwrap()
+            .contains("executing — version 1, committed by person"),
+        "{f}"
+    );
+    let plan: Vec<&str> = f["plan_rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(plan.len(), 2, "{f}");
+    assert!(
+        plan[0].contains("in_progress") && plan[0].contains("design works"),
+        "{f}"
+    );
+    assert!(
+        plan[1].contains("pending") && plan[1].contains("the build step"),
+        "{f}"
+    );
+    let decided = c
+        .call("list_decisions", json!({ "party_id": crew }))
+        .await
+        .unwrap();
+    assert_eq!(decided["decisions"][0]["chosen"], "yes", "{decided}");
+    assert_eq!(decided["decisions"][0]["votes"][0]["voter"], "person");
+    assert_eq!(f["timeline_title"], "Timeline of dev", "{f}");
+    let timeline = f["timeline"].to_string();
+    assert!(timeline.contains("step_started"), "{f}");
+    assert!(!timeline.contains("plan_proposed"), "filtered to dev: {f}");
+    c.call("cancel_party", json!({ "party_id": crew }))
+        .await
+        .unwrap();
     assert!(
         f["run_title"]
             .as_str()

@@ -1,6 +1,7 @@
 // Troupe for VS Code: starts `troupe lsp` with vscode-languageclient, adds the "Troupe:" commands,
-// a status-bar count of pending permission requests, a live picture of a party's DAG, and a
-// live tree of a run and the runs it started (pattern steps, subagents).
+// a status-bar count of pending permission requests, a live picture of a party's DAG, a
+// live tree of a run and the runs it started (pattern steps, subagents), and a party's plan,
+// decisions (a vote quick pick) and timeline (filterable by member).
 // Approvals themselves arrive as diagnostics with quick fixes from the language server.
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -120,6 +121,53 @@ export async function activate(context: vscode.ExtensionContext) {
         RunView.show(context, picked.id);
       }
     },
+    'troupe.plan': async () => {
+      const id = await pickParty();
+      if (id) {
+        PlanView.show(context, id);
+      }
+    },
+    'troupe.decide': async () => {
+      const id = await pickParty();
+      if (!id) {
+        return;
+      }
+      const { decisions } = await call('list_decisions', { party_id: id });
+      const open = decisions.filter((d: any) => d.status !== 'committed');
+      if (!open.length) {
+        vscode.window.showInformationMessage('Troupe: no open decision in this party');
+        return;
+      }
+      const picked: any = await vscode.window.showQuickPick(
+        open.map((d: any) => ({ label: d.topic, description: `${d.status} · ${d.votes.length} votes`, detail: d.decision_id, d })),
+        { title: 'Troupe: which decision?' },
+      );
+      if (!picked) {
+        return;
+      }
+      const option = await vscode.window.showQuickPick(picked.d.options as string[], { title: `Troupe: ${picked.d.topic}` });
+      if (!option) {
+        return;
+      }
+      // A tie waits for the person (or the leader) to choose; otherwise the person votes.
+      const op = picked.d.status === 'tied' ? 'commit_decision' : 'vote';
+      const { decision } = await call(op, { decision_id: picked.d.decision_id, option });
+      vscode.window.showInformationMessage(`Troupe: ${decision.topic} is ${decision.status}${decision.chosen ? `: ${decision.chosen}` : ''}`);
+    },
+    'troupe.timeline': async () => {
+      const id = await pickParty();
+      if (!id) {
+        return;
+      }
+      const status = await call('get_party_status', { party_id: id });
+      const who: any = await vscode.window.showQuickPick(
+        [{ label: 'All members', member: undefined }, ...status.roles.map((r: any) => ({ label: r.role, member: r.role }))],
+        { title: 'Troupe: whose timeline?' },
+      );
+      if (who) {
+        TimelineView.show(context, id, who.member);
+      }
+    },
     'troupe.sendMessage': async () => {
       const from = await vscode.window.showInputBox({ prompt: 'From session id' });
       const to = from && (await vscode.window.showInputBox({ prompt: 'To session id' }));
@@ -202,6 +250,96 @@ class PartyView {
     };
     tick();
   }
+}
+
+/** A party's plan, live: the collaboration state and each step's state, owner and acceptance. */
+class PlanView {
+  static show(context: vscode.ExtensionContext, partyId: string) {
+    const panel = vscode.window.createWebviewPanel('troupePlan', 'Troupe plan', vscode.ViewColumn.Beside, {});
+    let stopped = false;
+    panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
+    const tick = async () => {
+      if (stopped) {
+        return;
+      }
+      try {
+        panel.webview.html = renderPlan(await call('get_plan', { party_id: partyId }));
+      } catch (err) {
+        panel.webview.html = `<p>${escape(String(err))}</p>`;
+      }
+      setTimeout(tick, 1000);
+    };
+    tick();
+  }
+}
+
+const STEP_COLOURS: Record<string, string> = {
+  pending: '#9e9e9e', in_progress: '#2196f3', in_review: '#ff9800', done: '#4caf50', reopened: '#e91e63', blocked: '#f44336',
+};
+
+/** A plan as a table: one row a step. */
+export function renderPlan(view: any): string {
+  const c = view.committed;
+  const rows = (view.steps ?? [])
+    .map((s: any) => `<tr class="step"><td><span class="dot" style="background:${STEP_COLOURS[s.state] ?? '#9e9e9e'}"></span>${escape(s.state)}</td>`
+      + `<td>${escape(s.step_id)}</td><td>${escape(s.owner_role)}</td><td>${escape(s.spec?.title ?? '')}</td>`
+      + `<td>${escape(s.spec?.acceptance ?? '')}</td><td>${escape(s.reason ?? '')}</td></tr>`)
+    .join('');
+  const draft = view.draft
+    ? `<p id="plan-draft">Draft version ${view.draft.version} by ${escape(view.draft.proposed_by ?? '')}: ${view.draft.reviews.length} reviews</p>`
+    : '';
+  return `<!DOCTYPE html><html><head><style>
+body { font-family: var(--vscode-font-family); color: var(--vscode-foreground); }
+td, th { padding: 2px 8px; text-align: left; }
+.dot { display: inline-block; width: 10px; height: 10px; border-radius: 5px; margin-right: 6px; }
+</style></head><body>
+<h3 id="plan-title">${escape(view.collab_state)}${c ? ` — version ${c.version}, committed by ${escape(c.committed_by ?? '')}` : ''}</h3>
+<table id="plan-steps"><tr><th>state</th><th>step</th><th>owner</th><th>title</th><th>acceptance</th><th>last</th></tr>${rows}</table>
+${draft}</body></html>`;
+}
+
+/** A party's timeline, live, optionally only what concerns one member (a role). */
+class TimelineView {
+  static show(context: vscode.ExtensionContext, partyId: string, member?: string) {
+    const panel = vscode.window.createWebviewPanel('troupeTimeline', `Troupe timeline${member ? ` — ${member}` : ''}`, vscode.ViewColumn.Beside, {});
+    let stopped = false;
+    panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
+    const tick = async () => {
+      if (stopped) {
+        return;
+      }
+      try {
+        const { events } = await call('list_events', { party_id: partyId, limit: 1000 });
+        panel.webview.html = renderTimeline(events, member);
+      } catch (err) {
+        panel.webview.html = `<p>${escape(String(err))}</p>`;
+      }
+      setTimeout(tick, 1000);
+    };
+    tick();
+  }
+}
+
+/** Whether a timeline event concerns `member` (a role or a session id). */
+function concerns(e: any, member: string): boolean {
+  const d = e.data ?? {};
+  return [e.session_id, d.role, d.by, d.owner_role, d.voter, d.to_role, d.from_role, d.reviewer].includes(member);
+}
+
+export function renderTimeline(events: any[], member?: string): string {
+  const rows = events
+    .filter((e) => !member || concerns(e, member))
+    .map((e) => {
+      const data = JSON.stringify(e.data ?? {});
+      return `<li class="event"><code>${escape(String(e.created_at ?? '').slice(11, 19))}</code> <b>${escape(e.kind)}</b> `
+        + `<span class="data">${escape(data.length > 120 ? data.slice(0, 117) + '...' : data)}</span></li>`;
+    })
+    .join('');
+  return `<!DOCTYPE html><html><head><style>
+body { font-family: var(--vscode-font-family); color: var(--vscode-foreground); }
+ul { list-style: none; padding: 0; } .data { opacity: 0.75; }
+</style></head><body><h3 id="timeline-title">${member ? `Timeline of ${escape(member)}` : 'Timeline'}</h3>
+<ul id="timeline">${rows}</ul></body></html>`;
 }
 
 /** A run and every run it started (pattern steps, subagents), live until the root has ended. */

@@ -1,7 +1,8 @@
 // End-to-end test in a real VS Code: code-server 4.100.3 in headless Chromium, driven by
 // playwright-core. Installs the packaged troupe.vsix, runs "Troupe: List Agents" from the
 // palette, approves a worker's pending request from the quick-fix menu on the file it wants to
-// edit, saves a screenshot of the party view, and opens a pattern run's tree. Set up and checked by tests/it/editors.rs;
+// edit, saves a screenshot of the party view, opens a pattern run's tree, then a party's plan,
+// votes on its decision from the quick picks and opens its timeline filtered by member. Set up and checked by tests/it/editors.rs;
 // prints one JSON line of findings.
 'use strict';
 const cp = require('child_process');
@@ -123,6 +124,7 @@ async function palette(page, command) {
     // 3. The party view: a picture of the DAG.
     await palette(page, 'Troupe: Party Status');
     await retry('choose the party', async () => {
+      await page.locator('.quick-input-widget input').fill('feature-development');
       await page.locator('.quick-input-list .monaco-list-row', { hasText: 'feature-development' }).first().waitFor({ timeout: 3000 });
       await page.keyboard.press('Enter');
     });
@@ -159,6 +161,42 @@ async function palette(page, command) {
     findings.run_title = await runFrame.locator('#run-title').innerText();
     findings.run_rows = await runFrame.locator('#run-tree li.run').allInnerTexts();
     step('run tree');
+
+    // 5-7. The collaboration views of party $PARTY_NAME: its plan, a vote, its timeline.
+    const pick = async (what, text) => {
+      await retry(what, async () => {
+        await page.locator('.quick-input-widget input').fill(text);
+        await page.locator('.quick-input-list .monaco-list-row', { hasText: text }).first().waitFor({ timeout: 3000 });
+        await page.keyboard.press('Enter');
+      });
+    };
+    const frameWith = (what, selector) => retry(what, async () => {
+      for (const f of page.frames()) {
+        if (await f.locator(selector).count()) {
+          return f;
+        }
+      }
+      throw new Error(`no ${what} yet`);
+    });
+    await palette(page, 'Troupe: Plan');
+    await pick('choose the party', process.env.PARTY_NAME);
+    const planFrame = await frameWith('plan view', '#plan-steps tr.step');
+    findings.plan_title = await planFrame.locator('#plan-title').innerText();
+    findings.plan_rows = await planFrame.locator('#plan-steps tr.step').allInnerTexts();
+    step('plan');
+    await palette(page, 'Troupe: Decide');
+    await pick('choose the party', process.env.PARTY_NAME);
+    await pick('choose the decision', process.env.DECISION_TOPIC);
+    await pick('choose the option', process.env.DECISION_OPTION);
+    await page.locator('.notifications-toasts', { hasText: 'is committed' }).first().waitFor({ timeout: 30000 });
+    step('decided');
+    await palette(page, 'Troupe: Timeline');
+    await pick('choose the party', process.env.PARTY_NAME);
+    await pick('choose the member', process.env.TIMELINE_MEMBER);
+    const timelineFrame = await frameWith('timeline view', '#timeline li.event');
+    findings.timeline_title = await timelineFrame.locator('#timeline-title').innerText();
+    findings.timeline = await timelineFrame.locator('#timeline li.event').allInnerTexts();
+    step('timeline');
   } finally {
     await browser.close();
     server.kill();
