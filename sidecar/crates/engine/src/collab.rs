@@ -401,10 +401,10 @@ pub fn collab_state(
 }
 
 /// The steps of `plan` whose dependencies are all done, by state.
-pub fn ready<'p>(
-    plan: &'p [StepSpec],
+pub fn ready(
+    plan: &[StepSpec],
     state_of: impl Fn(&str) -> Option<StepState>,
-) -> impl Iterator<Item = &'p StepSpec> {
+) -> impl Iterator<Item = &StepSpec> {
     plan.iter().filter(move |s| {
         s.depends_on
             .iter()
