@@ -474,7 +474,11 @@ pub async fn settle(
             } else {
                 format!("majority when the window closed: {cast} of {voters} voted")
             };
-            commit(ctx, &party, &d.decision_id, option, how).await
+            match commit(ctx, &party, &d.decision_id, option, how).await {
+                // Closed meanwhile (a last vote and the window's end at once): it stands.
+                Err(ApiError::Conflict(_)) => Ok(ctx.store.get_decision(&d.decision_id)?),
+                other => other,
+            }
         }
         Tally::Tied(tied) => {
             let d = ctx
