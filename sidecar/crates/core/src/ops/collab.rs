@@ -621,9 +621,8 @@ pub async fn propose_decision(
                     format!("voter {bad} is neither a role of the party nor \"person\""),
                 ));
             }
-            let mut v = v;
-            v.dedup();
-            v
+            let mut seen = std::collections::BTreeSet::new();
+            v.into_iter().filter(|x| seen.insert(x.clone())).collect()
         }
         None => default_voters(&party),
     };

@@ -117,6 +117,11 @@ struct Door {
     backend: Backend,
     /// The stdio door's session (from its environment); HTTP requests name their own.
     session: Option<String>,
+    /// Whether each calling session is in a party (only then can a step's tool policy apply to
+    /// it): a session in none spares each tool call the policy round trip. A session joins a
+    /// party only when it is started as a member (it is in one from the start) or when it
+    /// launches one it leads itself, which the door sees go by.
+    party_members: Arc<std::sync::Mutex<std::collections::HashMap<String, bool>>>,
 }
 
 /// Serves MCP on stdin/stdout until the client closes stdin.
@@ -128,6 +133,7 @@ pub async fn serve_stdio(layout: &Layout) -> anyhow::Result<()> {
     let door = Door {
         backend: Backend::Client(Arc::new(client)),
         session,
+        party_members: Arc::default(),
     };
     let running = door.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
@@ -153,6 +159,7 @@ pub async fn serve_http(
             Ok(Door {
                 backend: Backend::Daemon(daemon.clone()),
                 session: None,
+                party_members: Arc::default(),
             })
         },
         Arc::new(LocalSessionManager::default()),
@@ -481,6 +488,36 @@ impl Door {
     /// one that needs a person waits for their decision. The protocol's own tools always pass.
     async fn step_policy(&self, session: &str, tool: &str) -> Result<(), String> {
         if troupe_engine::collab::PROTOCOL_TOOLS.contains(&tool) {
+            return Ok(());
+        }
+        let known = self
+            .party_members
+            .lock()
+            .ok()
+            .and_then(|m| m.get(session).copied());
+        if tool == "launch_party" {
+            // It may lead the party it launches (`mode: self`): ask again afterwards.
+            if let Ok(mut m) = self.party_members.lock() {
+                m.remove(session);
+            }
+        }
+        let in_party = match known {
+            Some(known) => known,
+            None => {
+                let s = self
+                    .backend
+                    .call("get_session", json!({ "session_id": session }))
+                    .await?;
+                let in_party = !s["session"]["party_id"].is_null();
+                if tool != "launch_party"
+                    && let Ok(mut m) = self.party_members.lock()
+                {
+                    m.insert(session.to_string(), in_party);
+                }
+                in_party
+            }
+        };
+        if !in_party {
             return Ok(());
         }
         let qualified = format!("mcp__troupe__{tool}");
