@@ -426,6 +426,27 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
             .contains("step test blocks the tool Bash"),
         "{denied}"
     );
+    // The same policy answers Claude Code's PreToolUse hook for that member.
+    let hook = c
+        .call(
+            "claude_hook",
+            json!({ "session_id": s["qa"], "payload": {
+                "hook_event_name": "PreToolUse", "session_id": "qa-claude", "cwd": project,
+                "tool_name": "Bash", "tool_input": { "command": "make test" } } }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        hook["output"]["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{hook}"
+    );
+    assert!(
+        hook["output"]["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .contains("step test blocks the tool Bash"),
+        "{hook}"
+    );
     let p = c
         .call(
             "check_tool_policy",
