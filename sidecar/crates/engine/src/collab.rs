@@ -339,7 +339,8 @@ pub fn step_after(step: &str, state: StepState, m: StepMove) -> Result<StepState
     use StepMove as M;
     use StepState as S;
     let next = match (m, state) {
-        (M::Start, S::Pending | S::Reopened | S::Blocked | S::InProgress) => S::InProgress,
+        // Not from in_progress: starting again would reset the step's budget.
+        (M::Start, S::Pending | S::Reopened | S::Blocked) => S::InProgress,
         (M::Submit, S::Pending | S::InProgress | S::Reopened) => S::InReview,
         (M::Accept, S::InReview) => S::Done,
         (M::Reopen, S::InReview | S::Done) => S::Reopened,

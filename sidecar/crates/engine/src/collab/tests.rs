@@ -84,6 +84,12 @@ fn a_step_moves_through_review_reopen_and_handoff() {
         "step s is done; it cannot be submitted"
     );
     assert!(step_after("s", S::Pending, M::Accept).is_err());
+    assert_eq!(
+        step_after("s", S::InProgress, M::Start)
+            .unwrap_err()
+            .to_string(),
+        "step s is in_progress; it cannot be started"
+    );
     assert!(step_after("s", S::InReview, M::Handoff).is_err());
     assert_eq!(step_after("s", S::Done, M::Reopen), Ok(S::Reopened));
     for s in [
