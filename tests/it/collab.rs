@@ -319,6 +319,23 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
             .await
             .contains("step design was reopened by qa: no error handling")
     );
+    // Submitting again means working on it again first (its policy and budget apply).
+    let (kind, _) = refused(
+        &c,
+        "submit_step",
+        json!({ "party_id": party, "step_id": "design", "session_id": s["dev"] }),
+    )
+    .await;
+    assert_eq!(
+        kind, "conflict",
+        "a reopened step is started before it is submitted"
+    );
+    c.call(
+        "start_step",
+        json!({ "party_id": party, "step_id": "design", "session_id": s["dev"] }),
+    )
+    .await
+    .unwrap();
     c.call(
         "submit_step",
         json!({ "party_id": party, "step_id": "design", "session_id": s["dev"],

@@ -265,16 +265,27 @@ pub fn role_usage(store: &Store, party: &PartyView, role: &str) -> Usage {
 }
 
 /// The steps a session is working on now: the committed plan's in-progress steps its role owns.
+/// A subagent (started by a member, in no party itself) works under its member's steps: the
+/// session's ancestors are searched for the first party member, a few levels at most.
 fn active_steps(store: &Store, session_id: &str) -> Option<(PartyView, String, Vec<PlanStep>)> {
-    let session = store.get_session(session_id).ok()?;
-    let party_id = session.party_id?;
-    let party = PartyView::load(store, &party_id).ok()?;
-    let role = party
-        .members
-        .iter()
-        .find(|m| m.session_id.as_deref() == Some(session_id))?
-        .role_name
-        .clone();
+    let mut at = store.get_session(session_id).ok()?;
+    let (party, role) = loop {
+        if let Some(party_id) = &at.party_id
+            && let Ok(party) = PartyView::load(store, party_id)
+            && let Some(m) = party
+                .members
+                .iter()
+                .find(|m| m.session_id.as_deref() == Some(at.session_id.as_str()))
+        {
+            let role = m.role_name.clone();
+            break (party, role);
+        }
+        if at.agent_depth > 8 {
+            return None;
+        }
+        at = store.get_session(at.parent_session_id.as_deref()?).ok()?;
+    };
+    let party_id = party.row.party_id.clone();
     let steps: Vec<PlanStep> = store
         .plan_steps(&party_id)
         .ok()?
@@ -415,7 +426,7 @@ pub fn arm_step_clock(ctx: Ctx, party_id: String, step_id: String) {
     let Some(started) = step.started_at_ms else {
         return;
     };
-    let due = started + (max * 1000.0) as i64;
+    let due = started.saturating_add((max * 1000.0) as i64);
     tokio::spawn(async move {
         let wait = u64::try_from(due - now_ms()).unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(wait)).await;
@@ -533,6 +544,9 @@ pub async fn commit(
         && let Ok(step) = ctx.store.plan_step(&party.row.party_id, step_id)
         && state_of(&step) == StepState::Blocked
     {
+        // Work resumes: its budget counts from now, as after a start.
+        let usage = serde_json::to_value(role_usage(&ctx.store, party, &step.owner_role))
+            .unwrap_or_default();
         let change = StepChange {
             party_id: party.row.party_id.clone(),
             step_id: step_id.clone(),
@@ -540,12 +554,15 @@ pub async fn commit(
             to: StepState::InProgress.as_str().into(),
             owner_role: None,
             reason: Some(format!("decided: {option}")),
-            started: None,
+            started: Some((now_ms(), usage)),
             event: "step_unblocked".into(),
             data: json!({"decision_id": d.decision_id, "chosen": option}),
         };
-        if let Err(e) = ctx.store.move_step(change).await {
-            tracing::debug!(step = %step_id, error = %e, "step moved before its decision");
+        match ctx.store.move_step(change).await {
+            Ok(_) => arm_step_clock(ctx.clone(), party.row.party_id.clone(), step_id.clone()),
+            Err(e) => {
+                tracing::debug!(step = %step_id, error = %e, "step moved before its decision")
+            }
         }
     }
     tell_party(
@@ -574,6 +591,10 @@ async fn write_adr(
     party: &PartyView,
     d: &DecisionRecord,
 ) -> Result<(String, Option<String>), String> {
+    // One ADR at a time: two decisions committed at once would take the same number (and
+    // git's index lock).
+    static ADR_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one_at_a_time = ADR_LOCK.lock().await;
     let root = PathBuf::from(&party.row.repo_root);
     let in_git = troupe_worktree::repo_root(&root).is_ok();
     let checkout = if in_git {
@@ -620,6 +641,14 @@ async fn write_adr(
         let dir = checkout.join("docs").join("adr");
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        // Never out of the checkout (a `docs` or `docs/adr` symlink pointing elsewhere).
+        let inside = match (dir.canonicalize(), checkout.canonicalize()) {
+            (Ok(d), Ok(c)) => d.starts_with(c),
+            _ => false,
+        };
+        if !inside {
+            return Err(format!("{} leads out of the checkout", dir.display()));
+        }
         let number = next_adr_number(&dir);
         let file = dir.join(rules::adr_file_name(number, &topic));
         let text = rules::adr_markdown(&AdrInput {

@@ -45,6 +45,10 @@ pub enum ToolVerdict {
 pub const PROTOCOL_TOOLS: &[&str] = &[
     "complete",
     "poll_messages",
+    "propose_plan",
+    "commit_plan",
+    "propose_decision",
+    "commit_decision",
     "mark_read",
     "send_to_parent",
     "request_permission",
@@ -67,6 +71,13 @@ fn bare(tool: &str) -> &str {
     }
 }
 
+/// Whether `tool` is one of the protocol's own tools: bare, or Troupe's over MCP (another MCP
+/// server's tool of the same name is not).
+fn is_protocol_tool(tool: &str) -> bool {
+    let name = tool.strip_prefix("mcp__troupe__").unwrap_or(tool);
+    PROTOCOL_TOOLS.contains(&name)
+}
+
 fn listed(list: &[String], tool: &str) -> bool {
     list.iter().any(|p| {
         let matches = |t: &str| match p.strip_suffix('*') {
@@ -80,7 +91,7 @@ fn listed(list: &[String], tool: &str) -> bool {
 impl ToolPolicy {
     /// What this policy says of `tool`, for the step named `step`.
     pub fn verdict(&self, step: &str, tool: &str) -> ToolVerdict {
-        if PROTOCOL_TOOLS.contains(&bare(tool)) {
+        if is_protocol_tool(tool) {
             return ToolVerdict::Default;
         }
         if listed(&self.blocked_tools, tool) {
@@ -165,6 +176,8 @@ pub enum CollabError {
         state: &'static str,
         action: &'static str,
     },
+    #[error("step {step}: budget {field} must be a number above 0")]
+    BadBudget { step: String, field: &'static str },
     #[error("a decision needs at least two distinct options")]
     TooFewOptions,
     #[error("{0:?} is not one of the decision's options")]
@@ -188,6 +201,29 @@ pub fn validate_plan<'a>(
         }
         if !ids.insert(s.id.as_str()) {
             return Err(CollabError::DuplicateStep(s.id.clone()));
+        }
+        if let Some(b) = &s.budget {
+            let bad = [
+                (
+                    "max_secs",
+                    b.max_secs.is_some_and(|v| !(v.is_finite() && v > 0.0)),
+                ),
+                (
+                    "max_cost_usd",
+                    b.max_cost_usd.is_some_and(|v| !(v.is_finite() && v > 0.0)),
+                ),
+                ("max_tokens", b.max_tokens.is_some_and(|v| v <= 0)),
+                (
+                    "max_files_changed",
+                    b.max_files_changed.is_some_and(|v| v <= 0),
+                ),
+            ];
+            if let Some((field, _)) = bad.iter().find(|(_, bad)| *bad) {
+                return Err(CollabError::BadBudget {
+                    step: s.id.clone(),
+                    field,
+                });
+            }
         }
         if !roles.contains(s.owner_role.as_str()) {
             return Err(CollabError::UnknownRole {
@@ -341,7 +377,7 @@ pub fn step_after(step: &str, state: StepState, m: StepMove) -> Result<StepState
     let next = match (m, state) {
         // Not from in_progress: starting again would reset the step's budget.
         (M::Start, S::Pending | S::Reopened | S::Blocked) => S::InProgress,
-        (M::Submit, S::Pending | S::InProgress | S::Reopened) => S::InReview,
+        (M::Submit, S::InProgress) => S::InReview,
         (M::Accept, S::InReview) => S::Done,
         (M::Reopen, S::InReview | S::Done) => S::Reopened,
         (M::Block, S::Pending | S::InProgress | S::Reopened) => S::Blocked,

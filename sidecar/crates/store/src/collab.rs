@@ -326,7 +326,7 @@ impl Store {
                      spec, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, {NOW}) \
                      ON CONFLICT (party_id, step_id) DO UPDATE SET position = excluded.position, \
                      plan_version = excluded.plan_version, spec = excluded.spec, \
-                     updated_at = excluded.updated_at"
+                     owner_role = excluded.owner_role, updated_at = excluded.updated_at"
                 ))?
                 .execute(params![
                     party_id,

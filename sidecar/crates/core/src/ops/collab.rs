@@ -384,7 +384,7 @@ pub async fn review_step(d: &Daemon, p: ReviewStepParams) -> Result<StepResult, 
     match p.verdict {
         StepVerdict::Reopen => {
             let text = format!(
-                "step {} was reopened by {}: {why}. Work on it again and submit_step.",
+                "step {} was reopened by {}: {why}. start_step it again, then submit_step.",
                 step.step_id, caller.name
             );
             if !collab::tell_role(&ctx, &party, &step.owner_role, &text).await {

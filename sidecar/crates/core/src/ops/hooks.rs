@@ -205,7 +205,11 @@ async fn pre_tool_use(d: &Daemon, session_id: &str, payload: &Value) -> Result<V
             .append_event(troupe_store::NewEvent {
                 kind: "tool_denied_by_step".into(),
                 session_id: Some(session_id.to_string()),
-                party_id: run.as_ref().and_then(|r| r.party_id.clone()),
+                party_id: d
+                    .store
+                    .get_session(session_id)
+                    .ok()
+                    .and_then(|s| s.party_id),
                 data: json!({ "tool": tool, "reason": why }),
                 ..troupe_store::NewEvent::default()
             })

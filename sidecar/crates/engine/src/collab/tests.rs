@@ -43,6 +43,15 @@ fn a_plan_is_checked_and_each_fault_named() {
         validate_plan(&[step("a b", "dev", &[])], ROLES),
         Err(CollabError::BadStepId("a b".into()))
     );
+    let mut forever = step("a", "dev", &[]);
+    forever.budget = Some(crate::agent::Budget {
+        max_secs: Some(f64::NAN),
+        ..Default::default()
+    });
+    assert_eq!(
+        validate_plan(&[forever], ROLES).unwrap_err().to_string(),
+        "step a: budget max_secs must be a number above 0"
+    );
     let cycle = [
         step("a", "dev", &["c"]),
         step("b", "dev", &["a"]),
@@ -125,11 +134,15 @@ fn a_tool_policy_allows_asks_and_denies() {
         p.verdict("s", "mcp__troupe__send_message"),
         ToolVerdict::Allow
     );
-    // The protocol's own tools always pass.
+    // The protocol's own tools always pass (Troupe's, not another server's of that name).
     assert_eq!(
         p.verdict("s", "mcp__troupe__submit_step"),
         ToolVerdict::Default
     );
+    assert!(matches!(
+        p.verdict("s", "mcp__other__complete"),
+        ToolVerdict::Deny(_)
+    ));
     let bare = ToolPolicy {
         blocked_tools: vec!["send_message".into()],
         ..ToolPolicy::default()
