@@ -84,34 +84,54 @@ async fn start_worker(s: &Scenario, name: &str, second: bool) -> String {
 
 /// Runs the headless Neovim driver with `action`; returns its report.
 fn run_nvim(s: &Scenario, action: &str) -> String {
-    let result = s
-        .daemon
-        .dir
-        .path()
-        .join(format!("nvim-{}.txt", action.len()));
-    let out = std::process::Command::new(nvim())
-        .args(["--headless", "-n", "-i", "NONE", "--clean", "-u"])
-        .arg(workspace_root().join("tests/nvim/approve.lua"))
+    let file = s.project.join("notes.txt");
+    let (status, report, stderr) = nvim_driver(
+        s,
+        "approve.lua",
+        &[
+            ("TEST_FILE", file.as_os_str()),
+            ("TEST_LINE", "2".as_ref()),
+            ("TEST_ACTION", action.as_ref()),
+        ],
+    );
+    assert!(
+        status.success() && report.contains(" 0 failed"),
+        "neovim: {status}\n{report}\nstderr: {stderr}"
+    );
+    report
+}
+
+/// Runs the headless Neovim driver `tests/nvim/<driver>` against the scenario's daemon with the
+/// extra `TEST_*` environment; its exit status and its report (`N passed, N failed` and failures).
+fn nvim_driver(
+    s: &Scenario,
+    driver: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::ExitStatus, String, String) {
+    // A report file per run, so a run that writes none is never read as an earlier one's.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let result = s.daemon.dir.path().join(format!("nvim-{driver}-{n}.txt"));
+    let mut cmd = std::process::Command::new(nvim());
+    cmd.args(["--headless", "-n", "-i", "NONE", "--clean", "-u"])
+        .arg(workspace_root().join("tests/nvim").join(driver))
         .current_dir(&s.project)
         .env("TROUPE_BIN", BIN)
         .env("TROUPE_PLUGIN", workspace_root().join("editors/nvim"))
         .env("TROUPE_HOME", &s.daemon.layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
         .env("TEST_ROOT", &s.project)
-        .env("TEST_FILE", s.project.join("notes.txt"))
-        .env("TEST_LINE", "2")
-        .env("TEST_ACTION", action)
-        .env("TEST_RESULT", &result)
-        .output()
-        .unwrap();
+        .env("TEST_RESULT", &result);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
     let report = std::fs::read_to_string(&result).unwrap_or_default();
-    assert!(
-        out.status.success() && report.contains(" 0 failed"),
-        "neovim: {}\n{report}\nstderr: {}",
+    (
         out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    report
+        report,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 async fn run_end(s: &Scenario, run: &str) -> Value {
@@ -576,26 +596,10 @@ async fn neovim_troupe_runs_shows_a_pattern_run_as_its_tree() {
     let r = run_end(&s, &run).await;
     assert_eq!(r["result"]["output"], "b done", "{r}");
 
-    let result = s.daemon.dir.path().join("nvim-runs.txt");
-    let out = std::process::Command::new(nvim())
-        .args(["--headless", "-n", "-i", "NONE", "--clean", "-u"])
-        .arg(workspace_root().join("tests/nvim/runs.lua"))
-        .current_dir(&s.project)
-        .env("TROUPE_BIN", BIN)
-        .env("TROUPE_PLUGIN", workspace_root().join("editors/nvim"))
-        .env("TROUPE_HOME", &s.daemon.layout.data_dir)
-        .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
-        .env("TEST_ROOT", &s.project)
-        .env("TEST_RUN", &run)
-        .env("TEST_RESULT", &result)
-        .output()
-        .unwrap();
-    let report = std::fs::read_to_string(&result).unwrap_or_default();
+    let (status, report, stderr) = nvim_driver(&s, "runs.lua", &[("TEST_RUN", run.as_ref())]);
     assert!(
-        out.status.success() && report.starts_with("7 passed, 0 failed"),
-        "neovim: {}\n{report}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        status.success() && report.starts_with("7 passed, 0 failed"),
+        "neovim: {status}\n{report}\nstderr: {stderr}"
     );
 }
 
@@ -614,27 +618,17 @@ async fn neovim_shows_the_plan_and_timeline_and_votes_on_a_decision() {
         )
         .await
         .unwrap();
-    let result = s.daemon.dir.path().join("nvim-collab.txt");
-    let out = std::process::Command::new(nvim())
-        .args(["--headless", "-n", "-i", "NONE", "--clean", "-u"])
-        .arg(workspace_root().join("tests/nvim/collab.lua"))
-        .current_dir(&s.project)
-        .env("TROUPE_BIN", BIN)
-        .env("TROUPE_PLUGIN", workspace_root().join("editors/nvim"))
-        .env("TROUPE_HOME", &s.daemon.layout.data_dir)
-        .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
-        .env("TEST_ROOT", &s.project)
-        .env("TEST_PARTY", &party)
-        .env("TEST_OPTION", "no")
-        .env("TEST_RESULT", &result)
-        .output()
-        .unwrap();
-    let report = std::fs::read_to_string(&result).unwrap_or_default();
+    let (status, report, stderr) = nvim_driver(
+        &s,
+        "collab.lua",
+        &[
+            ("TEST_PARTY", party.as_ref()),
+            ("TEST_OPTION", "no".as_ref()),
+        ],
+    );
     assert!(
-        out.status.success() && report.starts_with("16 passed, 0 failed"),
-        "neovim: {}\n{report}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        status.success() && report.starts_with("16 passed, 0 failed"),
+        "neovim: {status}\n{report}\nstderr: {stderr}"
     );
     let d = c
         .call("list_decisions", json!({ "party_id": party }))

@@ -90,13 +90,13 @@ export async function activate(context: vscode.ExtensionContext) {
       const picked = await vscode.window.showQuickPick(definitions.map((d: any) => d.name), { title: 'Troupe: launch which party?' });
       if (picked) {
         const r = await call('launch_party', { name: picked });
-        PartyView.show(context, r.party_id);
+        showParty(context, r.party_id);
       }
     },
     'troupe.partyStatus': async () => {
       const id = await pickParty();
       if (id) {
-        PartyView.show(context, id);
+        showParty(context, id);
       }
     },
     'troupe.listAgents': async () => {
@@ -118,13 +118,13 @@ export async function activate(context: vscode.ExtensionContext) {
         { title: 'Troupe: the tree of which run?' },
       );
       if (picked) {
-        RunView.show(context, picked.id);
+        showRun(context, picked.id);
       }
     },
     'troupe.plan': async () => {
       const id = await pickParty();
       if (id) {
-        PlanView.show(context, id);
+        showPlan(context, id);
       }
     },
     'troupe.decide': async () => {
@@ -165,7 +165,7 @@ export async function activate(context: vscode.ExtensionContext) {
         { title: 'Troupe: whose timeline?' },
       );
       if (who) {
-        TimelineView.show(context, id, who.member);
+        showTimeline(context, id, who.member);
       }
     },
     'troupe.sendMessage': async () => {
@@ -231,46 +231,70 @@ export function deactivate(): Thenable<void> | undefined {
   return client?.stop();
 }
 
+/**
+ * A webview panel redrawn from `draw` every `everyMs` until it is closed, or until `draw` says
+ * nothing more will change. The party, run, plan and timeline views are all one of these.
+ */
+function liveView(
+  context: vscode.ExtensionContext,
+  kind: string,
+  title: string,
+  draw: () => Promise<{ html: string; more?: boolean }>,
+  everyMs = 500,
+) {
+  const panel = vscode.window.createWebviewPanel(kind, title, vscode.ViewColumn.Beside, {});
+  let stopped = false;
+  panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
+  const tick = async () => {
+    if (stopped) {
+      return;
+    }
+    let more = true;
+    try {
+      const drawn = await draw();
+      panel.webview.html = drawn.html;
+      more = drawn.more ?? true;
+    } catch (err) {
+      panel.webview.html = `<p>${escape(String(err))}</p>`;
+    }
+    if (more) {
+      setTimeout(tick, everyMs);
+    }
+  };
+  tick();
+}
+
 /** A live picture of a party: roles laid out by dependency depth, members coloured by state. */
-class PartyView {
-  static show(context: vscode.ExtensionContext, partyId: string) {
-    const panel = vscode.window.createWebviewPanel('troupeParty', 'Troupe party', vscode.ViewColumn.Beside, {});
-    let stopped = false;
-    panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
-    const tick = async () => {
-      if (stopped) {
-        return;
-      }
-      try {
-        panel.webview.html = render(await call('get_party_status', { party_id: partyId }));
-      } catch (err) {
-        panel.webview.html = `<p>${String(err)}</p>`;
-      }
-      setTimeout(tick, 500);
-    };
-    tick();
-  }
+function showParty(context: vscode.ExtensionContext, partyId: string) {
+  liveView(context, 'troupeParty', 'Troupe party', async () => ({
+    html: render(await call('get_party_status', { party_id: partyId })),
+  }));
 }
 
 /** A party's plan, live: the collaboration state and each step's state, owner and acceptance. */
-class PlanView {
-  static show(context: vscode.ExtensionContext, partyId: string) {
-    const panel = vscode.window.createWebviewPanel('troupePlan', 'Troupe plan', vscode.ViewColumn.Beside, {});
-    let stopped = false;
-    panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
-    const tick = async () => {
-      if (stopped) {
-        return;
-      }
-      try {
-        panel.webview.html = renderPlan(await call('get_plan', { party_id: partyId }));
-      } catch (err) {
-        panel.webview.html = `<p>${escape(String(err))}</p>`;
-      }
-      setTimeout(tick, 1000);
+function showPlan(context: vscode.ExtensionContext, partyId: string) {
+  liveView(context, 'troupePlan', 'Troupe plan', async () => ({
+    html: renderPlan(await call('get_plan', { party_id: partyId })),
+  }), 1000);
+}
+
+/** A party's timeline, live, optionally only what concerns one member (a role). */
+function showTimeline(context: vscode.ExtensionContext, partyId: string, member?: string) {
+  liveView(context, 'troupeTimeline', `Troupe timeline${member ? ` — ${member}` : ''}`, async () => {
+    const { events } = await call('list_events', { party_id: partyId, limit: 1000 });
+    return { html: renderTimeline(events, member) };
+  }, 1000);
+}
+
+/** A run and every run it started (pattern steps, subagents), live until the root has ended. */
+function showRun(context: vscode.ExtensionContext, runId: string) {
+  liveView(context, 'troupeRun', 'Troupe run', async () => {
+    const tree = await call('get_run_tree', { run_id: runId });
+    return {
+      html: renderRunTree(tree),
+      more: tree.runs.some((r: any) => r.status === 'running' || r.status === 'pending'),
     };
-    tick();
-  }
+  });
 }
 
 const STEP_COLOURS: Record<string, string> = {
@@ -298,28 +322,6 @@ td, th { padding: 2px 8px; text-align: left; }
 ${draft}</body></html>`;
 }
 
-/** A party's timeline, live, optionally only what concerns one member (a role). */
-class TimelineView {
-  static show(context: vscode.ExtensionContext, partyId: string, member?: string) {
-    const panel = vscode.window.createWebviewPanel('troupeTimeline', `Troupe timeline${member ? ` — ${member}` : ''}`, vscode.ViewColumn.Beside, {});
-    let stopped = false;
-    panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
-    const tick = async () => {
-      if (stopped) {
-        return;
-      }
-      try {
-        const { events } = await call('list_events', { party_id: partyId, limit: 1000 });
-        panel.webview.html = renderTimeline(events, member);
-      } catch (err) {
-        panel.webview.html = `<p>${escape(String(err))}</p>`;
-      }
-      setTimeout(tick, 1000);
-    };
-    tick();
-  }
-}
-
 /** Whether a timeline event concerns `member` (a role or a session id). */
 function concerns(e: any, member: string): boolean {
   const d = e.data ?? {};
@@ -340,32 +342,6 @@ body { font-family: var(--vscode-font-family); color: var(--vscode-foreground); 
 ul { list-style: none; padding: 0; } .data { opacity: 0.75; }
 </style></head><body><h3 id="timeline-title">${member ? `Timeline of ${escape(member)}` : 'Timeline'}</h3>
 <ul id="timeline">${rows}</ul></body></html>`;
-}
-
-/** A run and every run it started (pattern steps, subagents), live until the root has ended. */
-class RunView {
-  static show(context: vscode.ExtensionContext, runId: string) {
-    const panel = vscode.window.createWebviewPanel('troupeRun', 'Troupe run', vscode.ViewColumn.Beside, {});
-    let stopped = false;
-    panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
-    const tick = async () => {
-      if (stopped) {
-        return;
-      }
-      let live = true;
-      try {
-        const tree = await call('get_run_tree', { run_id: runId });
-        panel.webview.html = renderRunTree(tree);
-        live = tree.runs.some((r: any) => r.status === 'running' || r.status === 'pending');
-      } catch (err) {
-        panel.webview.html = `<p>${String(err)}</p>`;
-      }
-      if (live) {
-        setTimeout(tick, 500);
-      }
-    };
-    tick();
-  }
 }
 
 const RUN_COLOURS: Record<string, string> = {

@@ -332,7 +332,7 @@ pub async fn check_step_budgets(ctx: &Ctx, run_id: &str) {
         let now = role_usage(&ctx.store, &party, &role);
         let base: Usage = serde_json::from_value(step.usage_at_start.clone()).unwrap_or_default();
         let files = if budget.counts_files() {
-            count_files(run.workdir.as_deref(), &party.row.repo_root).await
+            crate::budgets::count_files(run.workdir.as_deref(), &party.row.repo_root).await
         } else {
             None
         };
@@ -349,17 +349,6 @@ pub async fn check_step_budgets(ctx: &Ctx, run_id: &str) {
             trip_step(ctx, &party, &step, &why).await;
         }
     }
-}
-
-/// Files changed in a checkout (none counted outside a git repository).
-pub async fn count_files(workdir: Option<&str>, repo_root: &str) -> Option<i64> {
-    let workdir = PathBuf::from(workdir?);
-    let root = PathBuf::from(repo_root);
-    tokio::task::spawn_blocking(move || troupe_worktree::changed_files(&workdir, &root).ok())
-        .await
-        .ok()
-        .flatten()
-        .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 /// A step went over its budget: blocked, its owner's runs stopped (their role pauses), the

@@ -5,6 +5,7 @@
 //! crate and reach it through `registry::handler` and `daemon::Daemon`.
 
 pub mod boot;
+pub mod budgets;
 pub mod builtin;
 pub mod collab;
 pub mod daemon;

@@ -8,23 +8,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;
 
 use crate::events::append_event;
+use crate::orchestration::json_col;
 use crate::{DecisionRecord, NewEvent, PlanReview, PlanStep, PlanVersion, Store, StoreError, Vote};
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-
-fn json_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Value> {
-    let text: String = row.get(i)?;
-    serde_json::from_str(&text).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-    })
-}
-
-fn strings(row: &Row<'_>, i: usize) -> rusqlite::Result<Vec<String>> {
-    let v = json_text(row, i)?;
-    serde_json::from_value(v).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-    })
-}
 
 const PLAN_COLUMNS: &str = "party_id, version, status, steps, summary, proposed_by, \
                             committed_by, created_at, committed_at";
@@ -34,7 +21,7 @@ fn plan_from_row(row: &Row<'_>) -> rusqlite::Result<PlanVersion> {
         party_id: row.get(0)?,
         version: row.get(1)?,
         status: row.get(2)?,
-        steps: json_text(row, 3)?,
+        steps: json_col(row, 3)?,
         summary: row.get(4)?,
         proposed_by: row.get(5)?,
         committed_by: row.get(6)?,
@@ -91,11 +78,11 @@ fn step_from_row(row: &Row<'_>) -> rusqlite::Result<PlanStep> {
         position: row.get(1)?,
         plan_version: row.get(2)?,
         owner_role: row.get(3)?,
-        spec: json_text(row, 4)?,
+        spec: json_col(row, 4)?,
         state: row.get(5)?,
         reason: row.get(6)?,
         started_at_ms: row.get(7)?,
-        usage_at_start: json_text(row, 8)?,
+        usage_at_start: json_col(row, 8)?,
         updated_at: row.get(9)?,
     })
 }
@@ -117,9 +104,9 @@ fn decision_from_row(row: &Row<'_>) -> rusqlite::Result<DecisionRecord> {
         decision_id: row.get(0)?,
         party_id: row.get(1)?,
         topic: row.get(2)?,
-        options: strings(row, 3)?,
+        options: json_col(row, 3)?,
         evidence: row.get(4)?,
-        voters: strings(row, 5)?,
+        voters: json_col(row, 5)?,
         step_id: row.get(6)?,
         proposed_by: row.get(7)?,
         deadline_ms: row.get(8)?,

@@ -52,7 +52,11 @@ fn parse_run_status(s: &str) -> Result<RunStatus, StoreError> {
     serde_json::from_value(Value::String(s.to_string())).map_err(StoreError::from)
 }
 
-fn json_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Value> {
+/// A JSON text column, parsed (a column that does not parse is a conversion failure).
+pub(crate) fn json_col<T: serde::de::DeserializeOwned>(
+    row: &Row<'_>,
+    i: usize,
+) -> rusqlite::Result<T> {
     let text: String = row.get(i)?;
     serde_json::from_str(&text).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))

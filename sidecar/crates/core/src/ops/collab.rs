@@ -53,39 +53,36 @@ pub async fn propose_plan(d: &Daemon, p: ProposePlanParams) -> Result<PlanResult
     Ok(PlanResult { plan })
 }
 
-/// The draft named, or the latest.
-fn draft_version(
+/// The plan version named, or the latest draft (one read of the plans for both).
+fn draft(
     d: &Daemon,
     op: &'static str,
     party_id: &str,
     version: Option<i64>,
-) -> Result<i64, ApiError> {
-    if let Some(v) = version {
-        return Ok(v);
+) -> Result<troupe_store::PlanVersion, ApiError> {
+    let plans = d.store.plans(party_id)?;
+    match version {
+        Some(v) => plans
+            .into_iter()
+            .find(|p| p.version == v)
+            .ok_or_else(|| ApiError::NotFound {
+                what: "plan version".into(),
+                id: format!("{party_id}/{v}"),
+            }),
+        None => plans
+            .into_iter()
+            .rev()
+            .find(|p| p.status == "draft")
+            .ok_or_else(|| ApiError::invalid(op, format!("party {party_id} has no draft plan"))),
     }
-    d.store
-        .plans(party_id)?
-        .into_iter()
-        .rev()
-        .find(|p| p.status == "draft")
-        .map(|p| p.version)
-        .ok_or_else(|| ApiError::invalid(op, format!("party {party_id} has no draft plan")))
 }
 
 pub async fn review_plan(d: &Daemon, p: ReviewPlanParams) -> Result<PlanResult, ApiError> {
     const OP: &str = "review_plan";
     let (party, caller) = party_and_caller(d, &p.party_id, p.session_id.as_deref())?;
     party.check_live()?;
-    let version = draft_version(d, OP, &p.party_id, p.version)?;
-    let draft = d
-        .store
-        .plans(&p.party_id)?
-        .into_iter()
-        .find(|v| v.version == version)
-        .ok_or_else(|| ApiError::NotFound {
-            what: "plan version".into(),
-            id: format!("{}/{version}", p.party_id),
-        })?;
+    let draft = draft(d, OP, &p.party_id, p.version)?;
+    let version = draft.version;
     if !caller.is_person() && draft.proposed_by.as_deref() == Some(caller.name.as_str()) {
         return Err(ApiError::Forbidden(format!(
             "{} proposed plan version {version}; a teammate reviews it",
@@ -131,16 +128,8 @@ pub async fn commit_plan(d: &Daemon, p: CommitPlanParams) -> Result<PlanResult, 
             caller.name
         )));
     }
-    let version = draft_version(d, OP, &p.party_id, p.version)?;
-    let draft = d
-        .store
-        .plans(&p.party_id)?
-        .into_iter()
-        .find(|v| v.version == version)
-        .ok_or_else(|| ApiError::NotFound {
-            what: "plan version".into(),
-            id: format!("{}/{version}", p.party_id),
-        })?;
+    let draft = draft(d, OP, &p.party_id, p.version)?;
+    let version = draft.version;
     // A reviewer's latest word on this version counts.
     let mut latest: std::collections::BTreeMap<&str, &str> = Default::default();
     for r in &draft.reviews {
@@ -204,39 +193,38 @@ pub async fn get_plan(d: &Daemon, p: PartyIdParams) -> Result<PlanView, ApiError
     let party = PartyView::load(&d.store, &p.party_id)?;
     let plans = d.store.plans(&p.party_id)?;
     let steps = d.store.plan_steps(&p.party_id)?;
-    let committed = plans
-        .iter()
-        .rev()
-        .find(|v| v.status == "committed")
-        .cloned();
-    let draft = plans.iter().rev().find(|v| v.status == "draft").cloned();
-    let states: Vec<StepState> = steps.iter().map(state_of).collect();
+    let latest = |status: &str| plans.iter().rev().find(|v| v.status == status).cloned();
     Ok(PlanView {
+        collab_state: state(&party.row.status, &plans, &steps),
+        committed: latest("committed"),
+        draft: latest("draft"),
         party_id: p.party_id,
-        collab_state: rules::collab_state(
-            &party.row.status,
-            draft.is_some(),
-            committed.as_ref().map(|_| states.as_slice()),
-        ),
-        committed,
-        draft,
         steps,
     })
 }
 
 /// The collaboration state shown by `get_party_status`.
 pub fn collab_state_of(d: &Daemon, party_id: &str, status: &str) -> rules::CollabState {
-    let plans = d.store.plans(party_id).unwrap_or_default();
-    let drafting = plans.iter().any(|v| v.status == "draft");
-    let committed = plans.iter().any(|v| v.status == "committed");
-    let states: Vec<StepState> = d
-        .store
-        .plan_steps(party_id)
-        .unwrap_or_default()
-        .iter()
-        .map(state_of)
-        .collect();
-    rules::collab_state(status, drafting, committed.then_some(states.as_slice()))
+    state(
+        status,
+        &d.store.plans(party_id).unwrap_or_default(),
+        &d.store.plan_steps(party_id).unwrap_or_default(),
+    )
+}
+
+/// Where a party's collaboration is, from its status, its plan versions and its steps.
+fn state(
+    status: &str,
+    plans: &[troupe_store::PlanVersion],
+    steps: &[PlanStep],
+) -> rules::CollabState {
+    let states: Vec<StepState> = steps.iter().map(state_of).collect();
+    let has = |status: &str| plans.iter().any(|v| v.status == status);
+    rules::collab_state(
+        status,
+        has("draft"),
+        has("committed").then_some(states.as_slice()),
+    )
 }
 
 fn load_step(d: &Daemon, party_id: &str, step_id: &str) -> Result<PlanStep, ApiError> {
