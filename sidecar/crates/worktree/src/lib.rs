@@ -1,6 +1,12 @@
 //! Git isolation for party members and agents: a linked worktree on its own branch, or a local
 //! clone, created under the daemon's data dir. The only crate that touches git. Cleanup never
 //! throws away uncommitted or unmerged work unless forced. Names are checked, never escaped.
+//! Reviewing a branch (`review`), landing branches (`land`) and predicting their conflicts
+//! (`radar`) each have their own room.
+
+pub mod land;
+pub mod radar;
+pub mod review;
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +25,22 @@ pub enum WorktreeError {
     Dirty { path: PathBuf },
     #[error("branch {branch} has commits not merged into {base}; pass force to delete them")]
     Unmerged { branch: String, base: String },
+    #[error("branch {0} does not exist (has the member started?)")]
+    NoBranch(String),
+    #[error("target branch {0} does not exist")]
+    NoTargetBranch(String),
+    #[error("the main checkout is not on a branch; name the target branch")]
+    NoTarget,
+    #[error(
+        "{target} moved while the work was being integrated; land again to integrate onto its new tip"
+    )]
+    TargetMoved { target: String },
+    #[error("{target} is checked out at {} with uncommitted changes ({}); commit or stash them, then land again (nothing was changed)", path.display(), files.join(", "))]
+    TargetDirty {
+        target: String,
+        path: PathBuf,
+        files: Vec<String>,
+    },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{0}")]

@@ -101,3 +101,227 @@ fn clones_and_bad_names() {
         Err(WorktreeError::NoCommits(_))
     ));
 }
+
+/// A repository with `README` and `shared.txt` (ten lines), on branch `main`, and a member
+/// worktree per name, each with the given files written and committed.
+fn landing_repo(tmp: &Path) -> PathBuf {
+    let root = tmp.join("repo");
+    std::fs::create_dir(&root).unwrap();
+    let lines: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(root.join("shared.txt"), lines).unwrap();
+    std::fs::write(root.join("README"), "hi\n").unwrap();
+    let repo = Repository::init_opts(
+        &root,
+        git2::RepositoryInitOptions::new().initial_head("main"),
+    )
+    .unwrap();
+    drop(repo);
+    commit_all(&root, "init").unwrap();
+    root
+}
+
+fn member(root: &Path, role: &'static str, files: &[(&str, &str)]) -> String {
+    let name = MemberName {
+        party: "p1",
+        role,
+        index: 0,
+    };
+    let co = ensure_worktree(root, &root.parent().unwrap().join("wt"), name).unwrap();
+    for (f, text) in files {
+        std::fs::write(co.path.join(f), text).unwrap();
+    }
+    commit_all(&co.path, &format!("{role} work")).unwrap();
+    co.branch
+}
+
+fn edit_line(n: usize, text: &str) -> String {
+    (1..=10)
+        .map(|i| {
+            if i == n {
+                format!("{text}\n")
+            } else {
+                format!("line {i}\n")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn review_shows_a_members_diff_commits_and_versions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let dev = member(
+        &root,
+        "dev",
+        &[
+            ("a.rs", "fn a() {}\n"),
+            ("shared.txt", &edit_line(3, "three")),
+        ],
+    );
+    let state = review::branch_state(&root, &dev, None).unwrap();
+    assert_eq!(
+        (state.ahead, state.behind, state.target.as_str()),
+        (1, 0, "main")
+    );
+    assert_eq!(state.changed_files, ["a.rs", "shared.txt"]);
+    let (_, files) = review::branch_diff(&root, &dev, None, None).unwrap();
+    let shared = files.iter().find(|f| f.path == "shared.txt").unwrap();
+    assert_eq!(
+        (shared.status.as_str(), shared.additions, shared.deletions),
+        ("modified", 1, 1)
+    );
+    assert!(
+        shared.patch.contains("-line 3\n+three\n"),
+        "{}",
+        shared.patch
+    );
+    assert_eq!(
+        files.iter().find(|f| f.path == "a.rs").unwrap().status,
+        "added"
+    );
+    let (_, only) = review::branch_diff(&root, &dev, None, Some("a.rs")).unwrap();
+    assert_eq!(only.len(), 1);
+    let (base, head) = review::file_versions(&root, &dev, None, "a.rs").unwrap();
+    assert_eq!((base, head.as_deref()), (None, Some("fn a() {}\n")));
+    let (_, commits) = review::branch_commits(&root, &dev, None).unwrap();
+    assert_eq!(commits.len(), 1);
+    assert_eq!(commits[0].summary, "dev work");
+    assert!(matches!(
+        review::branch_state(&root, "troupe/p1/nobody-0", None),
+        Err(WorktreeError::NoBranch(_))
+    ));
+    assert!(matches!(
+        review::branch_state(&root, &dev, Some("nope")),
+        Err(WorktreeError::NoTargetBranch(_))
+    ));
+}
+
+fn integrate_all(root: &Path, branches: &[&String], strategy: land::Strategy) -> land::Integration {
+    let list: Vec<(String, String)> = branches
+        .iter()
+        .map(|b| (b.to_string(), b.rsplit('/').next().unwrap().to_string()))
+        .collect();
+    land::integrate(root, None, &list, strategy, "troupe/p1/landing").unwrap()
+}
+
+#[test]
+fn landing_integrates_in_order_and_moves_a_clean_target() {
+    for strategy in [
+        land::Strategy::Merge,
+        land::Strategy::Rebase,
+        land::Strategy::Squash,
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = landing_repo(tmp.path());
+        let a = member(&root, "a", &[("a.txt", "a\n")]);
+        let b = member(&root, "b", &[("b.txt", "b\n")]);
+        let repo = Repository::open(&root).unwrap();
+        let start = repo
+            .head()
+            .unwrap()
+            .peel_to_commit()
+            .unwrap()
+            .id()
+            .to_string();
+        let result = integrate_all(&root, &[&a, &b], strategy);
+        assert_eq!(result.start, start);
+        assert!(
+            result
+                .outcomes
+                .iter()
+                .all(|(_, o)| matches!(o, land::BranchOutcome::Integrated { commits: 1, .. })),
+            "{result:?}"
+        );
+        let wt = land::checkout_integration(
+            &root,
+            &tmp.path().join("land"),
+            "troupe-p1-landing",
+            "troupe/p1/landing",
+        )
+        .unwrap();
+        assert!(wt.join("a.txt").exists() && wt.join("b.txt").exists());
+        land::advance_target(&root, "main", &result.start, &result.tip).unwrap();
+        // The checked-out target's files moved with it.
+        assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b\n");
+        let head = repo.head().unwrap().peel_to_commit().unwrap();
+        assert_eq!(head.id().to_string(), result.tip);
+        let parents = match strategy {
+            land::Strategy::Merge => 2, // a fast-forwarded, b merged
+            _ => 1,
+        };
+        assert_eq!(head.parent_count(), parents, "{strategy:?}");
+        assert!(!is_dirty(&root).unwrap());
+        // Landed branches are now merged: cleanup would remove them.
+        assert!(is_merged(&repo, &a).unwrap() || strategy != land::Strategy::Merge);
+    }
+}
+
+#[test]
+fn a_conflict_leaves_its_branch_out_and_the_rest_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let a = member(&root, "a", &[("shared.txt", &edit_line(5, "five by a"))]);
+    let b = member(&root, "b", &[("shared.txt", &edit_line(5, "five by b"))]);
+    let c = member(&root, "c", &[("c.txt", "c\n")]);
+    let result = integrate_all(&root, &[&a, &b, &c], land::Strategy::Merge);
+    let outcome = |br: &String| &result.outcomes.iter().find(|(x, _)| x == br).unwrap().1;
+    assert!(matches!(
+        outcome(&a),
+        land::BranchOutcome::Integrated { .. }
+    ));
+    let land::BranchOutcome::Conflict(files) = outcome(&b) else {
+        panic!("{result:?}")
+    };
+    assert_eq!(files[0].path, "shared.txt");
+    assert!(
+        files[0].hunks[0].contains("five by a") && files[0].hunks[0].contains("five by b"),
+        "{files:?}"
+    );
+    assert!(matches!(
+        outcome(&c),
+        land::BranchOutcome::Integrated { .. }
+    ));
+    // The member branches did not move.
+    let repo = Repository::open(&root).unwrap();
+    assert_eq!(review::branch_state(&root, &b, None).unwrap().ahead, 1);
+    drop(repo);
+
+    // The radar sees the same conflict before anything lands, with the lines at the fork.
+    let mut radar = radar::Radar::new();
+    let branches: Vec<(String, String)> = [("a", &a), ("b", &b), ("c", &c)]
+        .iter()
+        .map(|(l, br)| (l.to_string(), br.to_string()))
+        .collect();
+    let found = radar.scan(&root, None, &branches).unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!((found[0].a.as_str(), found[0].b.as_str()), ("a", "b"));
+    assert_eq!(found[0].files, ["shared.txt"]);
+    assert_eq!(
+        (found[0].ranges[0].start_line, found[0].ranges[0].end_line),
+        (5, 5)
+    );
+    let merges = radar.merges;
+    assert_eq!(radar.scan(&root, None, &branches).unwrap(), found);
+    assert_eq!(radar.merges, merges, "nothing moved: nothing merged again");
+}
+
+#[test]
+fn a_dirty_or_moved_target_is_never_touched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let a = member(&root, "a", &[("README", "changed by a\n")]);
+    let result = integrate_all(&root, &[&a], land::Strategy::Merge);
+    std::fs::write(root.join("README"), "local edit\n").unwrap();
+    let err = land::advance_target(&root, "main", &result.start, &result.tip).unwrap_err();
+    assert!(matches!(err, WorktreeError::TargetDirty { .. }), "{err}");
+    assert!(err.to_string().contains("README"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("README")).unwrap(),
+        "local edit\n"
+    );
+    std::fs::write(root.join("README"), "hi\n").unwrap();
+    std::fs::write(root.join("new.txt"), "moved\n").unwrap();
+    commit_all(&root, "the person commits meanwhile").unwrap();
+    let err = land::advance_target(&root, "main", &result.start, &result.tip).unwrap_err();
+    assert!(matches!(err, WorktreeError::TargetMoved { .. }), "{err}");
+}
