@@ -19,6 +19,7 @@ mod durability;
 mod editors;
 mod fuzz;
 mod hooks;
+mod landing;
 mod mcp;
 mod messaging;
 mod mock_llm;

@@ -209,6 +209,24 @@ macro_rules! for_each_operation {
         reassign_task(ReassignTaskParams) -> TaskResult;
         /// Remove a finished party's worktrees and clones (keeps unmerged or uncommitted work unless forced).
         cleanup_party(CleanupPartyParams) -> CleanupResult;
+        /// Every managed checkout (party, member, branch, fork point, ahead/behind, dirty,
+        /// changed files).
+        list_worktrees(ListWorktreesParams) -> WorktreesResult;
+        /// A member's committed work against its fork point, file by file with stats (or one
+        /// file with both versions).
+        get_member_diff(MemberDiffParams) -> MemberDiffResult;
+        /// A member's commits not on the target, oldest first.
+        list_member_commits(MemberParams) -> MemberCommitsResult;
+        /// Approve a member's work, request changes or comment (on lines or the whole change):
+        /// on the timeline and sent to the member.
+        review_member(ReviewMemberParams) -> ReviewMemberResult;
+        /// The merge queue: members' branches integrated one at a time in DAG order on an
+        /// integration branch in its own worktree, tested there, and the target moved only if
+        /// the tests pass; a conflict leaves that branch out and tells its member and the person.
+        land_party(LandPartyParams) -> LandResult;
+        /// The conflict radar's current predictions: members' branches (or a branch and the
+        /// target) that would conflict, with files and line ranges.
+        list_conflicts(ListConflictsParams) -> ConflictsResult;
         /// Propose a plan for a party (seed 004): steps with an owner role, acceptance text,
         /// tool policy, budget and dependencies; a new draft version, checked (owners are roles,
         /// no dependency cycle).

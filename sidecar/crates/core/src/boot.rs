@@ -51,6 +51,7 @@ pub async fn start(
         hub,
         orchestrator,
         plugins: plugins.clone(),
+        radar: Arc::default(),
         config,
         layout,
         ws_addr,
@@ -65,6 +66,12 @@ pub async fn start(
     boot.start().await?;
     // Decisions still open get their voting windows back; step clocks are re-armed.
     crate::collab::resume(&crate::collab::Ctx::of(&daemon));
+    tokio::spawn(
+        daemon
+            .radar
+            .clone()
+            .run(crate::collab::Ctx::of(&daemon), daemon.shutdown_requested()),
+    );
     plugins.watch();
     if plugins.any_installed() {
         // Build the engine and load the plugins off the start-up path.

@@ -26,24 +26,14 @@ use crate::orchestrator::{Command, Orchestrator, Snapshot, party_label};
 /// Who a person is, as a voter, reviewer or proposer.
 pub const PERSON: &str = "person";
 
-/// What the collaboration code needs of the daemon (cheap to clone, for timers).
+/// What the collaboration code needs of the daemon (cheap to clone, for timers); the daemon
+/// makes one with `Ctx::of`.
 #[derive(Clone)]
 pub struct Ctx {
     pub store: Store,
     pub hub: Arc<Hub>,
     pub layout: Layout,
     pub orchestrator: Orchestrator,
-}
-
-impl Ctx {
-    pub fn of(d: &crate::daemon::Daemon) -> Ctx {
-        Ctx {
-            store: d.store.clone(),
-            hub: d.hub.clone(),
-            layout: d.layout.clone(),
-            orchestrator: d.orchestrator.clone(),
-        }
-    }
 }
 
 pub fn now_ms() -> i64 {

@@ -31,6 +31,8 @@ pub struct Daemon {
     pub hub: Arc<Hub>,
     pub orchestrator: crate::orchestrator::Orchestrator,
     pub plugins: Arc<crate::plugins::Plugins>,
+    /// The conflict radar over running parties' member branches.
+    pub radar: Arc<crate::radar::Radar>,
     pub config: Config,
     pub layout: Layout,
     pub ws_addr: SocketAddr,
@@ -39,6 +41,18 @@ pub struct Daemon {
     /// The `daemon_started` event's write, awaited before `daemon_stopped` is written.
     pub(crate) started_event:
         Mutex<Option<tokio::task::JoinHandle<Result<i64, troupe_store::StoreError>>>>,
+}
+
+impl crate::collab::Ctx {
+    /// What the collaboration, landing and radar code need of the daemon.
+    pub fn of(d: &Daemon) -> Self {
+        Self {
+            store: d.store.clone(),
+            hub: d.hub.clone(),
+            layout: d.layout.clone(),
+            orchestrator: d.orchestrator.clone(),
+        }
+    }
 }
 
 impl Daemon {

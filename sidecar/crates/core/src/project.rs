@@ -1,8 +1,20 @@
 //! Resolves a working directory to its project root: the main checkout of the git repository
 //! it is in (a linked worktree resolves to the repository it belongs to), or the directory
-//! itself when it is not in a repository. Reads `.git` files only; never runs git.
+//! itself when it is not in a repository. Reads `.git` files only; never runs git. It also
+//! holds the lock every git write of the daemon takes.
 
 use std::fs;
+
+/// Serialises the daemon's git writes (checkouts, integration branches, target moves): git takes
+/// locks in the repository (refs, worktree admin dirs), so one at a time.
+static GIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the git lock until dropped (a panicked holder does not block the next).
+pub fn git_lock() -> std::sync::MutexGuard<'static, ()> {
+    GIT_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 use std::path::{Path, PathBuf};
 
 /// The project root and a display name for `cwd`.

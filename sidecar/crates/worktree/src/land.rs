@@ -134,6 +134,9 @@ fn integrate_one(
                 return Ok(Err(conflicts_of(repo, &index)?));
             }
             let tree = repo.find_tree(index.write_tree_to(repo)?)?;
+            if tree.id() == onto_commit.tree_id() {
+                return Ok(Ok((onto, 0))); // landed before (squashed or rebased)
+            }
             let n = commits_between(repo, onto, head)?.len();
             let message = format!("Merge {branch} ({label})");
             let id = repo.commit(
@@ -152,6 +155,9 @@ fn integrate_one(
                 return Ok(Err(conflicts_of(repo, &index)?));
             }
             let tree = repo.find_tree(index.write_tree_to(repo)?)?;
+            if tree.id() == onto_commit.tree_id() {
+                return Ok(Ok((onto, 0)));
+            }
             let commits = commits_between(repo, onto, head)?;
             let mut message = format!("{label}: {branch}\n\n");
             for c in &commits {

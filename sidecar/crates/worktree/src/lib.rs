@@ -339,9 +339,14 @@ fn is_merged(repo: &Repository, branch: &str) -> Result<bool, WorktreeError> {
     let Ok(b) = repo.find_branch(branch, BranchType::Local) else {
         return Ok(true);
     };
-    let tip = b.get().peel_to_commit()?.id();
-    let head = repo.head()?.peel_to_commit()?.id();
-    Ok(tip == head || repo.graph_descendant_of(head, tip)?)
+    let tip = b.get().peel_to_commit()?;
+    let head = repo.head()?.peel_to_commit()?;
+    if tip.id() == head.id() || repo.graph_descendant_of(head.id(), tip.id())? {
+        return Ok(true);
+    }
+    // Landed by rebase or squash: its commits are not ancestors, but merging it changes nothing.
+    let mut index = repo.merge_commits(&head, &tip, None)?;
+    Ok(!index.has_conflicts() && index.write_tree_to(repo)? == head.tree_id())
 }
 
 #[cfg(test)]

@@ -29,10 +29,13 @@ pub struct PredictedConflict {
     pub ranges: Vec<ConflictRange>,
 }
 
+/// The conflicting files of one pair, each with its line ranges.
+type PairConflicts = Vec<(String, Vec<ConflictRange>)>;
+
 /// One radar per repository; it remembers the result for each pair of tips it has merged.
 #[derive(Debug, Default)]
 pub struct Radar {
-    cache: HashMap<(Oid, Oid), Vec<(String, Vec<ConflictRange>)>>,
+    cache: HashMap<(Oid, Oid), PairConflicts>,
     /// Merges done since the radar was made (a cache hit does none).
     pub merges: u64,
 }
@@ -76,12 +79,7 @@ impl Radar {
     }
 
     /// The conflicting files (with ranges) of merging the commits `a` and `b`.
-    fn pair(
-        &mut self,
-        repo: &Repository,
-        a: Oid,
-        b: Oid,
-    ) -> Result<Vec<(String, Vec<ConflictRange>)>, WorktreeError> {
+    fn pair(&mut self, repo: &Repository, a: Oid, b: Oid) -> Result<PairConflicts, WorktreeError> {
         let key = if a < b { (a, b) } else { (b, a) };
         if let Some(hit) = self.cache.get(&key) {
             return Ok(hit.clone());
@@ -153,7 +151,7 @@ impl Radar {
             .filter_map(|(label, branch)| tip(&repo, branch).ok().map(|t| (label.as_str(), t)))
             .collect();
         let mut found = Vec::new();
-        let mut record = |a: &str, b: &str, hits: Vec<(String, Vec<ConflictRange>)>| {
+        let mut record = |a: &str, b: &str, hits: PairConflicts| {
             if !hits.is_empty() {
                 found.push(PredictedConflict {
                     a: a.to_string(),

@@ -254,3 +254,19 @@ pub(crate) fn commits_between<'r>(
     }
     Ok(out)
 }
+
+/// Each branch's tip (`None` where it does not exist), then the main checkout's HEAD commit:
+/// what changes when anyone commits (one repository open, reads only).
+pub fn tips(repo_root: &Path, branches: &[&str]) -> Result<Vec<Option<String>>, WorktreeError> {
+    let repo = Repository::open(repo_root)?;
+    let head = repo
+        .head()
+        .ok()
+        .and_then(|h| h.peel_to_commit().ok())
+        .map(|c| c.id().to_string());
+    Ok(branches
+        .iter()
+        .map(|b| tip(&repo, b).ok().map(|t| t.to_string()))
+        .chain([head])
+        .collect())
+}

@@ -248,6 +248,10 @@ pub async fn complete(d: &Daemon, p: CompleteParams) -> Result<CompleteResult, A
     d.orchestrator.tell(Command::RunCompleted {
         run_id: run.run_id.clone(),
     });
+    if run.party_id.is_some() {
+        // A member's last commit is in: the radar looks now.
+        d.radar.kick();
+    }
     Ok(CompleteResult {
         run_id: run.run_id,
         status: run.status,

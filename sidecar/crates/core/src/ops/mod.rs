@@ -5,6 +5,7 @@ mod agents;
 pub mod approvals;
 mod collab;
 mod hooks;
+mod landing;
 mod parties;
 mod plugins;
 
@@ -15,6 +16,7 @@ pub use approvals::{
 };
 pub use collab::*;
 pub use hooks::*;
+pub use landing::*;
 pub use parties::*;
 pub use plugins::*;
 

@@ -389,9 +389,6 @@ pub(super) fn write_mirror(dir: &Path, file: &str, text: &str) -> std::io::Resul
     std::fs::rename(tmp, dir.join(file))
 }
 
-/// Serialises git checkouts (see `isolate`).
-static GIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// The member's working directory: the project itself, a worktree, or a clone.
 pub(crate) async fn isolate(
     layout: &Layout,
@@ -410,9 +407,7 @@ pub(crate) async fn isolate(
     tokio::task::spawn_blocking(move || {
         // git takes locks in the repository (refs, worktree admin dirs): one checkout at a
         // time, even when a step spawns many members at once.
-        let _one_at_a_time = GIT_LOCK
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _one_at_a_time = crate::project::git_lock();
         let name = troupe_worktree::MemberName {
             party: &label,
             role: &role,

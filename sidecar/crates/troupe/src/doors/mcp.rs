@@ -58,6 +58,11 @@ const AGENT_TOOLS: &[&str] = &[
     "propose_decision",
     "vote",
     "list_decisions",
+    // Landing the work: read the members' branches and the radar's predictions.
+    "list_worktrees",
+    "get_member_diff",
+    "list_member_commits",
+    "list_conflicts",
 ];
 
 /// Operations only a party's leader gets.
@@ -78,6 +83,9 @@ const LEADER_TOOLS: &[&str] = &[
     // The leader commits the plan and breaks ties.
     "commit_plan",
     "commit_decision",
+    // The leader reviews members' work and runs the merge queue.
+    "review_member",
+    "land_party",
 ];
 
 /// Params the door fills from the calling session (the model does not see them).

@@ -1,0 +1,561 @@
+//! Landing a party's work: its members' checkouts in DAG order, measured and reviewed, and the
+//! merge queue (`land`): branches integrated one at a time on `troupe/<party>/landing` in its
+//! own worktree, the test command run there, the target moved only when it passes. A conflict
+//! leaves that branch out, and its member and the person are told. The git work is
+//! `troupe_worktree`'s; this room decides what to land, runs the tests and tells people.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+use troupe_api::ApiError;
+use troupe_api::types::*;
+use troupe_engine::Isolation;
+use troupe_store::{MemberRow, NewEvent, Recipients};
+use troupe_worktree::WorktreeError;
+use troupe_worktree::land::{self as git_land, BranchOutcome, Strategy};
+
+use crate::collab::{Ctx, PartyView, tell_person};
+use crate::orchestrator::party_label;
+
+/// One landing at a time per daemon: landings move refs and share integration worktrees.
+static LAND_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Default and most seconds a test command may take.
+const DEFAULT_TEST_SECS: u64 = 600;
+/// Test output kept in the result.
+const TEST_OUTPUT_TAIL: usize = 8 * 1024;
+
+/// A git error as an API error: missing branches and targets are named as not found, a dirty
+/// or moved target is a conflict, the rest internal.
+pub fn git_error(e: WorktreeError) -> ApiError {
+    match e {
+        WorktreeError::NoBranch(b) => ApiError::NotFound {
+            what: "branch".into(),
+            id: b,
+        },
+        WorktreeError::NoTargetBranch(t) => ApiError::NotFound {
+            what: "target branch".into(),
+            id: t,
+        },
+        e @ (WorktreeError::TargetDirty { .. }
+        | WorktreeError::TargetMoved { .. }
+        | WorktreeError::NoTarget
+        | WorktreeError::NotARepo(_)
+        | WorktreeError::NoCommits(_)) => ApiError::Conflict(e.to_string()),
+        e => ApiError::Internal(e.to_string()),
+    }
+}
+
+/// Runs git work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, WorktreeError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::Internal(format!("git task failed: {e}")))?
+        .map_err(git_error)
+}
+
+/// A member with a checkout of its own.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    pub member: MemberRow,
+    pub branch: String,
+    pub workdir: String,
+    pub isolation: Isolation,
+}
+
+impl Checkout {
+    pub fn label(&self) -> String {
+        format!("{}#{}", self.member.role_name, self.member.instance_index)
+    }
+}
+
+/// Roles in DAG order (a role after the roles it waits for), ties by name.
+fn role_order(party: &PartyView) -> Vec<String> {
+    let flow = &party.snapshot.party.flow;
+    let mut done: Vec<String> = Vec::new();
+    let mut left: Vec<&str> = party.roles().collect();
+    while !left.is_empty() {
+        let ready: Vec<&str> = left
+            .iter()
+            .copied()
+            .filter(|r| {
+                flow.get(*r).into_iter().flatten().all(|dep| {
+                    let dep = dep.split(':').next().unwrap_or(dep);
+                    done.iter().any(|d| d == dep) || !party.has_role(dep)
+                })
+            })
+            .collect();
+        // A cycle cannot be stored; should one appear, the rest go in name order.
+        let take = if ready.is_empty() {
+            left.clone()
+        } else {
+            ready
+        };
+        for r in &take {
+            done.push((*r).to_string());
+        }
+        left.retain(|r| !take.contains(r));
+    }
+    done
+}
+
+/// The party's members that have a branch, in DAG order, then by instance.
+pub fn checkouts(party: &PartyView) -> Vec<Checkout> {
+    let mut out = Vec::new();
+    for role in role_order(party) {
+        let isolation = party
+            .snapshot
+            .party
+            .roles
+            .get(&role)
+            .and_then(|r| party.snapshot.agents.get(&r.agent))
+            .map_or(Isolation::None, |a| a.isolation);
+        let mut members: Vec<&MemberRow> = party
+            .members
+            .iter()
+            .filter(|m| m.role_name == role)
+            .collect();
+        members.sort_by_key(|m| m.instance_index);
+        for m in members {
+            if let (Some(branch), Some(workdir)) = (&m.branch_name, &m.workdir) {
+                out.push(Checkout {
+                    member: m.clone(),
+                    branch: branch.clone(),
+                    workdir: workdir.clone(),
+                    isolation,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One member's checkout, or an error naming what is missing.
+pub fn checkout_of(party: &PartyView, role: &str, index: u32) -> Result<Checkout, ApiError> {
+    if !party.has_role(role) {
+        return Err(ApiError::NotFound {
+            what: format!("role in party {}", party.row.party_id),
+            id: role.to_string(),
+        });
+    }
+    let all = checkouts(party);
+    all.into_iter()
+        .find(|c| c.member.role_name == role && c.member.instance_index == i64::from(index))
+        .ok_or_else(|| {
+            let started = party
+                .members
+                .iter()
+                .any(|m| m.role_name == role && m.instance_index == i64::from(index));
+            if started {
+                ApiError::Conflict(format!(
+                    "member {role}#{index} works in the project itself (isolation none): it has no branch of its own"
+                ))
+            } else {
+                ApiError::NotFound {
+                    what: format!("member of party {}", party.row.party_id),
+                    id: format!("{role}#{index} (it has not started)"),
+                }
+            }
+        })
+}
+
+/// Brings a clone's branch into the main repository so it can be measured and landed.
+pub fn sync_branch(repo_root: &Path, c: &Checkout) -> Result<(), WorktreeError> {
+    if c.isolation == Isolation::Clone && Path::new(&c.workdir).exists() {
+        git_land::import_clone_branch(repo_root, Path::new(&c.workdir), &c.branch)?;
+    }
+    Ok(())
+}
+
+/// A checkout measured against the target (errors are reported in the row, not raised).
+pub fn measure(
+    party: &PartyView,
+    c: &Checkout,
+    target: Option<&str>,
+) -> Result<WorktreeInfo, WorktreeError> {
+    let root = Path::new(&party.row.repo_root);
+    sync_branch(root, c)?;
+    let mut info = WorktreeInfo {
+        party_id: party.row.party_id.clone(),
+        party_name: party.row.name.clone(),
+        role: c.member.role_name.clone(),
+        index: c.member.instance_index,
+        status: c.member.status.clone(),
+        workdir: c.workdir.clone(),
+        branch: c.branch.clone(),
+        target: target.map(String::from),
+        head: None,
+        base: None,
+        ahead: 0,
+        behind: 0,
+        dirty: Path::new(&c.workdir).exists()
+            && troupe_worktree::is_dirty(Path::new(&c.workdir)).unwrap_or(false),
+        changed_files: Vec::new(),
+        error: None,
+    };
+    match troupe_worktree::review::branch_state(root, &c.branch, target) {
+        Ok(s) => {
+            info.target = Some(s.target);
+            info.head = Some(s.head);
+            info.base = Some(s.base);
+            info.ahead = s.ahead;
+            info.behind = s.behind;
+            info.changed_files = s.changed_files;
+        }
+        Err(e) => info.error = Some(e.to_string()),
+    }
+    Ok(info)
+}
+
+fn strategy(s: LandStrategy) -> Strategy {
+    match s {
+        LandStrategy::Merge => Strategy::Merge,
+        LandStrategy::Rebase => Strategy::Rebase,
+        LandStrategy::Squash => Strategy::Squash,
+    }
+}
+
+/// The integration branch and its worktree (`<data>/landing/<party>`).
+fn integration(ctx: &Ctx, party: &PartyView) -> (String, PathBuf, String) {
+    let label = party_label(&party.row);
+    (
+        format!("troupe/{label}/landing"),
+        ctx.layout.data_dir.join("landing").join(&label),
+        format!("troupe-{label}-landing"),
+    )
+}
+
+async fn timeline(ctx: &Ctx, party: &PartyView, kind: &str, data: serde_json::Value) {
+    let event = NewEvent {
+        kind: kind.into(),
+        project_id: Some(party.row.project_id.clone()),
+        party_id: Some(party.row.party_id.clone()),
+        data,
+        ..NewEvent::default()
+    };
+    if let Err(e) = ctx.store.append_event(event).await {
+        tracing::warn!(party = %party.row.party_id, error = %e, "timeline event lost");
+    }
+}
+
+/// Sends a system message to a running member's session; false when it is not running (an
+/// ended session takes no messages: the timeline and the person's notification carry it).
+pub async fn tell_member(ctx: &Ctx, party: &PartyView, m: &MemberRow, text: &str) -> bool {
+    let Some(session) = m.session_id.as_ref().filter(|_| m.status == "running") else {
+        return false;
+    };
+    let sent = crate::system::send_system(
+        &ctx.store,
+        &ctx.hub,
+        &party.row.repo_root,
+        Recipients::Session(session.clone()),
+        format!("[{}] {text}", party.row.name),
+        troupe_store::Priority::High,
+        None,
+    )
+    .await;
+    match sent {
+        Ok(()) => true,
+        Err(e) => {
+            // It ended between the read and the send.
+            tracing::debug!(party = %party.row.party_id, error = %e, "member not told");
+            false
+        }
+    }
+}
+
+/// Runs the test command in `dir` (its own process group, killed on timeout).
+async fn run_tests(command: &str, dir: &Path, timeout: Duration) -> TestRun {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .process_group(0);
+    let failed = |output: String| TestRun {
+        command: command.to_string(),
+        passed: false,
+        exit_code: None,
+        output,
+    };
+    let child = match cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return failed(format!("could not start sh: {e}")),
+    };
+    let pid = child.id();
+    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(Ok(out)) => {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            let cut = text.len().saturating_sub(TEST_OUTPUT_TAIL);
+            let cut = (cut..=text.len())
+                .find(|i| text.is_char_boundary(*i))
+                .unwrap_or(text.len());
+            TestRun {
+                command: command.to_string(),
+                passed: out.status.success(),
+                exit_code: out.status.code(),
+                output: text[cut..].to_string(),
+            }
+        }
+        Ok(Err(e)) => failed(format!("the test command failed to run: {e}")),
+        Err(_) => {
+            if let Some(pid) = pid {
+                // The whole group: a test runner's children too.
+                crate::runners::process::signal_group(pid, rustix::process::Signal::KILL);
+            }
+            failed(format!(
+                "the test command did not finish within {} s",
+                timeout.as_secs()
+            ))
+        }
+    }
+}
+
+/// The merge queue: integrates the party's member branches in DAG order, runs the tests on the
+/// result and moves the target only if they pass. Conflicting branches are left out and their
+/// members and the person told; nothing but the target ever moves.
+pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError> {
+    const OP: &str = "land_party";
+    let party = PartyView::load(&ctx.store, &p.party_id)?;
+    if p.test_command
+        .as_deref()
+        .is_some_and(|c| c.trim().is_empty())
+    {
+        return Err(ApiError::invalid(OP, "test_command must not be empty"));
+    }
+    let root = PathBuf::from(&party.row.repo_root);
+    let all = checkouts(&party);
+    if all.is_empty() {
+        return Err(ApiError::Conflict(format!(
+            "party {} has no member with a branch of its own (roles use isolation none, or none has started)",
+            party.row.party_id
+        )));
+    }
+    let _one = LAND_LOCK.lock().await;
+    let (branch, dir, wt_name) = integration(ctx, &party);
+    let target = p.target.clone();
+    let list: Vec<(String, String)> = all.iter().map(|c| (c.branch.clone(), c.label())).collect();
+    let (git_strategy, root2, list2, branch2, synced) = (
+        strategy(p.strategy),
+        root.clone(),
+        list.clone(),
+        branch.clone(),
+        all.clone(),
+    );
+    let integrated = blocking(move || {
+        let _git = crate::project::git_lock();
+        for c in &synced {
+            sync_branch(&root2, c)?;
+        }
+        // A branch that never existed (the member never started its checkout) is named.
+        for (b, _) in &list2 {
+            troupe_worktree::review::branch_state(&root2, b, target.as_deref())?;
+        }
+        git_land::integrate(&root2, target.as_deref(), &list2, git_strategy, &branch2)
+    })
+    .await?;
+    let mut members = Vec::new();
+    let mut conflicted = Vec::new();
+    for (c, (_, outcome)) in all.iter().zip(&integrated.outcomes) {
+        let (name, commits, conflicts) = match outcome {
+            BranchOutcome::Integrated { commits, .. } => ("integrated", *commits, Vec::new()),
+            BranchOutcome::NothingToLand => ("nothing_to_land", 0, Vec::new()),
+            BranchOutcome::Conflict(files) => (
+                "conflict",
+                0,
+                files
+                    .iter()
+                    .map(|f| ConflictFileView {
+                        path: f.path.clone(),
+                        hunks: f.hunks.clone(),
+                    })
+                    .collect(),
+            ),
+        };
+        if name == "conflict" {
+            conflicted.push(c.clone());
+        }
+        members.push(MemberLanding {
+            role: c.member.role_name.clone(),
+            index: c.member.instance_index,
+            branch: c.branch.clone(),
+            outcome: name.into(),
+            commits,
+            conflicts,
+        });
+    }
+    let mut result = LandResult {
+        party_id: party.row.party_id.clone(),
+        target: integrated.target.clone(),
+        strategy: p.strategy,
+        landed: false,
+        start: integrated.start.clone(),
+        tip: integrated.tip.clone(),
+        integration_branch: branch.clone(),
+        integration_dir: None,
+        members,
+        test: None,
+        summary: String::new(),
+    };
+    for (c, m) in conflicted
+        .iter()
+        .zip(result.members.iter().filter(|m| m.outcome == "conflict"))
+    {
+        report_conflict(ctx, &party, c, m, &result.target).await;
+    }
+    let integrated_any = result.members.iter().any(|m| m.outcome == "integrated");
+    if !integrated_any {
+        let waiting: Vec<String> = result
+            .members
+            .iter()
+            .map(|m| format!("{}#{} ({})", m.role, m.index, m.outcome.replace('_', " ")))
+            .collect();
+        result.summary = format!(
+            "nothing to land on {}: {}",
+            result.target,
+            waiting.join(", ")
+        );
+        if conflicted.is_empty() {
+            return Err(ApiError::Conflict(format!(
+                "party {}: {}; no member has commits that {} lacks",
+                party.row.party_id, result.summary, result.target
+            )));
+        }
+        timeline(ctx, &party, "land_stopped", json!(&result)).await;
+        return Ok(result);
+    }
+    // Refuse early, before the tests, when the target cannot be moved anyway.
+    let (root2, target2, start2) = (root.clone(), result.target.clone(), result.start.clone());
+    blocking(move || git_land::check_target(&root2, &target2, &start2)).await?;
+    if let Some(command) = &p.test_command {
+        let (root2, dir2, wt2, branch2) =
+            (root.clone(), dir.clone(), wt_name.clone(), branch.clone());
+        let workdir = blocking(move || {
+            let _git = crate::project::git_lock();
+            git_land::checkout_integration(&root2, &dir2, &wt2, &branch2)
+        })
+        .await?;
+        result.integration_dir = Some(workdir.display().to_string());
+        let secs = p
+            .test_timeout_secs
+            .unwrap_or(DEFAULT_TEST_SECS)
+            .clamp(1, 24 * 3600);
+        let test = run_tests(command, &workdir, Duration::from_secs(secs)).await;
+        let passed = test.passed;
+        result.test = Some(test);
+        if !passed {
+            result.summary = format!(
+                "the tests failed on the integration branch {}; {} was not moved",
+                branch, result.target
+            );
+            timeline(ctx, &party, "land_tests_failed", json!(&result)).await;
+            tell_person(
+                ctx,
+                &party,
+                "land_tests_failed",
+                &result.summary,
+                json!({ "party_id": party.row.party_id, "integration_branch": branch }),
+            )
+            .await;
+            return Ok(result);
+        }
+    }
+    let landed: Vec<String> = result
+        .members
+        .iter()
+        .filter(|m| m.outcome == "integrated")
+        .map(|m| format!("{}#{}", m.role, m.index))
+        .collect();
+    if p.dry_run {
+        result.summary = format!(
+            "dry run: {} would land on {} at {}",
+            landed.join(", "),
+            result.target,
+            short(&result.tip)
+        );
+        return Ok(result);
+    }
+    let (root2, target2, start2, tip2) = (
+        root.clone(),
+        result.target.clone(),
+        result.start.clone(),
+        result.tip.clone(),
+    );
+    blocking(move || {
+        let _git = crate::project::git_lock();
+        git_land::advance_target(&root2, &target2, &start2, &tip2)
+    })
+    .await?;
+    result.landed = true;
+    result.summary = format!(
+        "landed {} on {} ({} → {})",
+        landed.join(", "),
+        result.target,
+        short(&result.start),
+        short(&result.tip)
+    );
+    if !conflicted.is_empty() {
+        let left: Vec<String> = conflicted.iter().map(Checkout::label).collect();
+        result
+            .summary
+            .push_str(&format!("; left out with conflicts: {}", left.join(", ")));
+    }
+    timeline(ctx, &party, "party_landed", json!(&result)).await;
+    Ok(result)
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// A conflict at landing: on the timeline, to the member (files and hunks) and to the person.
+async fn report_conflict(
+    ctx: &Ctx,
+    party: &PartyView,
+    c: &Checkout,
+    m: &MemberLanding,
+    target: &str,
+) {
+    let files: Vec<&str> = m.conflicts.iter().map(|f| f.path.as_str()).collect();
+    timeline(
+        ctx,
+        party,
+        "merge_conflict",
+        json!({ "role": m.role, "index": m.index, "branch": m.branch, "target": target,
+                "files": files, "conflicts": m.conflicts }),
+    )
+    .await;
+    let mut text = format!(
+        "your branch {} conflicts with {} as integrated so far and was left out of the landing. Conflicting files: {}. Merge {target} into your branch, resolve, commit, and say so.",
+        m.branch,
+        target,
+        files.join(", ")
+    );
+    for f in &m.conflicts {
+        for h in &f.hunks {
+            text.push_str(&format!("\n--- {}\n{h}", f.path));
+        }
+    }
+    tell_member(ctx, party, &c.member, &text).await;
+    tell_person(
+        ctx,
+        party,
+        "merge_conflict",
+        &format!(
+            "{} conflicts with {target} in {}; it was left out of the landing",
+            c.label(),
+            files.join(", ")
+        ),
+        json!({ "party_id": party.row.party_id, "role": m.role, "index": m.index,
+                "branch": m.branch, "files": files }),
+    )
+    .await;
+}

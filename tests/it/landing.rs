@@ -1,0 +1,480 @@
+//! Landing the work end to end, with real process members that commit in their own worktrees of
+//! a real git repository: members' diffs and commits, a review on the timeline, the merge queue
+//! (a failing test leaves the target untouched, a passing one lands both members, a conflict is
+//! named and left out, a dirty checked-out target is refused) and the conflict radar predicting
+//! a conflict between two members that are still running. Bad input gets named errors.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use troupe::client::Client;
+
+use crate::support::{TestDaemon, define, launch, party_end, register, repo, wait_for};
+
+/// A member that writes `$1` with the text `$2`, commits it on its branch, and then completes
+/// at once or, with `$3 = wait`, once a message tells it to finish. `$1 = -` writes nothing.
+fn committer(dir: &Path) -> String {
+    let path = dir.join("committer.sh");
+    std::fs::write(
+        &path,
+        r#"#!/bin/sh
+set -e
+if [ "$1" != "-" ]; then
+  printf '%s\n' "$2" > "$1"
+  git add -A
+  git -c user.name=member -c user.email=member@troupe commit -qm "$TROUPE_ROLE#$TROUPE_INSTANCE writes $1"
+fi
+if [ "$3" = wait ]; then
+  heard=""
+  until echo "$heard" | grep -q "finish now"; do
+    heard="$heard $(troupe call poll_messages '{"wait_ms":2000}')"
+  done
+fi
+troupe call complete "{\"output\":\"$TROUPE_ROLE done\"}" >/dev/null
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// Defines an agent per (role, file, text, mode) and a party of them, `b` after `a` and so on.
+async fn define_party(c: &Client, dir: &Path, name: &str, members: &[(&str, &str, &str, &str)]) {
+    let script = committer(dir);
+    let mut roles = serde_json::Map::new();
+    for (role, file, text, mode) in members {
+        let agent = format!("{name}-{role}");
+        define(
+            c,
+            "agent",
+            json!({ "name": agent, "command": [script, file, text, mode],
+                    "isolation": "worktree", "timeout_secs": 120 }),
+        )
+        .await;
+        roles.insert(role.to_string(), json!({ "agent": agent }));
+    }
+    define(c, "party", json!({ "name": name, "roles": roles })).await;
+}
+
+fn git(dir: &str, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+async fn refused(c: &Client, op: &str, params: Value) -> (String, String) {
+    let e = c.call(op, params).await.expect_err(op);
+    (e.kind().unwrap_or_default().to_string(), e.to_string())
+}
+
+async fn events(c: &Client, party: &str, kind: &str) -> Vec<Value> {
+    let r = c
+        .call("list_events", json!({ "party_id": party, "kind": kind }))
+        .await
+        .unwrap();
+    r["events"].as_array().unwrap().clone()
+}
+
+async fn notifications(c: &Client, party: &str, kind: &str) -> Vec<Value> {
+    let r = c
+        .call("list_notifications", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    r["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == kind)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_target_untouched() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    define_party(
+        &c,
+        d.dir.path(),
+        "pair",
+        &[("a", "a.txt", "from a", "-"), ("b", "b.txt", "from b", "-")],
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let start = git(&project, &["rev-parse", "main"]);
+    let party = launch(&c, "pair", &project).await;
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+
+    // Every managed checkout, measured against the branch the project has out.
+    let wts = c
+        .call("list_worktrees", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let wts = wts["worktrees"].as_array().unwrap();
+    assert_eq!(wts.len(), 2, "{wts:?}");
+    for (wt, file) in wts.iter().zip(["a.txt", "b.txt"]) {
+        assert_eq!(wt["target"], "main");
+        assert_eq!(
+            (wt["ahead"].as_u64(), wt["behind"].as_u64()),
+            (Some(1), Some(0))
+        );
+        assert_eq!(wt["base"], start.as_str());
+        assert_eq!(wt["changed_files"], json!([file]));
+        assert_eq!(wt["dirty"], false);
+    }
+
+    // A member's diff, one file with both versions, and its commits.
+    let diff = c
+        .call("get_member_diff", json!({ "party_id": party, "role": "a" }))
+        .await
+        .unwrap();
+    assert_eq!(
+        (diff["additions"].as_u64(), diff["deletions"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(diff["files"][0]["status"], "added");
+    assert!(
+        diff["files"][0]["patch"]
+            .as_str()
+            .unwrap()
+            .contains("+from a"),
+        "{diff}"
+    );
+    let one = c
+        .call(
+            "get_member_diff",
+            json!({ "party_id": party, "role": "a", "path": "a.txt" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(one["files"][0]["head_text"], "from a\n");
+    assert!(one["files"][0].get("base_text").is_none(), "{one}");
+    let commits = c
+        .call(
+            "list_member_commits",
+            json!({ "party_id": party, "role": "b" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(commits["commits"][0]["summary"], "b#0 writes b.txt");
+
+    // The person's review goes on the timeline and into the member's inbox.
+    let review = c
+        .call(
+            "review_member",
+            json!({ "party_id": party, "role": "a", "verdict": "request_changes",
+                    "comments": [{ "path": "a.txt", "line": 1, "text": "say more" }] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (review["verdict"].as_str(), review["delivered"].as_bool()),
+        (Some("request_changes"), Some(false))
+    );
+    let reviewed = events(&c, &party, "member_reviewed").await;
+    assert_eq!(
+        reviewed[0]["data"]["comments"][0]["text"], "say more",
+        "{reviewed:?}"
+    );
+    assert_eq!(reviewed[0]["data"]["reviewer"], "person");
+
+    // A failing test: the integration branch has both, the target has not moved.
+    let failed = c
+        .call(
+            "land_party",
+            json!({ "party_id": party, "test_command": "test -f a.txt && test -f b.txt && echo both there && exit 3" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed["landed"], false, "{failed}");
+    assert_eq!(failed["test"]["exit_code"], 3);
+    assert!(
+        failed["test"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("both there")
+    );
+    assert_eq!(git(&project, &["rev-parse", "main"]), start);
+    assert!(!Path::new(&project).join("a.txt").exists());
+    assert_eq!(events(&c, &party, "land_tests_failed").await.len(), 1);
+    assert_eq!(
+        notifications(&c, &party, "land_tests_failed").await.len(),
+        1
+    );
+
+    // A passing one lands both, squashed, in DAG order; the person's checkout follows.
+    let landed = c
+        .call(
+            "land_party",
+            json!({ "party_id": party, "strategy": "squash", "test_command": "test -f a.txt && test -f b.txt" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(landed["landed"], true, "{landed}");
+    assert_eq!(landed["members"][0]["outcome"], "integrated");
+    assert_eq!(landed["members"][1]["outcome"], "integrated");
+    assert_eq!(
+        git(&project, &["rev-parse", "main"]),
+        landed["tip"].as_str().unwrap()
+    );
+    assert_eq!(
+        git(
+            &project,
+            &["rev-list", "--count", &format!("{start}..main")]
+        ),
+        "2"
+    );
+    assert_eq!(git(&project, &["rev-list", "--merges", "main"]), "");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&project).join("b.txt")).unwrap(),
+        "from b\n"
+    );
+    assert_eq!(git(&project, &["status", "--porcelain"]), "");
+    assert_eq!(events(&c, &party, "party_landed").await.len(), 1);
+    // Nothing is left to land, and the landed checkouts are removed without force.
+    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": party })).await;
+    assert_eq!(kind, "conflict");
+    assert!(msg.contains("a#0 (nothing to land)"), "{msg}");
+    let cleaned = c
+        .call("cleanup_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert_eq!(cleaned["removed"].as_array().unwrap().len(), 2, "{cleaned}");
+
+    // Bad input, each named.
+    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": "nope" })).await;
+    assert_eq!(kind, "not_found", "{msg}");
+    let (kind, msg) = refused(
+        &c,
+        "get_member_diff",
+        json!({ "party_id": party, "role": "ghost" }),
+    )
+    .await;
+    assert_eq!(kind, "not_found");
+    assert!(msg.contains("ghost"), "{msg}");
+    let (kind, msg) = refused(
+        &c,
+        "get_member_diff",
+        json!({ "party_id": party, "role": "a", "index": 3 }),
+    )
+    .await;
+    assert!(kind == "not_found" && msg.contains("a#3"), "{msg}");
+    let (kind, msg) = refused(
+        &c,
+        "land_party",
+        json!({ "party_id": party, "strategy": "octopus" }),
+    )
+    .await;
+    assert!(kind == "invalid_params" && msg.contains("octopus"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    define_party(
+        &c,
+        d.dir.path(),
+        "clash",
+        &[
+            ("a", "README.md", "# a's readme", "-"),
+            ("b", "README.md", "# b's readme", "-"),
+            ("c", "c.txt", "from c", "-"),
+            ("idle", "-", "", "-"),
+        ],
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let start = git(&project, &["rev-parse", "main"]);
+    let party = launch(&c, "clash", &project).await;
+    party_end(&c, &party, 60).await;
+
+    // A member with no commits, and a target that does not exist, are named.
+    let commits = c
+        .call(
+            "list_member_commits",
+            json!({ "party_id": party, "role": "idle" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(commits["commits"], json!([]));
+    assert_eq!(commits["worktree"]["ahead"], 0);
+    let (kind, msg) = refused(
+        &c,
+        "land_party",
+        json!({ "party_id": party, "target": "release" }),
+    )
+    .await;
+    assert!(kind == "not_found" && msg.contains("release"), "{msg}");
+
+    // The person's checkout of the target has changes: refused, saying how to go on.
+    std::fs::write(Path::new(&project).join("README.md"), "my own edit\n").unwrap();
+    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": party })).await;
+    assert_eq!(kind, "conflict");
+    assert!(
+        msg.contains("README.md") && msg.contains("commit or stash"),
+        "{msg}"
+    );
+    assert_eq!(git(&project, &["rev-parse", "main"]), start);
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&project).join("README.md")).unwrap(),
+        "my own edit\n"
+    );
+    git(&project, &["checkout", "--", "README.md"]);
+
+    // a lands, b conflicts with it (named, with its hunk) and is left out, c lands after it.
+    let r = c
+        .call(
+            "land_party",
+            json!({ "party_id": party, "strategy": "merge" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["landed"], true, "{r}");
+    let outcome = |role: &str| {
+        r["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == role)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(outcome("a")["outcome"], "integrated");
+    assert_eq!(outcome("c")["outcome"], "integrated");
+    assert_eq!(outcome("idle")["outcome"], "nothing_to_land");
+    let b = outcome("b");
+    assert_eq!(b["outcome"], "conflict");
+    assert_eq!(b["conflicts"][0]["path"], "README.md");
+    let hunk = b["conflicts"][0]["hunks"][0].as_str().unwrap();
+    assert!(
+        hunk.contains("# a's readme") && hunk.contains("# b's readme"),
+        "{hunk}"
+    );
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .contains("left out with conflicts: b#0")
+    );
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&project).join("README.md")).unwrap(),
+        "# a's readme\n"
+    );
+    assert!(Path::new(&project).join("c.txt").exists());
+    // b's branch is as it was; b and the person are told.
+    let b_branch = b["branch"].as_str().unwrap();
+    assert_eq!(
+        git(
+            &project,
+            &["rev-list", "--count", &format!("{start}..{b_branch}")]
+        ),
+        "1"
+    );
+    let conflict = events(&c, &party, "merge_conflict").await;
+    assert_eq!(
+        conflict[0]["data"]["files"],
+        json!(["README.md"]),
+        "{conflict:?}"
+    );
+    let note = notifications(&c, &party, "merge_conflict").await;
+    assert!(
+        note[0]["text"].as_str().unwrap().contains("b#0"),
+        "{note:?}"
+    );
+    // The hunk is on the timeline for whoever resolves it (b's session has ended: a message
+    // to it would not be stored).
+    let hunk = conflict[0]["data"]["conflicts"][0]["hunks"][0]
+        .as_str()
+        .unwrap();
+    assert!(hunk.contains(">>>>>>>"), "{hunk}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_radar_predicts_a_conflict_between_running_members_before_either_completes() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    define_party(
+        &c,
+        d.dir.path(),
+        "race",
+        &[
+            ("a", "README.md", "# demo\nThe answer is 41.", "wait"),
+            ("b", "README.md", "# demo\nThe answer is 43.", "wait"),
+            ("c", "c.txt", "unrelated", "wait"),
+        ],
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let party = launch(&c, "race", &project).await;
+    let found = wait_for("a predicted conflict", 60, || async {
+        let r = c
+            .call("list_conflicts", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        let list = r["conflicts"].as_array().unwrap().clone();
+        (!list.is_empty()).then_some(list)
+    })
+    .await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0]["a"].as_str(), found[0]["b"].as_str()),
+        (Some("a#0"), Some("b#0"))
+    );
+    assert_eq!(found[0]["files"], json!(["README.md"]));
+    assert_eq!(found[0]["ranges"][0]["start_line"], 2, "{found:?}");
+    // Found while both still run.
+    let status = c
+        .call("get_party_status", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert!(
+        status["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["status"] == "running"),
+        "{status}"
+    );
+    // On the timeline and in the person's notifications (written just after the prediction).
+    let note = wait_for("the person's notification", 30, || async {
+        let n = notifications(&c, &party, "conflict_predicted").await;
+        (!n.is_empty()).then_some(n)
+    })
+    .await;
+    assert!(
+        note[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("a#0 and b#0 will conflict in README.md"),
+        "{note:?}"
+    );
+    let predicted = events(&c, &party, "conflict_predicted").await;
+    assert_eq!(predicted.len(), 1, "{predicted:?}");
+    assert_eq!(predicted[0]["data"]["files"], json!(["README.md"]));
+    // The cwd filter finds it from the person's checkout.
+    let by_cwd = c
+        .call("list_conflicts", json!({ "cwd": project }))
+        .await
+        .unwrap();
+    assert_eq!(by_cwd["conflicts"].as_array().unwrap().len(), 1);
+    let person = register(&c, "test", &project, None).await;
+    c.call(
+        "broadcast_to_party",
+        json!({ "party_id": party, "from_session_id": person, "content": "finish now" }),
+    )
+    .await
+    .unwrap();
+    party_end(&c, &party, 60).await;
+}
