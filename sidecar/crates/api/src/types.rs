@@ -1375,18 +1375,7 @@ pub struct MemberCommitsResult {
     pub commits: Vec<CommitView>,
 }
 
-/// How member branches join the target.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum LandStrategy {
-    /// A fast-forward when possible, else a merge commit per member.
-    #[default]
-    Merge,
-    /// Each member's commits replayed on top (linear history, authors kept).
-    Rebase,
-    /// One commit per member.
-    Squash,
-}
+pub use troupe_engine::LandStrategy;
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -196,6 +196,10 @@ impl RunnerHost for Daemon {
         crate::ops::route_to(self, p).boxed()
     }
 
+    fn land_party(&self, p: LandPartyParams) -> BoxFuture<'_, Result<LandResult, ApiError>> {
+        crate::ops::land_party(self, p).boxed()
+    }
+
     fn usage_recorded(&self, run_id: &str) {
         let ctx = crate::collab::Ctx::of(self);
         let run_id = run_id.to_string();

@@ -1,6 +1,6 @@
 //! Built-in definitions seeded into a new store: the seed's `feature-development` party
 //! template and the demo agents it uses (`troupe demo-member`, a small real process that
-//! exercises the member API). Existing definitions of the same names are never overwritten.
+//! exercises the member API, and a merger that is the merge queue). Existing definitions of the same names are never overwritten.
 
 use serde_json::json;
 use troupe_store::{DefinitionKind, Put, Store, StoreError};
@@ -18,8 +18,16 @@ const DEMO_AGENTS: &[(&str, &str, &str)] = &[
         "Implements its part in its own git worktree.",
     ),
     ("demo-qa", "clone", "Reviews the work in a local clone."),
-    ("demo-merger", "none", "Lands the work."),
 ];
+
+/// The demo's merger: the merge queue itself (the `land` runner), landing the developers'
+/// branches on the branch the demo project has out.
+fn demo_merger() -> serde_json::Value {
+    json!({
+        "name": "demo-merger", "description": "Lands the work: the merge queue.", "runner": "land",
+        "land": { "strategy": "merge" }, "timeout_secs": 300,
+    })
+}
 
 /// The seed's feature-development party.
 pub fn feature_development() -> serde_json::Value {
@@ -59,6 +67,20 @@ pub async fn seed(store: &Store) -> Result<(), StoreError> {
                 )
                 .await?;
         }
+    }
+    if matches!(
+        store.get_definition(DefinitionKind::Agent, "demo-merger"),
+        Err(StoreError::NotFound { .. })
+    ) {
+        let def = normalized::<troupe_engine::AgentDefinition>(demo_merger())?;
+        store
+            .put_definition(
+                DefinitionKind::Agent,
+                "demo-merger".into(),
+                def,
+                Put::SeedBuiltin,
+            )
+            .await?;
     }
     if matches!(
         store.get_definition(DefinitionKind::Party, "feature-development"),

@@ -116,6 +116,13 @@ pub struct AgentDefinition {
     /// How an `acp:` runner talks to its agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acp: Option<AcpOptions>,
+    /// How the `land` runner lands the party's work (a merge queue as a DAG node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub land: Option<LandOptions>,
+    /// Shell commands run, in order, in a member's new worktree or clone before it starts
+    /// (installing dependencies); their output goes on the timeline and a failure is a crash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<String>,
     /// Handoff (seed 002): when a run completes, its output is this agent's input, and the
     /// answer is that agent's (chains resolve at run time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -257,6 +264,37 @@ fn llm() -> String {
     "llm".into()
 }
 
+/// How member branches join the target when a party's work lands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LandStrategy {
+    /// A fast-forward when possible, else a merge commit per member.
+    #[default]
+    Merge,
+    /// Each member's commits replayed on top (linear history, authors kept).
+    Rebase,
+    /// One commit per member.
+    Squash,
+}
+
+/// Options of the `land` runner: the party's member branches go through the merge queue when
+/// this member's turn comes (after the roles it waits for).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LandOptions {
+    /// The branch to land on (default: the branch the project has out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub strategy: LandStrategy,
+    /// Run in the integration worktree; the target moves only if it exits 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_command: Option<String>,
+    /// Seconds the test command may take (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_timeout_secs: Option<u64>,
+}
+
 /// Options of the `acp:<agent>` runner (an Agent Client Protocol agent over stdio).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -335,6 +373,16 @@ impl AgentDefinition {
                     );
                 }
             },
+            "land" => {
+                if self.command.is_some() {
+                    return Err("the land runner runs no command; remove `command`".into());
+                }
+                if let Some(c) = self.land.as_ref().and_then(|l| l.test_command.as_deref())
+                    && c.trim().is_empty()
+                {
+                    return Err("land.test_command must not be empty".into());
+                }
+            }
             other if other.starts_with("wasm:") => {
                 let plugin = &other[5..];
                 if plugin.is_empty()
@@ -375,9 +423,18 @@ impl AgentDefinition {
             }
             other => {
                 return Err(format!(
-                    "unknown runner {other:?} (expected process, wasm:<plugin> or acp:<agent>)"
+                    "unknown runner {other:?} (expected process, land, wasm:<plugin> or acp:<agent>)"
                 ));
             }
+        }
+        if self.land.is_some() && self.runner != "land" {
+            return Err(format!(
+                "`land` options go with runner \"land\", not {:?}",
+                self.runner
+            ));
+        }
+        if self.setup.iter().any(|c| c.trim().is_empty()) {
+            return Err("a setup command must not be empty".into());
         }
         if let Some(t) = self.timeout_secs
             && !valid_timeout(t)

@@ -11,7 +11,7 @@ pub mod pattern;
 pub mod spec;
 
 pub use agent::{
-    AcpOptions, AgentDefinition, Budget, Isolation, RouterSpec, Spent, TeamSpec, Termination,
+    AcpOptions, AgentDefinition, Budget, Isolation, LandOptions, LandStrategy, RouterSpec, Spent, TeamSpec, Termination,
     Workflow, acp_default_command,
 };
 pub use party::{

@@ -1,13 +1,14 @@
 //! The runners: how an agent run executes, each behind the one `Runner` trait. `process` starts a
 //! command in its own process group, `wasm` runs an executor plugin's model loop inside the
-//! daemon, `acp` drives an agent CLI over the Agent Client Protocol (a `remote` runner would be a
-//! fourth). The orchestrator picks one per run (`runner_for`), records where the run lives, lets it
+//! daemon, `acp` drives an agent CLI over the Agent Client Protocol, `land` is a party's merge
+//! queue and `attached` a session already there. The orchestrator picks one per run (`runner_for`), records where the run lives, lets it
 //! go, and hears back an `Exit` through the `RunTable`. A runner reaches the daemon only through
 //! `RunnerHost`: the store, the plugins and the operations an agent's tools call; it knows nothing
 //! of parties.
 
 pub mod acp;
 pub mod attached;
+pub mod land;
 pub mod process;
 pub mod wasm;
 
@@ -59,6 +60,8 @@ pub trait RunnerHost: Send + Sync + 'static {
         &self,
         p: RequestPermissionParams,
     ) -> BoxFuture<'_, Result<PermissionResult, ApiError>>;
+    /// `land_party`: the merge queue (for the `land` runner).
+    fn land_party(&self, p: LandPartyParams) -> BoxFuture<'_, Result<LandResult, ApiError>>;
     /// What the tool policy of the step a session works on says of a tool (seed 004).
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict;
 }
@@ -105,6 +108,7 @@ pub trait Runner: Send + Sync {
 pub fn runner_for(agent: &AgentDefinition) -> &'static dyn Runner {
     match kind_of(agent) {
         Kind::Attached => &attached::AttachedRunner,
+        Kind::Land => &land::LandRunner,
         Kind::Wasm => &wasm::WasmRunner,
         Kind::Acp => &acp::AcpRunner,
         Kind::Process => &process::ProcessRunner,
@@ -122,6 +126,8 @@ pub enum Kind {
     Process,
     /// A session that was already there (a party's self-led leader): nothing to start.
     Attached,
+    /// The party's merge queue, in the daemon (`runner: "land"`).
+    Land,
 }
 
 /// The runner of a session that leads the party it launched (`launch_party {mode: "self"}`).
@@ -136,6 +142,8 @@ pub fn is_attached(definition: &serde_json::Value) -> bool {
 pub fn kind_of(agent: &AgentDefinition) -> Kind {
     if agent.runner == ATTACHED {
         Kind::Attached
+    } else if agent.runner == land::LAND {
+        Kind::Land
     } else if wasm::plugin_of(agent).is_some() {
         Kind::Wasm
     } else if acp::agent_of(agent).is_some() {

@@ -1,0 +1,96 @@
+//! The `land` runner: a party member that is the merge queue. When its turn comes (after the
+//! roles it waits for), the party's member branches are landed through `land_party` with the
+//! definition's `land` options, in the daemon; nothing is started. Landed (even with some
+//! branches left out on conflicts) is a completion; failing tests, nothing integrated or a
+//! refused target is a crash, so the role's recovery (pause and tell the person) applies.
+
+use std::sync::Weak;
+
+use serde_json::json;
+use troupe_engine::AgentDefinition;
+use troupe_store::AgentRun;
+
+use crate::runners::RunnerHost;
+use crate::runners::process::{Exit, RunTable};
+use troupe_api::types::{CompleteParams, CompletionStatus, LandPartyParams};
+
+/// The runner's name in a definition.
+pub const LAND: &str = "land";
+
+/// Lands the party's work in the daemon.
+pub struct LandRunner;
+
+impl super::Runner for LandRunner {
+    fn kind(&self) -> super::Kind {
+        super::Kind::Land
+    }
+
+    fn place(&self, _table: &RunTable, launch: super::Launch) -> Result<super::Placed, String> {
+        let host = launch
+            .host
+            .ok_or("the daemon is still starting; the land runner needs it")?;
+        let pid = std::process::id();
+        let (run, agent) = (launch.run, launch.agent);
+        Ok(super::Placed {
+            pid,
+            start_time: crate::runners::process::process_start_time(pid),
+            pgid: None,
+            go: Box::new(move |table: &RunTable| {
+                let run_id = run.run_id.clone();
+                table.spawn_managed(run_id, |stop| async move {
+                    tokio::select! {
+                        _ = stop => Exit::Stopped,
+                        exit = land(host, run, agent) => exit,
+                    }
+                });
+            }),
+        })
+    }
+}
+
+async fn land(host: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefinition) -> Exit {
+    let Some(party_id) = run.party_id.clone() else {
+        return Exit::Failed("the land runner lands a party's work; this run is in no party".into());
+    };
+    let Some(d) = host.upgrade() else {
+        return Exit::Failed("the daemon is shutting down".into());
+    };
+    let options = agent.land.clone().unwrap_or_default();
+    let result = d
+        .land_party(LandPartyParams {
+            party_id,
+            target: options.target,
+            strategy: options.strategy,
+            test_command: options.test_command,
+            test_timeout_secs: options.test_timeout_secs,
+            dry_run: false,
+        })
+        .await;
+    let result = match result {
+        Ok(r) if r.landed => r,
+        Ok(r) => return Exit::Failed(r.summary),
+        Err(e) => return Exit::Failed(e.to_string()),
+    };
+    let left_out = result.members.iter().any(|m| m.outcome == "conflict");
+    let mut artifacts = std::collections::BTreeMap::new();
+    artifacts.insert("landing".to_string(), json!(&result));
+    let completed = d
+        .complete(CompleteParams {
+            session_id: run.session_id.clone(),
+            run_id: Some(run.run_id.clone()),
+            output: result.summary.clone(),
+            status: if left_out {
+                CompletionStatus::Partial
+            } else {
+                CompletionStatus::Success
+            },
+            artifacts,
+            files_modified: Vec::new(),
+            next_steps: Vec::new(),
+        })
+        .await;
+    match completed {
+        Ok(_) => Exit::Finished,
+        Err(e) => Exit::Failed(format!("landed, but the completion was refused: {e}")),
+    }
+}
