@@ -478,3 +478,96 @@ async fn the_radar_predicts_a_conflict_between_running_members_before_either_com
     .unwrap();
     party_end(&c, &party, 60).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_commands_run_in_a_new_worktree_before_the_member_and_a_failure_is_a_crash() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let script = committer(d.dir.path());
+    define(
+        &c,
+        "agent",
+        json!({ "name": "prepared", "command": [script, "a.txt", "after setup", "-"],
+                "isolation": "worktree", "setup": ["printf 'deps for %s' \"$TROUPE_ROLE\" > deps.txt", "test -s deps.txt"] }),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "unprepared", "command": [script, "b.txt", "never", "-"],
+                "isolation": "worktree", "setup": ["echo fetching; echo no network >&2; exit 7"] }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "setups", "roles": { "ok": { "agent": "prepared" },
+                "broken": { "agent": "unprepared", "on_crash": "pause" } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let party = launch(&c, "setups", &project).await;
+    // The prepared member ran after its setup: the setup's file is in its commit.
+    let commits = wait_for("the prepared member's commit", 60, || async {
+        let r = c
+            .call(
+                "list_member_commits",
+                json!({ "party_id": party, "role": "ok" }),
+            )
+            .await
+            .ok()?;
+        (!r["commits"].as_array()?.is_empty()).then_some(r)
+    })
+    .await;
+    let changed = &commits["worktree"]["changed_files"];
+    assert_eq!(changed, &json!(["a.txt", "deps.txt"]), "{commits}");
+    // The broken one crashed with its setup's failure named, and was paused.
+    let status = wait_for("the broken member paused", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        let paused = s["roles"]
+            .as_array()?
+            .iter()
+            .any(|r| r["role"] == "broken" && r["status"] == "paused");
+        paused.then_some(s)
+    })
+    .await;
+    let runs = c
+        .call("list_agents", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let broken = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role_name"] == "broken")
+        .unwrap_or_else(|| panic!("{runs} {status}"));
+    assert_eq!(broken["status"], "crashed");
+    assert!(
+        broken["error"].as_str().unwrap().contains(
+            "setup command `echo fetching; echo no network >&2; exit 7` failed (exit 7): no network"
+        ),
+        "{broken}"
+    );
+    let setups = events(&c, &party, "member_setup").await;
+    assert_eq!(setups.len(), 3, "{setups:?}");
+    let failed = setups
+        .iter()
+        .find(|e| e["data"]["passed"] == false)
+        .unwrap();
+    assert_eq!(failed["data"]["output"], "fetching\nno network\n");
+    // Setup goes with a checkout of the member's own.
+    let e = c
+        .call(
+            "create_agent_definition",
+            json!({ "definition": { "name": "nowhere", "command": ["true"], "setup": ["true"] } }),
+        )
+        .await
+        .expect_err("setup without isolation");
+    assert!(e.to_string().contains("isolation"), "{e}");
+    c.call("cancel_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+}

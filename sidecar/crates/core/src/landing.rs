@@ -266,59 +266,6 @@ pub async fn tell_member(ctx: &Ctx, party: &PartyView, m: &MemberRow, text: &str
     }
 }
 
-/// Runs the test command in `dir` (its own process group, killed on timeout).
-async fn run_tests(command: &str, dir: &Path, timeout: Duration) -> TestRun {
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(dir)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .process_group(0);
-    let failed = |output: String| TestRun {
-        command: command.to_string(),
-        passed: false,
-        exit_code: None,
-        output,
-    };
-    let child = match cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return failed(format!("could not start sh: {e}")),
-    };
-    let pid = child.id();
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Ok(Ok(out)) => {
-            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stderr));
-            let cut = text.len().saturating_sub(TEST_OUTPUT_TAIL);
-            let cut = (cut..=text.len())
-                .find(|i| text.is_char_boundary(*i))
-                .unwrap_or(text.len());
-            TestRun {
-                command: command.to_string(),
-                passed: out.status.success(),
-                exit_code: out.status.code(),
-                output: text[cut..].to_string(),
-            }
-        }
-        Ok(Err(e)) => failed(format!("the test command failed to run: {e}")),
-        Err(_) => {
-            if let Some(pid) = pid {
-                // The whole group: a test runner's children too.
-                crate::runners::process::signal_group(pid, rustix::process::Signal::KILL);
-            }
-            failed(format!(
-                "the test command did not finish within {} s",
-                timeout.as_secs()
-            ))
-        }
-    }
-}
-
 /// The merge queue: integrates the party's member branches in DAG order, runs the tests on the
 /// result and moves the target only if they pass. Conflicting branches are left out and their
 /// members and the person told; nothing but the target ever moves.
@@ -448,7 +395,20 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
             .test_timeout_secs
             .unwrap_or(DEFAULT_TEST_SECS)
             .clamp(1, 24 * 3600);
-        let test = run_tests(command, &workdir, Duration::from_secs(secs)).await;
+        let run = crate::shell::run(
+            command,
+            &workdir,
+            &[],
+            Duration::from_secs(secs),
+            TEST_OUTPUT_TAIL,
+        )
+        .await;
+        let test = TestRun {
+            command: command.clone(),
+            passed: run.passed,
+            exit_code: run.exit_code,
+            output: run.output,
+        };
         let passed = test.passed;
         result.test = Some(test);
         if !passed {

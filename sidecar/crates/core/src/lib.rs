@@ -21,6 +21,7 @@ pub mod project;
 pub mod radar;
 pub mod registry;
 pub mod runners;
+pub mod shell;
 pub mod system;
 
 pub use daemon::{Config, Daemon};

@@ -436,6 +436,11 @@ impl AgentDefinition {
         if self.setup.iter().any(|c| c.trim().is_empty()) {
             return Err("a setup command must not be empty".into());
         }
+        if !self.setup.is_empty() && self.isolation == Isolation::None {
+            return Err(
+                "setup runs in a member's own checkout: set isolation to worktree or clone".into(),
+            );
+        }
         if let Some(t) = self.timeout_secs
             && !valid_timeout(t)
         {

@@ -9,6 +9,7 @@
 mod party;
 mod patterns;
 mod recovery;
+mod setup;
 mod supervisor;
 
 use std::collections::{HashMap, VecDeque};
@@ -93,6 +94,12 @@ pub enum Command {
     StartFlow {
         run: Box<AgentRun>,
         definition: Box<AgentDefinition>,
+    },
+    /// A member's setup commands ended (`error`: why they failed): start it, or crash it.
+    SetupDone {
+        run: Box<AgentRun>,
+        definition: Box<AgentDefinition>,
+        error: Option<String>,
     },
     /// A run went over its budget: stop it (a member's role pauses; not a crash).
     BudgetTripped {
@@ -396,6 +403,11 @@ impl Loop {
                     }
                 }
             }
+            Event::Command(Command::SetupDone {
+                run,
+                definition,
+                error,
+            }) => self.setup_done(&run, &definition, error).await,
             Event::Command(Command::BudgetTripped { run_id, reason }) => {
                 self.budget_tripped(run_id, reason).await
             }

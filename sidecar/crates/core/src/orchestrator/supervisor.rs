@@ -66,6 +66,23 @@ impl Loop {
                 })
                 .map_err(|_| "the daemon is shutting down".to_string());
         }
+        if super::setup::needed(run, agent) {
+            // Off the loop: the loop hears back with `SetupDone` and comes here again.
+            let env = member_env(
+                &self.layout,
+                run,
+                agent,
+                self.parties.get(run.party_id.as_deref().unwrap_or("")),
+            );
+            tokio::spawn(super::setup::run(
+                self.store.clone(),
+                self.commands.clone(),
+                run.clone(),
+                agent.clone(),
+                env,
+            ));
+            return Ok(());
+        }
         let launch = crate::runners::Launch {
             run: run.clone(),
             agent: agent.clone(),
@@ -97,6 +114,33 @@ impl Loop {
             .map_err(|e| e.to_string())?;
         (placed.go)(&self.runner);
         Ok(())
+    }
+
+    /// A member's setup ended: it starts now, unless it was stopped meanwhile; a failed setup
+    /// is its crash.
+    pub(super) async fn setup_done(
+        &mut self,
+        run: &AgentRun,
+        agent: &AgentDefinition,
+        error: Option<String>,
+    ) {
+        if self
+            .store
+            .get_run(&run.run_id)
+            .map_or(true, |r| r.status.is_finished())
+        {
+            return; // cancelled while it set up
+        }
+        let started = match error {
+            None => self.spawn_run(run, agent).await,
+            Some(e) => Err(e),
+        };
+        if let Err(e) = started {
+            self.bury(&run.run_id, RunStatus::Crashed, e).await;
+            if let Ok(run) = self.store.get_run(&run.run_id) {
+                self.after_run_end(&run, None, true).await;
+            }
+        }
     }
 
     /// A run went over its budget: recorded on the timeline, then stopped; its end (in

@@ -50,7 +50,9 @@ impl super::Runner for LandRunner {
 
 async fn land(host: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefinition) -> Exit {
     let Some(party_id) = run.party_id.clone() else {
-        return Exit::Failed("the land runner lands a party's work; this run is in no party".into());
+        return Exit::Failed(
+            "the land runner lands a party's work; this run is in no party".into(),
+        );
     };
     let Some(d) = host.upgrade() else {
         return Exit::Failed("the daemon is shutting down".into());

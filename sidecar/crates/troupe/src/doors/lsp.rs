@@ -2,9 +2,11 @@
 //! A thin front onto the daemon (started if needed): every operation is a
 //! `workspace/executeCommand` command `troupe.<name>`; pending permission requests that touch a
 //! file are diagnostics at their path and range, with code actions and code lenses Approve, Deny,
-//! Approve pattern and Abort agent; escalations and finished parties are shown as messages, and
-//! launched parties report `$/progress`. Handlers never wait on the editor: everything that
-//! needs the client runs in background tasks. Logs go to stderr, never stdout.
+//! Approve pattern and Abort agent; the conflict radar's predictions for the workspace are
+//! warnings on the lines two members both changed (asked again at each `conflict_*`
+//! notification); escalations and finished parties are shown as messages, and launched parties
+//! report `$/progress`. Handlers never wait on the editor: everything that needs the client runs
+//! in background tasks. Logs go to stderr, never stdout.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -18,6 +20,9 @@ use tower_lsp_server::{Client as Editor, LanguageServer, LspService, Server};
 
 use crate::client::{self, Client};
 use troupe_api::layout::Layout;
+use troupe_api::types::{
+    ConflictRangeView, ConflictsResult, ListConflictsParams, PredictedConflictView,
+};
 
 mod framing;
 
@@ -52,8 +57,12 @@ struct State {
     daemon: Option<Arc<Client>>,
     /// Pending requests with a file, by the file's path in the workspace.
     by_file: HashMap<PathBuf, Vec<Value>>,
-    /// Files we published diagnostics for (to clear them when their requests are decided).
+    /// The radar's predicted conflicts as diagnostics, by the file's path in the person's checkout.
+    conflicts: HashMap<PathBuf, Vec<Diagnostic>>,
+    /// Files we published diagnostics for (to clear them when nothing is left on them).
     published: HashSet<PathBuf>,
+    /// Held while publishing, so that publishes reach the editor in the order of the state.
+    publishing: Arc<tokio::sync::Mutex<()>>,
     /// Workdirs of runs, by run id.
     workdirs: HashMap<String, Option<String>>,
 }
@@ -112,12 +121,14 @@ async fn daemon(layout: &Layout, state: &Mutex<State>) -> anyhow::Result<Arc<Cli
 /// The range a request covers (1-based inclusive lines → an LSP range; lines past `u32` are
 /// the last line, where they overflowed before: found by fuzzing).
 fn range_of(a: &Value) -> Range {
-    let line = |v: &Value| {
-        v.as_u64()
-            .map(|n| u32::try_from(n.max(1) - 1).unwrap_or(u32::MAX))
-    };
-    let start = line(&a["start_line"]).unwrap_or(0);
-    let end = line(&a["end_line"]).map_or(start, |e| e.max(start));
+    lines(a["start_line"].as_u64(), a["end_line"].as_u64())
+}
+
+/// Whole lines `start..=end` (1-based) as an LSP range.
+fn lines(start: Option<u64>, end: Option<u64>) -> Range {
+    let line = |n: u64| u32::try_from(n.max(1) - 1).unwrap_or(u32::MAX);
+    let start = start.map_or(0, line);
+    let end = end.map_or(start, |e| line(e).max(start));
     Range::new(Position::new(start, 0), Position::new(end, u32::MAX / 2))
 }
 
@@ -254,7 +265,7 @@ impl LanguageServer for Backend {
                     Ok(d) => {
                         tokio::join!(
                             watch_approvals(editor.clone(), state.clone(), d.clone()),
-                            watch_notifications(editor.clone(), d),
+                            watch_notifications(editor.clone(), state.clone(), d),
                         );
                     }
                     Err(e) => {
@@ -397,33 +408,96 @@ async fn watch_approvals(editor: Editor, state: Arc<Mutex<State>>, daemon: Arc<C
             }
         }
         let count: usize = by_file.values().map(Vec::len).sum();
-        let (publish, clear) = {
-            let mut s = lock(&state);
-            let clear: Vec<PathBuf> = s
-                .published
-                .iter()
-                .filter(|p| !by_file.contains_key(*p))
-                .cloned()
-                .collect();
-            s.published = by_file.keys().cloned().collect();
-            s.by_file = by_file.clone();
-            (by_file, clear)
-        };
-        for path in clear {
-            if let Some(uri) = Uri::from_file_path(&path) {
-                editor.publish_diagnostics(uri, Vec::new(), None).await;
-            }
-        }
-        for (path, list) in publish {
-            if let Some(uri) = Uri::from_file_path(&path) {
-                editor
-                    .publish_diagnostics(uri, list.iter().map(diagnostic).collect(), None)
-                    .await;
-            }
-        }
+        lock(&state).by_file = by_file;
+        publish(&editor, &state).await;
         editor
             .send_notification::<ApprovalCount>(json!({ "pending": count }))
             .await;
+    }
+}
+
+/// Publishes every file's diagnostics, its pending requests and predicted conflicts together (a
+/// publish replaces a file's whole list), and clears the files that have none left.
+async fn publish(editor: &Editor, state: &Mutex<State>) {
+    let gate = lock(state).publishing.clone();
+    let _in_order = gate.lock().await;
+    let (files, clear) = {
+        let mut s = lock(state);
+        let mut files: HashMap<PathBuf, Vec<Diagnostic>> = HashMap::new();
+        for (path, list) in &s.by_file {
+            files
+                .entry(path.clone())
+                .or_default()
+                .extend(list.iter().map(diagnostic));
+        }
+        for (path, list) in &s.conflicts {
+            files
+                .entry(path.clone())
+                .or_default()
+                .extend(list.iter().cloned());
+        }
+        let clear: Vec<PathBuf> = s
+            .published
+            .iter()
+            .filter(|p| !files.contains_key(*p))
+            .cloned()
+            .collect();
+        s.published = files.keys().cloned().collect();
+        (files, clear)
+    };
+    for path in clear {
+        if let Some(uri) = Uri::from_file_path(&path) {
+            editor.publish_diagnostics(uri, Vec::new(), None).await;
+        }
+    }
+    for (path, list) in files {
+        if let Some(uri) = Uri::from_file_path(&path) {
+            editor.publish_diagnostics(uri, list, None).await;
+        }
+    }
+}
+
+/// Asks the daemon for the radar's predictions in the workspace's project and publishes them.
+async fn refresh_conflicts(editor: &Editor, state: &Mutex<State>, daemon: &Client) {
+    let params = ListConflictsParams {
+        party_id: None,
+        cwd: lock(state).root.as_ref().map(|r| r.display().to_string()),
+    };
+    let found: ConflictsResult = match daemon.call_typed("list_conflicts", &params).await {
+        Ok(found) => found,
+        Err(e) => {
+            // A workspace that is no git repository has no conflicts to show.
+            tracing::debug!(error = %e, "no conflicts for the workspace");
+            return;
+        }
+    };
+    let mut by_file: HashMap<PathBuf, Vec<Diagnostic>> = HashMap::new();
+    for c in &found.conflicts {
+        for r in &c.ranges {
+            let path = Path::new(&c.repo_root).join(&r.path);
+            let path = std::fs::canonicalize(&path).unwrap_or(path);
+            by_file
+                .entry(path)
+                .or_default()
+                .push(conflict_diagnostic(c, r));
+        }
+    }
+    lock(state).conflicts = by_file;
+    publish(editor, state).await;
+}
+
+/// A predicted conflict on one range of a file.
+fn conflict_diagnostic(c: &PredictedConflictView, r: &ConflictRangeView) -> Diagnostic {
+    Diagnostic {
+        range: lines(Some(r.start_line.into()), Some(r.end_line.into())),
+        severity: Some(DiagnosticSeverity::WARNING),
+        code: Some(NumberOrString::String("conflict".into())),
+        source: Some("troupe".into()),
+        message: format!(
+            "troupe: {} and {} will conflict here ({})",
+            c.a, c.b, r.path
+        ),
+        ..Diagnostic::default()
     }
 }
 
@@ -474,8 +548,10 @@ async fn workspace_path(
     Some(std::fs::canonicalize(&mapped).unwrap_or(mapped))
 }
 
-/// Shows escalations and finished parties as editor messages, until the connection ends.
-async fn watch_notifications(editor: Editor, daemon: Arc<Client>) {
+/// Shows escalations, predicted conflicts and finished parties as editor messages, and keeps
+/// the conflict diagnostics in step (asked once subscribed, then at each `conflict_*`
+/// notification), until the connection ends.
+async fn watch_notifications(editor: Editor, state: Arc<Mutex<State>>, daemon: Arc<Client>) {
     let Ok(mut sub) = daemon
         .subscribe(
             "subscribe_notifications",
@@ -486,11 +562,19 @@ async fn watch_notifications(editor: Editor, daemon: Arc<Client>) {
     else {
         return;
     };
+    // Subscribed first, so that a prediction made in between is not missed.
+    refresh_conflicts(&editor, &state, &daemon).await;
     while let Some(Ok(n)) = sub.next().await {
         let typ = match n["kind"].as_str() {
-            Some("escalation") => MessageType::WARNING,
+            Some("escalation" | "conflict_predicted") => MessageType::WARNING,
             _ => MessageType::INFO,
         };
+        if matches!(
+            n["kind"].as_str(),
+            Some("conflict_predicted" | "conflict_resolved")
+        ) {
+            refresh_conflicts(&editor, &state, &daemon).await;
+        }
         editor
             .show_message(typ, format!("Troupe: {}", n["text"].as_str().unwrap_or("")))
             .await;
