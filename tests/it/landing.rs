@@ -571,3 +571,197 @@ async fn setup_commands_run_in_a_new_worktree_before_the_member_and_a_failure_is
         .await
         .unwrap();
 }
+
+/// A judge that checks it was shown every attempt's diff, then picks attempt 2.
+fn judge(dir: &Path) -> String {
+    let path = dir.join("judge.sh");
+    std::fs::write(
+        &path,
+        r#"#!/bin/sh
+set -e
+for i in 0 1 2; do
+  echo "$TROUPE_PROMPT" | grep -q "^+attempt $i" || { echo "attempt $i not shown" >&2; exit 1; }
+done
+party=$(echo "$TROUPE_PROMPT" | sed -n 's/.*"party_id":"\([^"]*\)".*/\1/p' | head -n 1)
+troupe call pick_member "{\"party_id\":\"$party\",\"role\":\"dev\",\"index\":2,\"reason\":\"the most thorough\",\"session_id\":\"$TROUPE_SESSION_ID\"}" >/dev/null
+troupe call complete '{"output":"picked attempt 2"}' >/dev/null
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// An attempt writes its own answer to the same file.
+fn attempt(dir: &Path) -> String {
+    let path = dir.join("attempt.sh");
+    std::fs::write(
+        &path,
+        r#"#!/bin/sh
+set -e
+echo "attempt $TROUPE_INSTANCE" > answer.txt
+git add -A
+git -c user.name=member -c user.email=member@troupe commit -qm "attempt $TROUPE_INSTANCE"
+troupe call complete "{\"output\":\"attempt $TROUPE_INSTANCE done\"}" >/dev/null
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn best_of_three_with_a_judge_lands_exactly_the_picked_branch_through_the_merger_role() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "attempt", "command": [attempt(d.dir.path())], "isolation": "worktree" }),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "judge", "command": [judge(d.dir.path())] }),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "queue", "runner": "land", "land": { "strategy": "squash", "test_command": "grep -q 'attempt 2' answer.txt" } }),
+    )
+    .await;
+    // Bad definitions are named: a pick needs attempts, a judge that exists, checkouts.
+    for (roles, needle) in [
+        (
+            json!({ "dev": { "agent": "attempt", "pick": {} } }),
+            "at least 2",
+        ),
+        (
+            json!({ "dev": { "agent": "attempt", "count": 3, "pick": { "judge": "nobody" } } }),
+            "nobody",
+        ),
+    ] {
+        let e = c
+            .call(
+                "create_party_definition",
+                json!({ "definition": { "name": "bad", "roles": roles } }),
+            )
+            .await
+            .expect_err("a bad pick");
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+    define(
+        &c,
+        "party",
+        json!({ "name": "best", "roles": {
+            "dev": { "agent": "attempt", "count": 3, "pick": { "judge": "judge" } },
+            "merger": { "agent": "queue" } },
+            "flow": { "merger": ["dev"] } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let start = git(&project, &["rev-parse", "main"]);
+    let party = launch(&c, "best", &project).await;
+    let end = party_end(&c, &party, 90).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+    // The judge picked attempt 2; only its branch landed, squashed into one commit.
+    let picked = events(&c, &party, "member_picked").await;
+    assert_eq!(picked.len(), 1, "{picked:?}");
+    assert_eq!(picked[0]["data"]["index"], 2);
+    assert_eq!(picked[0]["data"]["picked_by"], "judge");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&project).join("answer.txt")).unwrap(),
+        "attempt 2\n"
+    );
+    assert_eq!(
+        git(
+            &project,
+            &["rev-list", "--count", &format!("{start}..main")]
+        ),
+        "1"
+    );
+    let landed = events(&c, &party, "party_landed").await;
+    let members = landed[0]["data"]["members"].as_array().unwrap();
+    let outcomes: Vec<(i64, &str)> = members
+        .iter()
+        .map(|m| (m["index"].as_i64().unwrap(), m["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [(0, "not_picked"), (1, "not_picked"), (2, "integrated")],
+        "{landed:?}"
+    );
+    // A pick is final.
+    let e = c
+        .call(
+            "pick_member",
+            json!({ "party_id": party, "role": "dev", "index": 0 }),
+        )
+        .await
+        .expect_err("a second pick");
+    assert!(e.to_string().contains("already has its pick: dev#2"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn best_of_two_without_a_judge_asks_the_person_and_land_party_refuses_until_the_pick() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "attempt", "command": [attempt(d.dir.path())], "isolation": "worktree" }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "duo", "roles": { "dev": { "agent": "attempt", "count": 2, "pick": {} } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let party = launch(&c, "duo", &project).await;
+    party_end(&c, &party, 60).await;
+    let asked = wait_for("the person asked to pick", 30, || async {
+        let n = notifications(&c, &party, "pick_needed").await;
+        (!n.is_empty()).then_some(n)
+    })
+    .await;
+    assert!(
+        asked[0]["text"].as_str().unwrap().contains("role dev"),
+        "{asked:?}"
+    );
+    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": party })).await;
+    assert_eq!(kind, "conflict");
+    assert!(
+        msg.contains("none is picked yet (the person picks"),
+        "{msg}"
+    );
+    let (kind, msg) = refused(
+        &c,
+        "pick_member",
+        json!({ "party_id": party, "role": "dev", "index": 5 }),
+    )
+    .await;
+    assert!(kind == "not_found" && msg.contains("dev#5"), "{msg}");
+    let pick = c
+        .call(
+            "pick_member",
+            json!({ "party_id": party, "role": "dev", "index": 0, "reason": "shorter" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(pick["pick"]["picked_by"], "person");
+    let landed = c
+        .call("land_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert_eq!(landed["landed"], true, "{landed}");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&project).join("answer.txt")).unwrap(),
+        "attempt 0\n"
+    );
+}

@@ -224,6 +224,9 @@ macro_rules! for_each_operation {
         /// integration branch in its own worktree, tested there, and the target moved only if
         /// the tests pass; a conflict leaves that branch out and tells its member and the person.
         land_party(LandPartyParams) -> LandResult;
+        /// Best of N: pick the attempt of a role (`pick` in its definition) that lands; its judge
+        /// agent, the leader or the person picks, once.
+        pick_member(PickMemberParams) -> PickResult;
         /// The conflict radar's current predictions: members' branches (or a branch and the
         /// target) that would conflict, with files and line ranges.
         list_conflicts(ListConflictsParams) -> ConflictsResult;

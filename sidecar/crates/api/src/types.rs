@@ -1527,3 +1527,25 @@ pub struct PredictedConflictView {
 pub struct ConflictsResult {
     pub conflicts: Vec<PredictedConflictView>,
 }
+
+/// Best of N: the attempt of a role that lands.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PickMemberParams {
+    pub party_id: String,
+    pub role: String,
+    /// The attempt (instance) picked.
+    pub index: u32,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The judge's (or the leader's) session (a door fills it in); absent: the person.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+pub use troupe_model::MemberPick;
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PickResult {
+    pub pick: MemberPick,
+}

@@ -196,8 +196,15 @@ impl RunnerHost for Daemon {
         crate::ops::route_to(self, p).boxed()
     }
 
-    fn land_party(&self, p: LandPartyParams) -> BoxFuture<'_, Result<LandResult, ApiError>> {
-        crate::ops::land_party(self, p).boxed()
+    fn land_party(
+        &self,
+        p: LandPartyParams,
+        wait_for_picks: std::time::Duration,
+    ) -> BoxFuture<'_, Result<LandResult, ApiError>> {
+        async move {
+            crate::landing::land_when_picked(&crate::collab::Ctx::of(self), p, wait_for_picks).await
+        }
+        .boxed()
     }
 
     fn usage_recorded(&self, run_id: &str) {

@@ -20,6 +20,8 @@ use crate::orchestrator::party_label;
 
 /// One landing at a time per daemon: landings move refs and share integration worktrees.
 static LAND_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The hub key bumped on every pick (best of N).
+pub const PICKS_KEY: &str = "picks";
 /// Default and most seconds a test command may take.
 const DEFAULT_TEST_SECS: u64 = 600;
 /// Test output kept in the result.
@@ -266,6 +268,146 @@ pub async fn tell_member(ctx: &Ctx, party: &PartyView, m: &MemberRow, text: &str
     }
 }
 
+/// The checkouts that may land: every member's, except that of a best-of-N role only the picked
+/// attempt's (the others are returned apart). A role still waiting for its pick is an error
+/// naming who picks.
+pub fn picked_checkouts(
+    ctx: &Ctx,
+    party: &PartyView,
+) -> Result<(Vec<Checkout>, Vec<Checkout>), ApiError> {
+    let picks = ctx.store.member_picks(&party.row.party_id)?;
+    let mut landing = Vec::new();
+    let mut left = Vec::new();
+    for c in checkouts(party) {
+        let role = &c.member.role_name;
+        let Some(spec) = party
+            .snapshot
+            .party
+            .roles
+            .get(role)
+            .and_then(|r| r.pick.as_ref())
+        else {
+            landing.push(c);
+            continue;
+        };
+        let picked = picks
+            .iter()
+            .find(|p| &p.role_name == role)
+            .and_then(|p| p.instance_index);
+        match picked {
+            Some(i) if i == c.member.instance_index => landing.push(c),
+            Some(_) => left.push(c),
+            None => {
+                let who = match &spec.judge {
+                    Some(judge) => format!("its judge {judge} is picking, or the person may"),
+                    None => "the person picks".to_string(),
+                };
+                return Err(ApiError::Conflict(format!(
+                    "role {role} runs best of {} and none is picked yet ({who} with pick_member)",
+                    party.snapshot.party.roles.get(role).map_or(0, |r| r.count)
+                )));
+            }
+        }
+    }
+    Ok((landing, left))
+}
+
+/// Whether every best-of-N role of the party has its pick.
+pub fn all_picked(ctx: &Ctx, party: &PartyView) -> Result<bool, ApiError> {
+    let picks = ctx.store.member_picks(&party.row.party_id)?;
+    Ok(party
+        .snapshot
+        .party
+        .roles
+        .iter()
+        .filter(|(_, r)| r.pick.is_some())
+        .all(|(role, _)| {
+            picks
+                .iter()
+                .any(|p| &p.role_name == role && p.instance_index.is_some())
+        }))
+}
+
+/// `land` once every best-of-N role has its pick (the land runner's turn may come first),
+/// waiting up to `wait`.
+pub async fn land_when_picked(
+    ctx: &Ctx,
+    p: LandPartyParams,
+    wait: Duration,
+) -> Result<LandResult, ApiError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let mut picked = ctx.hub.watch(PICKS_KEY);
+        let party = PartyView::load(&ctx.store, &p.party_id)?;
+        if all_picked(ctx, &party)? {
+            return land(ctx, p).await;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApiError::Conflict(format!(
+                "waited {} s for the picks of party {}'s best-of-N roles",
+                wait.as_secs(),
+                p.party_id
+            )));
+        }
+        // Every pick bumps the key; the deadline bounds the wait.
+        let _ = tokio::time::timeout_at(deadline, picked.changed()).await;
+    }
+}
+
+/// What a role's judge is asked: every attempt's summary and diff, and how to answer.
+pub async fn judge_prompt(ctx: &Ctx, party: &PartyView, role: &str) -> Result<String, ApiError> {
+    const MAX_PATCH: usize = 12 * 1024;
+    let mut prompt = format!(
+        "You judge {} attempts at the same task by role {role} of party {} ({}). Compare them and pick the best one.\n",
+        party.snapshot.party.roles.get(role).map_or(0, |r| r.count),
+        party.row.name,
+        party.row.party_id
+    );
+    let root = PathBuf::from(&party.row.repo_root);
+    for c in checkouts(party)
+        .into_iter()
+        .filter(|c| c.member.role_name == role)
+    {
+        let output = c
+            .member
+            .agent_run_id
+            .as_deref()
+            .and_then(|r| ctx.store.get_run(r).ok())
+            .and_then(|r| r.result)
+            .and_then(|r| r["output"].as_str().map(String::from))
+            .unwrap_or_default();
+        let (root2, c2) = (root.clone(), c.clone());
+        let files = blocking(move || {
+            sync_branch(&root2, &c2)?;
+            troupe_worktree::review::branch_diff(&root2, &c2.branch, None, None)
+        })
+        .await?
+        .1;
+        let mut patch: String = files.iter().map(|f| f.patch.as_str()).collect();
+        if patch.len() > MAX_PATCH {
+            let cut = (0..=MAX_PATCH)
+                .rev()
+                .find(|i| patch.is_char_boundary(*i))
+                .unwrap_or(0);
+            patch.truncate(cut);
+            patch.push_str("\n[… cut]\n");
+        }
+        prompt.push_str(&format!(
+            "\n## Attempt {} (branch {}, {} files, +{} -{})\nIts own summary: {output}\n```diff\n{patch}```\n",
+            c.member.instance_index,
+            c.branch,
+            files.len(),
+            files.iter().map(|f| f.additions).sum::<usize>(),
+            files.iter().map(|f| f.deletions).sum::<usize>(),
+        ));
+    }
+    prompt.push_str(&format!(
+        "\nAnswer with the pick_member tool, or run: troupe call pick_member '{{\"party_id\":\"{}\",\"role\":\"{role}\",\"index\":<attempt>,\"reason\":\"<why>\",\"session_id\":\"<your $TROUPE_SESSION_ID>\"}}', then complete.\n",
+        party.row.party_id
+    ));
+    Ok(prompt)
+}
+
 /// The merge queue: integrates the party's member branches in DAG order, runs the tests on the
 /// result and moves the target only if they pass. Conflicting branches are left out and their
 /// members and the person told; nothing but the target ever moves.
@@ -279,7 +421,7 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
         return Err(ApiError::invalid(OP, "test_command must not be empty"));
     }
     let root = PathBuf::from(&party.row.repo_root);
-    let all = checkouts(&party);
+    let (all, not_picked) = picked_checkouts(ctx, &party)?;
     if all.is_empty() {
         return Err(ApiError::Conflict(format!(
             "party {} has no member with a branch of its own (roles use isolation none, or none has started)",
@@ -309,7 +451,17 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
         git_land::integrate(&root2, target.as_deref(), &list2, git_strategy, &branch2)
     })
     .await?;
-    let mut members = Vec::new();
+    let mut members: Vec<MemberLanding> = not_picked
+        .iter()
+        .map(|c| MemberLanding {
+            role: c.member.role_name.clone(),
+            index: c.member.instance_index,
+            branch: c.branch.clone(),
+            outcome: "not_picked".into(),
+            commits: 0,
+            conflicts: Vec::new(),
+        })
+        .collect();
     let mut conflicted = Vec::new();
     for (c, (_, outcome)) in all.iter().zip(&integrated.outcomes) {
         let (name, commits, conflicts) = match outcome {

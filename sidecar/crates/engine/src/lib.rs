@@ -18,7 +18,7 @@ pub use party::{
     Action, Decision, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError,
 };
 pub use spec::{
-    NotifyTarget, PartyDefinition, RecoveryConfig, RoleDefinition, SpecError, Strategy,
+    NotifyTarget, PartyDefinition, PickSpec, RecoveryConfig, RoleDefinition, SpecError, Strategy,
     is_safe_name,
 };
 

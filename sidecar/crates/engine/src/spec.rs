@@ -115,6 +115,20 @@ pub struct RoleDefinition {
     /// Extra instructions given to this role's members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// Best of N: the `count` members are attempts at the same task, each in its own checkout;
+    /// one is picked (by `judge`, or by the person) and only its branch is landed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<PickSpec>,
+}
+
+/// Who picks the best of a role's attempts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PickSpec {
+    /// An agent definition that compares the attempts and calls `pick_member`; none: the person
+    /// picks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
 }
 
 fn one() -> u32 {
@@ -183,6 +197,10 @@ pub enum SpecError {
     UnknownAgent { role: String, agent: String },
     #[error("role {0} has count 0; it must be at least 1")]
     ZeroCount(String),
+    #[error("role {0} picks the best of its attempts, so its count must be at least 2")]
+    PickNeedsAttempts(String),
+    #[error("role {role}'s judge is agent definition {agent:?}, which does not exist")]
+    UnknownJudge { role: String, agent: String },
     #[error("roles {0} and {1} are both leaders; a party has at most one")]
     TwoLeaders(String, String),
     #[error("flow names role {0:?}, which the party does not define")]
@@ -236,6 +254,19 @@ impl PartyDefinition {
                     role: name.clone(),
                     agent: role.agent.clone(),
                 });
+            }
+            if let Some(pick) = &role.pick {
+                if role.count < 2 {
+                    return Err(SpecError::PickNeedsAttempts(name.clone()));
+                }
+                if let Some(judge) = &pick.judge
+                    && !agent_exists(judge)
+                {
+                    return Err(SpecError::UnknownJudge {
+                        role: name.clone(),
+                        agent: judge.clone(),
+                    });
+                }
             }
             if role.is_leader {
                 if let Some(first) = leader {

@@ -623,3 +623,20 @@ pub struct Vote {
     pub rationale: Option<String>,
     pub created_at: String,
 }
+
+/// Best of N: which attempt of a role was picked to land (by its judge or the person), or that
+/// the picking has begun (`judge_run_id` set, no `instance_index` yet).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemberPick {
+    pub party_id: String,
+    pub role_name: String,
+    /// The judge's run, when a judge agent is picking.
+    pub judge_run_id: Option<String>,
+    /// The picked instance; `None` while the judge is deciding.
+    pub instance_index: Option<i64>,
+    /// The judge's agent name, or "person".
+    pub picked_by: Option<String>,
+    pub reason: Option<String>,
+    pub created_at: String,
+    pub picked_at: Option<String>,
+}

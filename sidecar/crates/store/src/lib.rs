@@ -11,6 +11,7 @@ mod collab;
 mod error;
 mod events;
 mod floor;
+mod landing;
 mod messages;
 mod orchestration;
 mod schema;
@@ -33,11 +34,11 @@ pub use messages::{PollFilter, SendOutcome};
 pub use orchestration::{DefinitionKind, Put};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
-    AgentRun, Approval, ApprovalRule, Decision, DecisionRecord, DefinitionRow, Event, MemberRow,
-    MemberState, Message, MessageType, NewApproval, NewEvent, NewMessage, NewNotification, NewRun,
-    NewSession, Notification, PartyRow, PartyState, PlanReview, PlanStep, PlanVersion, Priority,
-    Project, Recipients, RegisterOutcome, RunEnd, RunStatus, Session, SessionFilter, SessionStatus,
-    Task, Usage, Vote,
+    AgentRun, Approval, ApprovalRule, Decision, DecisionRecord, DefinitionRow, Event, MemberPick,
+    MemberRow, MemberState, Message, MessageType, NewApproval, NewEvent, NewMessage,
+    NewNotification, NewRun, NewSession, Notification, PartyRow, PartyState, PlanReview, PlanStep,
+    PlanVersion, Priority, Project, Recipients, RegisterOutcome, RunEnd, RunStatus, Session,
+    SessionFilter, SessionStatus, Task, Usage, Vote,
 };
 
 /// How many read connections are kept open between reads.

@@ -15,6 +15,7 @@ pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0006_patterns.sql")),
     M::up(include_str!("migrations/0007_live_leader.sql")),
     M::up(include_str!("migrations/0008_collaboration.sql")),
+    M::up(include_str!("migrations/0009_member_picks.sql")),
 ];
 
 /// The schema version a fully migrated database has.

@@ -119,6 +119,17 @@ CREATE TABLE inter_session_messages (
     created_at       TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     read_at          TEXT
 ) STRICT;
+CREATE TABLE member_picks (
+    party_id       TEXT NOT NULL REFERENCES parties(id),
+    role_name      TEXT NOT NULL,
+    judge_run_id   TEXT,
+    instance_index INTEGER,
+    picked_by      TEXT,
+    reason         TEXT,
+    created_at     TEXT NOT NULL,
+    picked_at      TEXT,
+    PRIMARY KEY (party_id, role_name)
+) STRICT;
 CREATE TABLE notifications (
     seq         INTEGER PRIMARY KEY,
     project_id  TEXT,

@@ -249,8 +249,12 @@ pub async fn complete(d: &Daemon, p: CompleteParams) -> Result<CompleteResult, A
         run_id: run.run_id.clone(),
     });
     if run.party_id.is_some() {
-        // A member's last commit is in: the radar looks now.
+        // A member's last commit is in: the radar looks now, and a best-of-N role whose
+        // attempts are all done starts its picking.
         d.radar.kick();
+        super::landing::after_member_done(d, &run).await;
+    } else {
+        super::landing::after_judge_done(d, &run).await;
     }
     Ok(CompleteResult {
         run_id: run.run_id,

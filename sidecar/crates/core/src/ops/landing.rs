@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::json;
 use troupe_api::ApiError;
 use troupe_api::types::*;
-use troupe_store::NewEvent;
+use troupe_store::{AgentRun, NewEvent};
 
 use crate::collab::{Ctx, PartyView};
 use crate::daemon::Daemon;
@@ -221,4 +221,204 @@ pub async fn list_conflicts(
         .filter(|c| root.as_ref().is_none_or(|r| &c.repo_root == r))
         .collect();
     Ok(ConflictsResult { conflicts })
+}
+
+pub async fn pick_member(d: &Daemon, p: PickMemberParams) -> Result<PickResult, ApiError> {
+    let party = PartyView::load(&d.store, &p.party_id)?;
+    let role = party
+        .snapshot
+        .party
+        .roles
+        .get(&p.role)
+        .ok_or_else(|| ApiError::NotFound {
+            what: format!("role in party {}", party.row.party_id),
+            id: p.role.clone(),
+        })?;
+    let Some(spec) = &role.pick else {
+        return Err(ApiError::invalid(
+            "pick_member",
+            format!(
+                "role {} does not pick the best of its attempts (no `pick` in the party definition)",
+                p.role
+            ),
+        ));
+    };
+    checkout_of(&party, &p.role, p.index)?;
+    let picking = d
+        .store
+        .member_picks(&party.row.party_id)?
+        .into_iter()
+        .find(|x| x.role_name == p.role);
+    let picked_by = match &p.session_id {
+        None => crate::collab::PERSON.to_string(),
+        Some(s) => {
+            let judge = d.store.run_of_session(s)?.filter(|r| {
+                picking.as_ref().and_then(|x| x.judge_run_id.as_ref()) == Some(&r.run_id)
+            });
+            match judge {
+                Some(run) => run.agent_name,
+                None => {
+                    let caller = crate::collab::caller(&party, Some(s))?;
+                    if !caller.is_leader {
+                        return Err(ApiError::Forbidden(format!(
+                            "only role {}'s judge ({}), the leader or the person picks its attempt",
+                            p.role,
+                            spec.judge.as_deref().unwrap_or("none")
+                        )));
+                    }
+                    caller.name
+                }
+            }
+        }
+    };
+    let pick = d
+        .store
+        .pick_member(
+            party.row.party_id.clone(),
+            p.role,
+            i64::from(p.index),
+            picked_by,
+            p.reason,
+        )
+        .await?;
+    d.hub.bump(crate::landing::PICKS_KEY);
+    Ok(PickResult { pick })
+}
+
+/// After a party member's `complete`: when it was the last attempt of a best-of-N role to
+/// finish, the picking starts (its judge, or a notification asking the person).
+pub(super) async fn after_member_done(d: &Daemon, run: &AgentRun) {
+    let (Some(party_id), Some(role)) = (&run.party_id, &run.role_name) else {
+        return;
+    };
+    let Ok(party) = PartyView::load(&d.store, party_id) else {
+        return;
+    };
+    let Some(spec) = party
+        .snapshot
+        .party
+        .roles
+        .get(role)
+        .and_then(|r| r.pick.clone())
+    else {
+        return;
+    };
+    let done = party
+        .members
+        .iter()
+        .filter(|m| &m.role_name == role)
+        .all(|m| {
+            m.agent_run_id
+                .as_deref()
+                .and_then(|r| d.store.get_run(r).ok())
+                .is_some_and(|r| r.status.is_completed())
+        });
+    if !done
+        || !d
+            .store
+            .claim_pick(party_id.clone(), role.clone())
+            .await
+            .unwrap_or(false)
+    {
+        return;
+    }
+    let ctx = Ctx::of(d);
+    let asked = match &spec.judge {
+        Some(judge) => start_judge(d, &party, role, judge).await,
+        None => Err("it has no judge".to_string()),
+    };
+    if let Err(why) = asked {
+        crate::collab::tell_person(
+            &ctx,
+            &party,
+            "pick_needed",
+            &format!(
+                "role {role}'s attempts are done and {why}: pick the one to land (pick_member)"
+            ),
+            json!({ "party_id": party_id, "role": role }),
+        )
+        .await;
+    }
+}
+
+async fn start_judge(d: &Daemon, party: &PartyView, role: &str, judge: &str) -> Result<(), String> {
+    let ctx = Ctx::of(d);
+    let prompt = crate::landing::judge_prompt(&ctx, party, role)
+        .await
+        .map_err(|e| format!("its judge could not be briefed ({e})"))?;
+    let root = party.row.repo_root.clone();
+    let name = Path::new(&root)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let system = d
+        .store
+        .system_session(root, name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let started = super::start_agent(
+        d,
+        StartAgentParams {
+            agent: judge.to_string(),
+            prompt,
+            parent_session_id: system.session_id,
+            task: None,
+            timeout: None,
+            session_context: None,
+        },
+    )
+    .await
+    .map_err(|e| format!("its judge {judge} did not start ({e})"))?;
+    d.store
+        .set_judge(party.row.party_id.clone(), role.to_string(), started.run_id)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// After a run's `complete`: a judge that finished without `pick_member` may have answered in
+/// its artifacts (`pick`: the attempt); else the person is asked.
+pub(super) async fn after_judge_done(d: &Daemon, run: &AgentRun) {
+    let Ok(Some(picking)) = d.store.picking_of_judge(&run.run_id) else {
+        return;
+    };
+    if picking.instance_index.is_some() {
+        return;
+    }
+    let answer = d
+        .store
+        .get_run(&run.run_id)
+        .ok()
+        .and_then(|r| r.result)
+        .and_then(|r| r["artifacts"]["pick"].as_u64())
+        .and_then(|i| u32::try_from(i).ok());
+    let picked = match answer {
+        Some(index) => pick_member(
+            d,
+            PickMemberParams {
+                party_id: picking.party_id.clone(),
+                role: picking.role_name.clone(),
+                index,
+                reason: Some("the judge's answer".into()),
+                session_id: Some(run.session_id.clone()),
+            },
+        )
+        .await
+        .map_err(|e| e.to_string()),
+        None => Err("it gave no pick".to_string()),
+    };
+    if let Err(why) = picked
+        && let Ok(party) = PartyView::load(&d.store, &picking.party_id)
+    {
+        crate::collab::tell_person(
+            &Ctx::of(d),
+            &party,
+            "pick_needed",
+            &format!(
+                "the judge of role {} finished without a pick ({why}): pick the attempt to land (pick_member)",
+                picking.role_name
+            ),
+            json!({ "party_id": picking.party_id, "role": picking.role_name }),
+        )
+        .await;
+    }
 }

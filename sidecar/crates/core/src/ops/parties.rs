@@ -57,6 +57,20 @@ fn check(
     if let Some(e) = missing {
         return Err(e.into());
     }
+    for (name, role) in def.roles.iter().filter(|(_, r)| r.pick.is_some()) {
+        if agents
+            .get(&role.agent)
+            .is_some_and(|a| a.isolation == Isolation::None)
+        {
+            return Err(ApiError::invalid(
+                op,
+                format!(
+                    "role {name} picks the best of its attempts, so each needs a checkout of its own: agent {} must use isolation worktree or clone",
+                    role.agent
+                ),
+            ));
+        }
+    }
     Ok(agents)
 }
 

@@ -17,6 +17,9 @@ use troupe_api::types::{CompleteParams, CompletionStatus, LandPartyParams};
 /// The runner's name in a definition.
 pub const LAND: &str = "land";
 
+/// How long a land run without `timeout_secs` waits for best-of-N picks.
+const DEFAULT_PICK_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Lands the party's work in the daemon.
 pub struct LandRunner;
 
@@ -58,15 +61,23 @@ async fn land(host: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefinition)
         return Exit::Failed("the daemon is shutting down".into());
     };
     let options = agent.land.clone().unwrap_or_default();
+    // A best-of-N role's pick may still be coming: wait for it within the run's own time.
+    let wait = agent
+        .timeout_secs
+        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+        .unwrap_or(DEFAULT_PICK_WAIT);
     let result = d
-        .land_party(LandPartyParams {
-            party_id,
-            target: options.target,
-            strategy: options.strategy,
-            test_command: options.test_command,
-            test_timeout_secs: options.test_timeout_secs,
-            dry_run: false,
-        })
+        .land_party(
+            LandPartyParams {
+                party_id,
+                target: options.target,
+                strategy: options.strategy,
+                test_command: options.test_command,
+                test_timeout_secs: options.test_timeout_secs,
+                dry_run: false,
+            },
+            wait,
+        )
         .await;
     let result = match result {
         Ok(r) if r.landed => r,

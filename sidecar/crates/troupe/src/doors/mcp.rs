@@ -63,6 +63,8 @@ const AGENT_TOOLS: &[&str] = &[
     "get_member_diff",
     "list_member_commits",
     "list_conflicts",
+    // A best-of-N judge answers with it (the door fills in its session).
+    "pick_member",
 ];
 
 /// Operations only a party's leader gets.
