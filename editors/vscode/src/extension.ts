@@ -1,8 +1,10 @@
 // Troupe for VS Code: starts `troupe lsp` with vscode-languageclient, adds the "Troupe:" commands,
 // a status-bar count of pending permission requests, a live picture of a party's DAG, a
-// live tree of a run and the runs it started (pattern steps, subagents), and a party's plan,
-// decisions (a vote quick pick) and timeline (filterable by member).
-// Approvals themselves arrive as diagnostics with quick fixes from the language server.
+// live tree of a run and the runs it started (pattern steps, subagents), a party's plan,
+// decisions (a vote quick pick) and timeline (filterable by member), and the review of a
+// member's branch in VS Code's diff editor (read-only `troupe-base:`/`troupe-head:` documents)
+// with comment, approve and request-changes commands.
+// Approvals and predicted conflicts arrive as diagnostics from the language server.
 import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -56,6 +58,103 @@ async function pickParty(): Promise<string | undefined> {
     { title: 'Troupe: choose a party' },
   );
   return (picked as any)?.id;
+}
+
+/** A party member whose branch is under review. */
+interface Member {
+  party_id: string;
+  role: string;
+  index: number;
+}
+
+/** The schemes of a reviewed file's two sides: at the fork point, and at the branch's tip. */
+const BASE_SCHEME = 'troupe-base';
+const HEAD_SCHEME = 'troupe-head';
+
+/** A reviewed file's side as a URI: the file's path, the member in the query. */
+function sideUri(scheme: string, m: Member, file: string): vscode.Uri {
+  const query = new URLSearchParams({ party_id: m.party_id, role: m.role, index: String(m.index) }).toString();
+  return vscode.Uri.from({ scheme, path: '/' + file, query });
+}
+
+/** The member and file of a review document, if `uri` is one. */
+function reviewed(uri: vscode.Uri): { member: Member; path: string } | undefined {
+  if (uri.scheme !== BASE_SCHEME && uri.scheme !== HEAD_SCHEME) {
+    return undefined;
+  }
+  const q = new URLSearchParams(uri.query);
+  return {
+    member: { party_id: q.get('party_id') ?? '', role: q.get('role') ?? '', index: Number(q.get('index') ?? 0) },
+    path: uri.path.replace(/^\//, ''),
+  };
+}
+
+/** Both sides of a reviewed file, from `get_member_diff` with `path` (empty where absent). */
+class ReviewContent implements vscode.TextDocumentContentProvider {
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const r = reviewed(uri);
+    if (!r) {
+      return '';
+    }
+    const diff = await call('get_member_diff', { ...r.member, path: r.path });
+    const file = diff.files[0] ?? {};
+    return (uri.scheme === BASE_SCHEME ? file.base_text : file.head_text) ?? '';
+  }
+}
+
+/** The member last opened for review (the comment and verdict commands default to it). */
+let underReview: { member: Member; workdir?: string } | undefined;
+
+/** Picks a party, then one of its members' checkouts. */
+async function pickMember(): Promise<{ member: Member; workdir?: string } | undefined> {
+  const party = await pickParty();
+  if (!party) {
+    return undefined;
+  }
+  const { worktrees } = await call('list_worktrees', { party_id: party });
+  if (!worktrees.length) {
+    vscode.window.showInformationMessage('Troupe: this party has no member checkouts');
+    return undefined;
+  }
+  const picked: any = await vscode.window.showQuickPick(
+    worktrees.map((w: any) => ({
+      label: `${w.role}#${w.index}`,
+      description: `${w.status} · ${w.ahead} ahead · ${w.changed_files.length} files${w.dirty ? ' · uncommitted changes' : ''}`,
+      detail: w.error ?? w.branch,
+      w,
+    })),
+    { title: 'Troupe: review which member?' },
+  );
+  return picked && { member: { party_id: party, role: picked.w.role, index: picked.w.index }, workdir: picked.w.workdir };
+}
+
+/** The member and the place (a path and 1-based line) the cursor is on, for a review command. */
+async function reviewTarget(): Promise<{ member: Member; path?: string; line?: number } | undefined> {
+  const editor = vscode.window.activeTextEditor;
+  const here = editor && reviewed(editor.document.uri);
+  if (here && editor) {
+    return { member: here.member, path: here.path, line: editor.selection.active.line + 1 };
+  }
+  const target = underReview ?? (await pickMember());
+  if (!target) {
+    return undefined;
+  }
+  underReview = target;
+  // A file of the member's worktree: its path there.
+  const file = editor?.document.uri.scheme === 'file' ? editor.document.uri.fsPath : undefined;
+  if (file && target.workdir && file.startsWith(target.workdir + path.sep)) {
+    return { member: target.member, path: path.relative(target.workdir, file), line: editor!.selection.active.line + 1 };
+  }
+  return { member: target.member };
+}
+
+/** Sends a review of a member: `review_member`, then says what became of it. */
+async function sendReview(member: Member, verdict: string, comments: object[], summary?: string) {
+  const r = await call('review_member', { ...member, verdict, comments, summary });
+  const words: Record<string, string> = { approve: 'approved', request_changes: 'asked for changes from', comment: 'commented on' };
+  vscode.window.showInformationMessage(
+    `Troupe: ${words[verdict] ?? verdict} ${r.role}#${r.index}${r.delivered ? '' : ' (it is not running: the review waits in its inbox)'}`,
+  );
 }
 
 export async function activate(context: vscode.ExtensionContext) {
@@ -205,6 +304,61 @@ export async function activate(context: vscode.ExtensionContext) {
         await call('decide_approval', { approval_id: picked.a.approval_id, decision });
       }
     },
+    'troupe.reviewMember': async () => {
+      const target = await pickMember();
+      if (!target) {
+        return;
+      }
+      underReview = target;
+      const m = target.member;
+      const diff = await call('get_member_diff', m);
+      if (!diff.files.length) {
+        vscode.window.showInformationMessage(`Troupe: ${m.role}#${m.index} has changed nothing yet`);
+        return;
+      }
+      const file: any = await vscode.window.showQuickPick(
+        diff.files.map((f: any) => ({
+          label: f.path,
+          description: `${f.status} +${f.additions} −${f.deletions}${f.binary ? ' (binary)' : ''}`,
+          detail: f.old_path ? `from ${f.old_path}` : undefined,
+          f,
+        })),
+        { title: `Troupe: ${m.role}#${m.index} changed ${diff.files.length} files (+${diff.additions} −${diff.deletions})` },
+      );
+      if (file) {
+        await vscode.commands.executeCommand(
+          'vscode.diff',
+          sideUri(BASE_SCHEME, m, file.f.path),
+          sideUri(HEAD_SCHEME, m, file.f.path),
+          `${file.f.path} (${m.role}#${m.index})`,
+          { preview: false },
+        );
+      }
+    },
+    'troupe.commentMember': async () => {
+      const target = await reviewTarget();
+      if (!target) {
+        return;
+      }
+      const where = target.path ? ` on ${target.path}${target.line ? `:${target.line}` : ''}` : '';
+      const text = await vscode.window.showInputBox({ prompt: `Comment for ${target.member.role}#${target.member.index}${where}` });
+      if (text) {
+        await sendReview(target.member, 'comment', [{ path: target.path, line: target.line, text }]);
+      }
+    },
+    'troupe.approveMember': async () => {
+      const target = await reviewTarget();
+      if (target) {
+        await sendReview(target.member, 'approve', []);
+      }
+    },
+    'troupe.requestChanges': async () => {
+      const target = await reviewTarget();
+      const summary = target && (await vscode.window.showInputBox({ prompt: `What should ${target.member.role}#${target.member.index} change?` }));
+      if (target && summary) {
+        await sendReview(target.member, 'request_changes', [], summary);
+      }
+    },
     'troupe.startAgent': async () => {
       const { definitions } = await call('list_agent_definitions');
       const agent = await vscode.window.showQuickPick(definitions.map((d: any) => d.name), { title: 'Troupe: start which agent?' });
@@ -216,6 +370,11 @@ export async function activate(context: vscode.ExtensionContext) {
       }
     },
   };
+  const content = new ReviewContent();
+  context.subscriptions.push(
+    vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, content),
+    vscode.workspace.registerTextDocumentContentProvider(HEAD_SCHEME, content),
+  );
   for (const [name, fn] of Object.entries(commands)) {
     context.subscriptions.push(vscode.commands.registerCommand(name, () => fn().catch(report)));
   }

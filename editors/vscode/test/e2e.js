@@ -2,8 +2,10 @@
 // playwright-core. Installs the packaged troupe.vsix, runs "Troupe: List Agents" from the
 // palette, approves a worker's pending request from the quick-fix menu on the file it wants to
 // edit, saves a screenshot of the party view, opens a pattern run's tree, then a party's plan,
-// votes on its decision from the quick picks and opens its timeline filtered by member. Set up and checked by tests/it/editors.rs;
-// prints one JSON line of findings.
+// votes on its decision from the quick picks and opens its timeline filtered by member, then
+// reviews a member's branch: "Troupe: Review Member" opens a changed file in the diff editor and
+// "Troupe: Approve Member" approves it. Set up and checked by tests/it/editors.rs; prints one
+// JSON line of findings.
 'use strict';
 const cp = require('child_process');
 const fs = require('fs');
@@ -71,6 +73,8 @@ async function palette(page, command) {
     'telemetry.telemetryLevel': 'off',
     'extensions.autoCheckUpdates': false,
     'update.mode': 'none',
+    // Side by side even in a narrow editor group (the views opened beside make it narrow).
+    'diffEditor.useInlineViewWhenSpaceIsLimited': false,
   }));
   await run(['--install-extension', process.env.VSIX]);
   step('installed');
@@ -197,6 +201,25 @@ async function palette(page, command) {
     findings.timeline_title = await timelineFrame.locator('#timeline-title').innerText();
     findings.timeline = await timelineFrame.locator('#timeline li.event').allInnerTexts();
     step('timeline');
+
+    // 8. Review member $REVIEW_MEMBER of party $REVIEW_PARTY: its change to $REVIEW_FILE in the
+    // diff editor (the file where the branch forked, and at its tip), then approve it.
+    await palette(page, 'Troupe: Review Member');
+    await pick('choose the party', process.env.REVIEW_PARTY);
+    await pick('choose the member', process.env.REVIEW_MEMBER);
+    await pick('choose the file', process.env.REVIEW_FILE);
+    // (Not the `.line-delete` zones an inline diff draws removed lines in.)
+    const diff = page.locator('.monaco-diff-editor');
+    const side = (which) => diff.locator(`.editor.${which} .view-lines:not(.line-delete)`).first();
+    await diff.locator('.editor.modified .view-lines:not(.line-delete)', { hasText: new RegExp(process.env.REVIEW_HEAD_LINE) })
+      .first().waitFor({ timeout: 30000 });
+    findings.review_tab = await page.locator('.editor-group-container.active .tab.active').first().innerText();
+    findings.review_base = await side('original').innerText();
+    findings.review_head = await side('modified').innerText();
+    step('review diff');
+    await palette(page, 'Troupe: Approve Member');
+    await page.locator('.notifications-toasts', { hasText: 'approved' }).first().waitFor({ timeout: 30000 });
+    step('member approved');
   } finally {
     await browser.close();
     server.kill();

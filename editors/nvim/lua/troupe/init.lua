@@ -1,6 +1,8 @@
 -- troupe: the Neovim front of Troupe. Commands run daemon operations through the `troupe` LSP
 -- client (workspace/executeCommand `troupe.<operation>`); approvals arrive as diagnostics with
--- code actions (use vim.lsp.buf.code_action()).
+-- code actions (use vim.lsp.buf.code_action()), predicted conflicts as warnings. A member's
+-- branch is reviewed in a diff split of two scratch buffers (the file where it forked, and at
+-- the branch's tip) that nothing writes back.
 local M = {}
 
 --- The attached troupe client, if any.
@@ -142,12 +144,13 @@ function M.timeline_lines(party_id, events, member)
   return lines
 end
 
---- Calls `fn(party_id)` with the party named, or the one picked among those running.
-local function with_party(party_id, fn)
+--- Calls `fn(party_id)` with the party named, or the one picked among those running (among all
+--- with `any`).
+local function with_party(party_id, fn, any)
   if party_id then
     return fn(party_id)
   end
-  M.call('list_parties', { status = 'running' }, function(r)
+  M.call('list_parties', any and {} or { status = 'running' }, function(r)
     local parties = r.parties or {}
     if #parties == 1 then
       return fn(parties[1].party_id)
@@ -165,7 +168,169 @@ local function with_party(party_id, fn)
   end)
 end
 
+--- The member last opened for review ({ party_id, role, index, workdir }), the default of the
+--- review commands outside a review buffer.
+M.reviewing = nil
+
+--- Calls `fn(member)` with the member named by `args` (party, role, index), else the one picked
+--- among the party's checkouts (`list_worktrees`).
+local function with_member(args, fn)
+  with_party(args[1], function(party_id)
+    if args[2] then
+      return fn({ party_id = party_id, role = args[2], index = tonumber(args[3]) or 0 })
+    end
+    M.call('list_worktrees', { party_id = party_id }, function(r)
+      local all = r.worktrees or {}
+      if #all == 0 then
+        vim.notify('troupe: this party has no member checkouts')
+        return
+      end
+      vim.ui.select(all, {
+        prompt = 'Troupe: review which member?',
+        format_item = function(w)
+          return string.format('%s#%d %s, %d ahead, %d files', w.role, w.index, w.status, w.ahead,
+            #(w.changed_files or {}))
+        end,
+      }, function(w)
+        if w then
+          fn({ party_id = party_id, role = w.role, index = w.index, workdir = w.workdir })
+        end
+      end)
+    end)
+  end, true)
+end
+
+--- A read-only scratch buffer named `name` holding `text`, with `path`'s filetype.
+local function scratch(name, text, path, review)
+  for _, old in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(old) == name then
+      vim.api.nvim_buf_delete(old, { force = true })
+    end
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, name)
+  local lines = vim.split(text, '\n', { plain = true })
+  if lines[#lines] == '' then
+    table.remove(lines)
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].bufhidden = 'wipe'
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].filetype = vim.filetype.match({ filename = path }) or ''
+  vim.b[buf].troupe_review = review
+  return buf
+end
+
+--- Opens `path` of `member`'s branch in a new tab: left the file where the branch forked, right
+--- the file at its tip, both in diff mode; `on_open(base_buf, head_buf)` once it is there.
+function M.open_review(member, path, on_open)
+  local params = { party_id = member.party_id, role = member.role, index = member.index, path = path }
+  M.call('get_member_diff', params, function(r)
+    local file = (r.files or {})[1] or {}
+    local who = string.format('%s#%d', member.role, member.index)
+    local review = { party_id = member.party_id, role = member.role, index = member.index, path = path }
+    local head = scratch(string.format('troupe://%s/%s/head/%s', member.party_id, who, path),
+      text(file.head_text), path, review)
+    local base = scratch(string.format('troupe://%s/%s/base/%s', member.party_id, who, path),
+      text(file.base_text), path, review)
+    vim.cmd('tab sbuffer ' .. head)
+    local head_win = vim.api.nvim_get_current_win()
+    vim.cmd('leftabove vertical sbuffer ' .. base)
+    vim.cmd('diffthis')
+    vim.api.nvim_set_current_win(head_win)
+    vim.cmd('diffthis')
+    if on_open then
+      on_open(base, head)
+    end
+  end)
+end
+
+--- The member a review command is about: `args` (party, role, index), else the review buffer's,
+--- else the last one opened; with the path and line under the cursor when it knows them.
+local function review_target(args)
+  if args[1] and args[2] then
+    return { party_id = args[1], role = args[2], index = tonumber(args[3]) or 0 }
+  end
+  local here = vim.b.troupe_review
+  if here then
+    return here, here.path, vim.api.nvim_win_get_cursor(0)[1]
+  end
+  local m = M.reviewing
+  if not m then
+    vim.notify('troupe: open a member with :Troupe review first', vim.log.levels.ERROR)
+    return nil
+  end
+  -- A file of the member's worktree: its path there.
+  local file = vim.api.nvim_buf_get_name(0)
+  if m.workdir and file:sub(1, #m.workdir + 1) == m.workdir .. '/' then
+    return m, file:sub(#m.workdir + 2), vim.api.nvim_win_get_cursor(0)[1]
+  end
+  return m
+end
+
+local REVIEWED = { approve = 'approved', request_changes = 'asked for changes from', comment = 'commented on' }
+
+--- Sends a review of `member` (`review_member`) and says what became of it.
+local function send_review(member, verdict, comments, summary)
+  local params = { party_id = member.party_id, role = member.role, index = member.index, verdict = verdict,
+    comments = #comments > 0 and comments or nil, summary = summary }
+  M.call('review_member', params, function(r)
+    vim.notify(string.format('troupe: %s %s#%d%s', REVIEWED[verdict], r.role, r.index,
+      r.delivered and '' or ' (not running: it waits in its inbox)'))
+  end)
+end
+
 M.subcommands = {
+  -- A member's branch: `:Troupe review [party_id] [role] [index]`; pick a changed file, see it
+  -- in a diff split.
+  review = function(args)
+    with_member(args, function(member)
+      M.call('get_member_diff', { party_id = member.party_id, role = member.role, index = member.index }, function(r)
+        member.workdir = member.workdir or (r.worktree or {}).workdir
+        M.reviewing = member
+        local files = r.files or {}
+        if #files == 0 then
+          vim.notify(string.format('troupe: %s#%d has changed nothing yet', member.role, member.index))
+          return
+        end
+        vim.ui.select(files, {
+          prompt = string.format('Troupe: %s#%d changed %d files (+%d -%d)', member.role, member.index, #files,
+            r.additions, r.deletions),
+          format_item = function(f)
+            return string.format('%s %s +%d -%d%s', f.path, f.status, f.additions, f.deletions,
+              f.binary and ' (binary)' or '')
+          end,
+        }, function(f)
+          if f then
+            M.open_review(member, f.path)
+          end
+        end)
+      end)
+    end)
+  end,
+  -- A comment on the line under the cursor: `:Troupe comment {text}`.
+  comment = function(args)
+    local member, path, line = review_target({})
+    local said = table.concat(args, ' ')
+    if member and said ~= '' then
+      send_review(member, 'comment', { { path = path, line = path and line or nil, text = said } })
+    end
+  end,
+  ['approve-member'] = function(args)
+    local member = review_target(args)
+    if member then
+      send_review(member, 'approve', {})
+    end
+  end,
+  -- `:Troupe request-changes {summary}`.
+  ['request-changes'] = function(args)
+    local member = review_target({})
+    local summary = table.concat(args, ' ')
+    if member and summary ~= '' then
+      send_review(member, 'request_changes', {}, summary)
+    end
+  end,
+
   -- A party's plan: `:Troupe plan [party_id]`.
   plan = function(args)
     with_party(args[1], function(party_id)
@@ -314,7 +479,8 @@ function M.command(opts)
   local sub = table.remove(args, 1)
   local fn = M.subcommands[sub or '']
   if not fn then
-    vim.notify('troupe: :Troupe launch|status|agents|runs|plan|decide|timeline|send|cancel|approvals|start', vim.log.levels.ERROR)
+    vim.notify('troupe: :Troupe launch|status|agents|runs|plan|decide|timeline|review|comment|approve-member|'
+      .. 'request-changes|send|cancel|approvals|start', vim.log.levels.ERROR)
     return
   end
   fn(args)

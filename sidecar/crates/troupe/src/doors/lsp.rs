@@ -571,7 +571,7 @@ async fn watch_notifications(editor: Editor, state: Arc<Mutex<State>>, daemon: A
         };
         if matches!(
             n["kind"].as_str(),
-            Some("conflict_predicted" | "conflict_resolved")
+            Some("conflict_predicted" | "conflict_resolved" | "radar_stopped")
         ) {
             refresh_conflicts(&editor, &state, &daemon).await;
         }
