@@ -2,7 +2,8 @@
 //! (a kick on each `complete`, else a look every second) and, when one moved, merges every pair
 //! in memory (`troupe_worktree::radar`). A new overlap is a `conflict_predicted` event, a message
 //! to both members naming the other and the files, and a notification for the person (whose
-//! editor puts diagnostics on the lines); one that went away is `conflict_resolved`.
+//! editor puts diagnostics on the lines); one that went away is `conflict_resolved`. When a
+//! party stops running, the person is told the radar stopped (`radar_stopped`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -79,10 +80,40 @@ impl Radar {
             }
         };
         let live: Vec<String> = running.iter().map(|r| r.party_id.clone()).collect();
-        self.parties
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .retain(|id, _| live.contains(id));
+        let ended: Vec<(String, Vec<PredictedConflictView>)> = {
+            let mut parties = self
+                .parties
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let ended = parties
+                .iter()
+                .filter(|(id, r)| !live.contains(id) && !r.current.is_empty())
+                .map(|(id, r)| (id.clone(), r.current.clone()))
+                .collect();
+            parties.retain(|id, _| live.contains(id));
+            ended
+        };
+        for (party_id, left) in ended {
+            // Its predictions stop being watched (editors clear them); landing meets them.
+            if let Ok(party) = PartyView::load(&ctx.store, &party_id) {
+                let pairs: Vec<String> = left
+                    .iter()
+                    .map(|c| format!("{} and {}", c.a, c.b))
+                    .collect();
+                tell_person(
+                    ctx,
+                    &party,
+                    "radar_stopped",
+                    &format!(
+                        "the party is {}; the radar stopped watching it ({} still predicted to conflict: land_party will name them)",
+                        party.row.status,
+                        pairs.join(", ")
+                    ),
+                    json!({ "party_id": party_id, "conflicts": left }),
+                )
+                .await;
+            }
+        }
         for row in running {
             if let Err(e) = self.look_at(ctx, &row.party_id).await {
                 tracing::debug!(party = %row.party_id, error = %e, "radar: no look");

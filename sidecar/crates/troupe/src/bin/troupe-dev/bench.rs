@@ -31,6 +31,8 @@ pub enum BenchCommand {
     Acp(crate::bench_agents::AcpArgs),
     /// The pattern layer's overhead per hop: a handoff chain and an advisor fan-out.
     Patterns(crate::bench_patterns::PatternArgs),
+    /// The conflict radar's cost: N members × M changed files on a real repository.
+    Radar(crate::bench_radar::RadarArgs),
     /// kill -9 soaks: keyed sends (nothing acknowledged lost or doubled) and parties (no rerun,
     /// no double spawn, no orphan process).
     #[command(subcommand)]
@@ -117,6 +119,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Acp(args) => return crate::bench_agents::acp(args, json).await,
         BenchCommand::Soak(cmd) => return crate::bench_soak::run(cmd, json).await,
         BenchCommand::Patterns(args) => return crate::bench_patterns::run(args, json).await,
+        BenchCommand::Radar(args) => return crate::bench_radar::run(args, json).await,
     };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");

@@ -7,6 +7,7 @@ mod bench_agents;
 mod bench_approvals;
 mod bench_parties;
 mod bench_patterns;
+mod bench_radar;
 mod bench_soak;
 mod lsp_client;
 mod scripted_agent;
