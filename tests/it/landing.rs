@@ -22,6 +22,8 @@ fn committer(dir: &Path) -> String {
 set -e
 if [ "$1" != "-" ]; then
   printf '%s\n' "$2" > "$1"
+  # Started again (a review to address, a conflict to resolve): add to the work.
+  if echo "$TROUPE_PROMPT" | grep -q "again, in your checkout"; then printf 'reworked\n' >> "$1"; fi
   git add -A
   git -c user.name=member -c user.email=member@troupe commit -qm "$TROUPE_ROLE#$TROUPE_INSTANCE writes $1"
 fi
@@ -40,7 +42,8 @@ troupe call complete "{\"output\":\"$TROUPE_ROLE done\"}" >/dev/null
     path.display().to_string()
 }
 
-/// Defines an agent per (role, file, text, mode) and a party of them, `b` after `a` and so on.
+/// Defines an agent per (role, file, text, mode) and a party of them; their roles recover by
+/// restart.
 async fn define_party(c: &Client, dir: &Path, name: &str, members: &[(&str, &str, &str, &str)]) {
     let script = committer(dir);
     let mut roles = serde_json::Map::new();
@@ -53,7 +56,10 @@ async fn define_party(c: &Client, dir: &Path, name: &str, members: &[(&str, &str
                     "isolation": "worktree", "timeout_secs": 120 }),
         )
         .await;
-        roles.insert(role.to_string(), json!({ "agent": agent }));
+        roles.insert(
+            role.to_string(),
+            json!({ "agent": agent, "on_crash": "restart" }),
+        );
     }
     define(c, "party", json!({ "name": name, "roles": roles })).await;
 }
@@ -75,6 +81,19 @@ fn git(dir: &str, args: &[&str]) -> String {
 async fn refused(c: &Client, op: &str, params: Value) -> (String, String) {
     let e = c.call(op, params).await.expect_err(op);
     (e.kind().unwrap_or_default().to_string(), e.to_string())
+}
+
+/// Waits for a run to end; its `get_agent_result`.
+async fn ended(c: &Client, run_id: &str) -> Value {
+    wait_for("the run to end", 60, || async {
+        let r = c
+            .call("get_agent_result", json!({ "run_id": run_id }))
+            .await
+            .unwrap();
+        let status = r["run"]["status"].as_str().unwrap_or_default().to_string();
+        (status != "running" && status != "pending").then_some(r)
+    })
+    .await
 }
 
 async fn events(c: &Client, party: &str, kind: &str) -> Vec<Value> {
@@ -173,7 +192,7 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
     let review = c
         .call(
             "review_member",
-            json!({ "party_id": party, "role": "a", "verdict": "request_changes",
+            json!({ "party_id": party, "role": "a", "verdict": "request_changes", "restart": true,
                     "comments": [{ "path": "a.txt", "line": 1, "text": "say more" }] }),
         )
         .await
@@ -182,6 +201,27 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
         (review["verdict"].as_str(), review["delivered"].as_bool()),
         (Some("request_changes"), Some(false))
     );
+    // a had finished: it is started again in its checkout with the review as its task.
+    let rework = review["restarted_run_id"].as_str().unwrap().to_string();
+    let run = ended(&c, &rework).await;
+    assert_eq!(run["run"]["status"], "success", "{run}");
+    assert!(
+        run["run"]["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("a.txt:1: say more"),
+        "{run}"
+    );
+    assert_eq!(run["run"]["workdir"], wts[0]["workdir"]);
+    let commits = c
+        .call(
+            "list_member_commits",
+            json!({ "party_id": party, "role": "a" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(commits["commits"].as_array().unwrap().len(), 2, "{commits}");
+    assert_eq!(events(&c, &party, "member_restarted").await.len(), 1);
     let reviewed = events(&c, &party, "member_reviewed").await;
     assert_eq!(
         reviewed[0]["data"]["comments"][0]["text"], "say more",
@@ -239,6 +279,10 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
     assert_eq!(
         std::fs::read_to_string(Path::new(&project).join("b.txt")).unwrap(),
         "from b\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&project).join("a.txt")).unwrap(),
+        "from a\nreworked\n"
     );
     assert_eq!(git(&project, &["status", "--porcelain"]), "");
     assert_eq!(events(&c, &party, "party_landed").await.len(), 1);
@@ -356,6 +400,18 @@ async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
     assert_eq!(outcome("idle")["outcome"], "nothing_to_land");
     let b = outcome("b");
     assert_eq!(b["outcome"], "conflict");
+    // b had finished and its role recovers by restart: it is started again to resolve it.
+    let resolver = b["resolver_run_id"].as_str().unwrap().to_string();
+    let run = ended(&c, &resolver).await;
+    let prompt = run["run"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("resolve a merge conflict") && prompt.contains("README.md"),
+        "{run}"
+    );
+    assert!(
+        prompt.contains("/landing (what was integrated before you)"),
+        "{prompt}"
+    );
     assert_eq!(b["conflicts"][0]["path"], "README.md");
     let hunk = b["conflicts"][0]["hunks"][0].as_str().unwrap();
     assert!(
@@ -373,14 +429,15 @@ async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
         "# a's readme\n"
     );
     assert!(Path::new(&project).join("c.txt").exists());
-    // b's branch is as it was; b and the person are told.
+    // The landing left b's branch as it was (its resolver added one commit); b and the person
+    // are told.
     let b_branch = b["branch"].as_str().unwrap();
     assert_eq!(
         git(
             &project,
             &["rev-list", "--count", &format!("{start}..{b_branch}")]
         ),
-        "1"
+        "2"
     );
     let conflict = events(&c, &party, "merge_conflict").await;
     assert_eq!(

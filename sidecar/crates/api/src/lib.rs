@@ -218,7 +218,7 @@ macro_rules! for_each_operation {
         /// A member's commits not on the target, oldest first.
         list_member_commits(MemberParams) -> MemberCommitsResult;
         /// Approve a member's work, request changes or comment (on lines or the whole change):
-        /// on the timeline and sent to the member.
+        /// on the timeline and sent to the member, or start a finished member again with it.
         review_member(ReviewMemberParams) -> ReviewMemberResult;
         /// The merge queue: members' branches integrated one at a time in DAG order on an
         /// integration branch in its own worktree, tested there, and the target moved only if

@@ -1415,6 +1415,9 @@ pub struct MemberLanding {
     pub commits: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<ConflictFileView>,
+    /// A conflict's member started again to resolve it (its role recovers by restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolver_run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -1480,6 +1483,10 @@ pub struct ReviewMemberParams {
     pub comments: Vec<ReviewComment>,
     #[serde(default)]
     pub summary: Option<String>,
+    /// If the member has finished, start it again in its checkout with the review as its
+    /// prompt (not with approve).
+    #[serde(default)]
+    pub restart: bool,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
@@ -1488,8 +1495,11 @@ pub struct ReviewMemberResult {
     pub role: String,
     pub index: i64,
     pub verdict: ReviewVerdict,
-    /// Whether the member was running when the review was sent (else it waits in its inbox).
+    /// Whether the member was running and was sent the review.
     pub delivered: bool,
+    /// The run that started the finished member again with the review (`restart`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_run_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

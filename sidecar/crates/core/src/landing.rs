@@ -460,6 +460,7 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
             outcome: "not_picked".into(),
             commits: 0,
             conflicts: Vec::new(),
+            resolver_run_id: None,
         })
         .collect();
     let mut conflicted = Vec::new();
@@ -489,6 +490,7 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
             outcome: name.into(),
             commits,
             conflicts,
+            resolver_run_id: None,
         });
     }
     let mut result = LandResult {
@@ -504,11 +506,13 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
         test: None,
         summary: String::new(),
     };
-    for (c, m) in conflicted
-        .iter()
-        .zip(result.members.iter().filter(|m| m.outcome == "conflict"))
-    {
-        report_conflict(ctx, &party, c, m, &result.target).await;
+    for (c, m) in conflicted.iter().zip(
+        result
+            .members
+            .iter_mut()
+            .filter(|m| m.outcome == "conflict"),
+    ) {
+        m.resolver_run_id = report_conflict(ctx, &party, c, m, &result.target, &branch).await;
     }
     let integrated_any = result.members.iter().any(|m| m.outcome == "integrated");
     if !integrated_any {
@@ -628,14 +632,16 @@ fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
 }
 
-/// A conflict at landing: on the timeline, to the member (files and hunks) and to the person.
+/// A conflict at landing: on the timeline, to the member (files and hunks) and to the person;
+/// a finished member whose role recovers by restart is started again to resolve it (its run).
 async fn report_conflict(
     ctx: &Ctx,
     party: &PartyView,
     c: &Checkout,
     m: &MemberLanding,
     target: &str,
-) {
+    integration_branch: &str,
+) -> Option<String> {
     let files: Vec<&str> = m.conflicts.iter().map(|f| f.path.as_str()).collect();
     timeline(
         ctx,
@@ -646,9 +652,8 @@ async fn report_conflict(
     )
     .await;
     let mut text = format!(
-        "your branch {} conflicts with {} as integrated so far and was left out of the landing. Conflicting files: {}. Merge {target} into your branch, resolve, commit, and say so.",
+        "your branch {} conflicts with the work landed before it and was left out of the landing on {target}. Conflicting files: {}. Merge {integration_branch} (what was integrated before you) into your branch, resolve the conflicts, commit, and say so.",
         m.branch,
-        target,
         files.join(", ")
     );
     for f in &m.conflicts {
@@ -656,18 +661,158 @@ async fn report_conflict(
             text.push_str(&format!("\n--- {}\n{h}", f.path));
         }
     }
-    tell_member(ctx, party, &c.member, &text).await;
+    let told = tell_member(ctx, party, &c.member, &text).await;
+    let resolver = if told || !restarts(party, &c.member.role_name) {
+        None
+    } else {
+        match rework(ctx, party, c, "resolve a merge conflict", &text).await {
+            Ok(run) => Some(run),
+            Err(e) => {
+                tracing::warn!(party = %party.row.party_id, error = %e, "conflict resolver not started");
+                None
+            }
+        }
+    };
+    let then = match &resolver {
+        Some(_) => "it was started again to resolve it",
+        None => "it was left out of the landing",
+    };
     tell_person(
         ctx,
         party,
         "merge_conflict",
         &format!(
-            "{} conflicts with {target} in {}; it was left out of the landing",
+            "{} conflicts with the work landed before it in {}; {then}",
             c.label(),
             files.join(", ")
         ),
         json!({ "party_id": party.row.party_id, "role": m.role, "index": m.index,
-                "branch": m.branch, "files": files }),
+                "branch": m.branch, "files": files, "resolver_run_id": resolver }),
     )
     .await;
+    resolver
+}
+
+/// Whether a role's recovery restarts its members.
+fn restarts(party: &PartyView, role: &str) -> bool {
+    let strategy = party
+        .snapshot
+        .party
+        .roles
+        .get(role)
+        .and_then(|r| r.on_crash.clone())
+        .unwrap_or_else(|| party.snapshot.party.recovery.on_crash.clone());
+    strategy == troupe_engine::Strategy::Restart
+}
+
+/// Starts a finished member again in its own checkout with `text` as its task (a review to
+/// address, a conflict to resolve): a run of its agent outside the party's DAG, child of the
+/// project's system session; its commits go on the member's branch. Its run id.
+pub async fn rework(
+    ctx: &Ctx,
+    party: &PartyView,
+    c: &Checkout,
+    why: &str,
+    text: &str,
+) -> Result<String, ApiError> {
+    if c.member.status == "running" {
+        return Err(ApiError::Conflict(format!(
+            "{} is still running: it was sent the text instead",
+            c.label()
+        )));
+    }
+    let role = party
+        .snapshot
+        .party
+        .roles
+        .get(&c.member.role_name)
+        .ok_or_else(|| {
+            ApiError::Internal(format!("role {} left the snapshot", c.member.role_name))
+        })?;
+    let mut agent = party
+        .snapshot
+        .agents
+        .get(&role.agent)
+        .cloned()
+        .ok_or_else(|| ApiError::Internal(format!("agent {} left the snapshot", role.agent)))?;
+    if agent.runner == crate::runners::land::LAND {
+        return Err(ApiError::Conflict(format!(
+            "{} is the merge queue: run land_party again instead",
+            c.label()
+        )));
+    }
+    // It works in the member's checkout as it is: already isolated and set up.
+    agent.isolation = troupe_engine::Isolation::None;
+    agent.setup.clear();
+    let mut prompt = String::new();
+    for part in [agent.instructions.as_deref(), role.prompt.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        prompt.push_str(part);
+        prompt.push('\n');
+    }
+    prompt.push_str(&format!(
+        "You are {} of party {} again, in your checkout on branch {}, to {why}:\n{text}\n",
+        c.label(),
+        party.row.name,
+        c.branch
+    ));
+    let root = party.row.repo_root.clone();
+    let project_name = Path::new(&root)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let system = ctx
+        .store
+        .system_session(root.clone(), project_name.clone())
+        .await?;
+    let (run, _) = ctx
+        .store
+        .create_run(troupe_store::NewRun {
+            agent_name: agent.name.clone(),
+            definition: serde_json::to_value(&agent)
+                .map_err(|e| ApiError::Internal(e.to_string()))?,
+            session: troupe_store::NewSession {
+                cli: agent.runner.clone(),
+                cwd: c.workdir.clone(),
+                project_root: root,
+                project_name,
+                external_id: None,
+                parent_session_id: Some(system.session_id),
+                spawned_by_agent_id: None,
+                party_id: None,
+            },
+            party: None,
+            attempt: 1,
+            prompt,
+            task_id: None,
+            timeout_ms: agent.timeout_secs.map(|s| (s * 1000.0) as i64),
+            workdir: Some(c.workdir.clone()),
+            trigger: Some(format!(
+                "rework of {} in party {}",
+                c.label(),
+                party.row.party_id
+            )),
+            flow: None,
+            attach_session: None,
+        })
+        .await?;
+    let run_id = run.run_id.clone();
+    ctx.orchestrator
+        .request(|reply| crate::orchestrator::Command::StartRun {
+            run: Box::new(run),
+            definition: Box::new(agent),
+            reply,
+        })
+        .await?;
+    timeline(
+        ctx,
+        party,
+        "member_restarted",
+        json!({ "role": c.member.role_name, "index": c.member.instance_index,
+                "run_id": run_id, "why": why }),
+    )
+    .await;
+    Ok(run_id)
 }

@@ -137,6 +137,12 @@ pub async fn review_member(
     if p.comments.iter().any(|c| c.text.trim().is_empty()) {
         return Err(ApiError::invalid(OP, "a comment's text must not be empty"));
     }
+    if p.restart && p.verdict == ReviewVerdict::Approve {
+        return Err(ApiError::invalid(
+            OP,
+            "restart goes with request_changes or comment, not approve",
+        ));
+    }
     if p.verdict == ReviewVerdict::Comment && p.comments.is_empty() && p.summary.is_none() {
         return Err(ApiError::invalid(
             OP,
@@ -174,6 +180,11 @@ pub async fn review_member(
     }
     let ctx = Ctx::of(d);
     let delivered = tell_member(&ctx, &party, &c.member, &text).await;
+    let restarted_run_id = if p.restart && !delivered {
+        Some(crate::landing::rework(&ctx, &party, &c, "address this review", &text).await?)
+    } else {
+        None
+    };
     d.store
         .append_event(NewEvent {
             kind: "member_reviewed".into(),
@@ -190,6 +201,7 @@ pub async fn review_member(
         index: c.member.instance_index,
         verdict: p.verdict,
         delivered,
+        restarted_run_id,
     })
 }
 
