@@ -85,9 +85,9 @@ const LEADER_TOOLS: &[&str] = &[
     // The leader commits the plan and breaks ties.
     "commit_plan",
     "commit_decision",
-    // The leader reviews members' work and runs the merge queue.
+    // The leader reviews members' work. (`land_party` is not an agent's tool: its test command
+    // would run outside every approval; a `land` role or the person runs the queue.)
     "review_member",
-    "land_party",
 ];
 
 /// Params the door fills from the calling session (the model does not see them).
