@@ -148,13 +148,27 @@ async function reviewTarget(): Promise<{ member: Member; path?: string; line?: n
   return { member: target.member };
 }
 
-/** Sends a review of a member: `review_member`, then says what became of it. */
+/** Sends a review of a member: `review_member`, then says what became of it. A member that has
+ * finished can be started again with a review that asks for something (its checkout as it is). */
 async function sendReview(member: Member, verdict: string, comments: object[], summary?: string) {
-  const r = await call('review_member', { ...member, verdict, comments, summary });
+  let restart = false;
+  if (verdict !== 'approve') {
+    const { worktrees } = await call('list_worktrees', { party_id: member.party_id });
+    const w = worktrees.find((x: any) => x.role === member.role && x.index === member.index);
+    if (w && w.status !== 'running') {
+      const how = await vscode.window.showQuickPick(['Start it again with this review', 'Only record the review'], {
+        title: `Troupe: ${member.role}#${member.index} is ${w.status}`,
+      });
+      if (!how) {
+        return;
+      }
+      restart = how.startsWith('Start');
+    }
+  }
+  const r = await call('review_member', { ...member, verdict, comments, summary, restart });
   const words: Record<string, string> = { approve: 'approved', request_changes: 'asked for changes from', comment: 'commented on' };
-  vscode.window.showInformationMessage(
-    `Troupe: ${words[verdict] ?? verdict} ${r.role}#${r.index}${r.delivered ? '' : ' (it is not running: the review waits in its inbox)'}`,
-  );
+  const then = r.restarted_run_id ? ' — started again with it' : r.delivered || verdict === 'approve' ? '' : ' (it is not running: the review is on the timeline)';
+  vscode.window.showInformationMessage(`Troupe: ${words[verdict] ?? verdict} ${r.role}#${r.index}${then}`);
 }
 
 export async function activate(context: vscode.ExtensionContext) {

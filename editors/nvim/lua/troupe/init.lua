@@ -270,13 +270,28 @@ end
 
 local REVIEWED = { approve = 'approved', request_changes = 'asked for changes from', comment = 'commented on' }
 
---- Sends a review of `member` (`review_member`) and says what became of it.
+--- Sends a review of `member` (`review_member`) and says what became of it. A member that has
+--- finished can be started again with a review that asks for something.
 local function send_review(member, verdict, comments, summary)
-  local params = { party_id = member.party_id, role = member.role, index = member.index, verdict = verdict,
-    comments = #comments > 0 and comments or nil, summary = summary }
-  M.call('review_member', params, function(r)
-    vim.notify(string.format('troupe: %s %s#%d%s', REVIEWED[verdict], r.role, r.index,
-      r.delivered and '' or ' (not running: it waits in its inbox)'))
+  local function send(restart)
+    local params = { party_id = member.party_id, role = member.role, index = member.index, verdict = verdict,
+      comments = #comments > 0 and comments or nil, summary = summary, restart = restart }
+    M.call('review_member', params, function(r)
+      local sent = r.restarted_run_id and ' (started again with it)'
+        or ((r.delivered or verdict == 'approve') and '' or ' (not running: the review is on the timeline)')
+      vim.notify(string.format('troupe: %s %s#%d%s', REVIEWED[verdict], r.role, r.index, sent))
+    end)
+  end
+  if verdict == 'approve' or member.status == nil or member.status == 'running' then
+    return send(false)
+  end
+  vim.ui.select({ 'Start it again with this review', 'Only record the review' }, {
+    prompt = string.format('Troupe: %s#%d is %s', member.role, member.index, member.status),
+    format_item = function(s)
+      return s
+    end,
+  }, function(choice)
+    send(choice == 'Start it again with this review')
   end)
 end
 
@@ -287,6 +302,7 @@ M.subcommands = {
     with_member(args, function(member)
       M.call('get_member_diff', { party_id = member.party_id, role = member.role, index = member.index }, function(r)
         member.workdir = member.workdir or (r.worktree or {}).workdir
+        member.status = (r.worktree or {}).status
         M.reviewing = member
         local files = r.files or {}
         if #files == 0 then
