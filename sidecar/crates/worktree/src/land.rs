@@ -389,6 +389,11 @@ pub fn import_clone_branch(
     branch: &str,
 ) -> Result<(), WorktreeError> {
     let repo = Repository::open(repo_root)?;
+    // Nothing new in the clone (the radar asks every second): no fetch.
+    let theirs = tip(&Repository::open(clone)?, branch).ok();
+    if theirs.is_some() && theirs == tip(&repo, branch).ok() {
+        return Ok(());
+    }
     let url = clone.to_string_lossy().into_owned();
     let mut remote = repo.remote_anonymous(&url)?;
     let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");

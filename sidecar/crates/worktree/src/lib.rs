@@ -303,6 +303,12 @@ pub fn remove_clone(
         }
     }
     std::fs::remove_dir_all(&path)?;
+    // Its branch, if brought over for review or landing (`land::import_clone_branch`).
+    if let Ok(main) = Repository::open(repo_root)
+        && let Ok(mut b) = main.find_branch(&name.branch()?, BranchType::Local)
+    {
+        b.delete()?;
+    }
     Ok(())
 }
 

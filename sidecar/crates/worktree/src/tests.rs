@@ -328,3 +328,33 @@ fn a_dirty_or_moved_target_is_never_touched() {
     let err = land::advance_target(&root, "main", &result.start, &result.tip).unwrap_err();
     assert!(matches!(err, WorktreeError::TargetMoved { .. }), "{err}");
 }
+
+#[test]
+fn a_clones_branch_is_brought_over_for_review_and_landing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let name = MemberName {
+        party: "p1",
+        role: "qa",
+        index: 0,
+    };
+    let co = ensure_clone(&root, &tmp.path().join("clones"), name).unwrap();
+    std::fs::write(co.path.join("qa.txt"), "checked\n").unwrap();
+    commit_all(&co.path, "qa notes").unwrap();
+    assert!(matches!(
+        review::branch_state(&root, &co.branch, None),
+        Err(WorktreeError::NoBranch(_))
+    ));
+    land::import_clone_branch(&root, &co.path, &co.branch).unwrap();
+    let state = review::branch_state(&root, &co.branch, None).unwrap();
+    assert_eq!(
+        (state.ahead, state.changed_files.clone()),
+        (1, vec!["qa.txt".to_string()])
+    );
+    // Nothing new: nothing fetched, nothing changed.
+    land::import_clone_branch(&root, &co.path, &co.branch).unwrap();
+    assert_eq!(
+        review::branch_state(&root, &co.branch, None).unwrap(),
+        state
+    );
+}

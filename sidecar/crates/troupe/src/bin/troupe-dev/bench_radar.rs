@@ -41,6 +41,10 @@ struct Figures {
     warm_scan_ms: f64,
     after_one_commit_ms: f64,
     idle_look_us: f64,
+    /// The merge queue's in-memory half over the same branches (merge strategy; conflicting
+    /// ones left out, as `land_party` does).
+    integrate_ms: f64,
+    integrated: usize,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -102,8 +106,16 @@ pub async fn run(args: RadarArgs, json: bool) -> anyhow::Result<()> {
         .collect();
     let names: Vec<&str> = labels.iter().map(|(_, b)| b.as_str()).collect();
 
-    let (mut floor, mut cold, mut warm, mut moved, mut idle) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut floor, mut cold, mut warm, mut moved, mut idle, mut integrate) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    let queue: Vec<(String, String)> = labels.iter().map(|(l, b)| (b.clone(), l.clone())).collect();
+    let mut integrated = 0;
     let (mut merges, mut found) = (0, Vec::new());
     for run in 0..args.runs {
         // The floor: one merge of two members' branches that do not overlap, fresh radar.
@@ -133,6 +145,21 @@ pub async fn run(args: RadarArgs, json: bool) -> anyhow::Result<()> {
         let t = Instant::now();
         troupe_worktree::review::tips(&root, &names)?;
         idle.push(t.elapsed().as_secs_f64() * 1e6);
+
+        let t = Instant::now();
+        let done = troupe_worktree::land::integrate(
+            &root,
+            None,
+            &queue,
+            troupe_worktree::land::Strategy::Merge,
+            "troupe/bench/landing",
+        )?;
+        integrate.push(ms(t.elapsed()));
+        integrated = done
+            .outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, troupe_worktree::land::BranchOutcome::Integrated { .. }))
+            .count();
     }
     let figures = Figures {
         members: args.members,
@@ -147,6 +174,8 @@ pub async fn run(args: RadarArgs, json: bool) -> anyhow::Result<()> {
         warm_scan_ms: median(warm),
         after_one_commit_ms: median(moved),
         idle_look_us: median(idle),
+        integrate_ms: median(integrate),
+        integrated,
     };
     let figures = Figures {
         cold_over_floor: figures.cold_scan_ms / figures.floor_one_merge_ms.max(1e-9),
@@ -182,6 +211,10 @@ pub async fn run(args: RadarArgs, json: bool) -> anyhow::Result<()> {
         println!(
             "  idle look (read {} tips + HEAD): {:.0} µs",
             figures.members, figures.idle_look_us
+        );
+        println!(
+            "  merge queue, in memory: {} branches integrated, the rest left out with conflicts: {:.1} ms",
+            figures.integrated, figures.integrate_ms
         );
     }
 
