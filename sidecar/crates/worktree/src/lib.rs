@@ -292,9 +292,10 @@ pub fn remove_clone(
         let clone = Repository::open(&path)?;
         let tip = clone.head()?.peel_to_commit()?.id();
         let main = Repository::open(repo_root)?;
-        let main_head = main.head()?.peel_to_commit()?.id();
-        let known = main.find_commit(tip).is_ok()
-            && (tip == main_head || main.graph_descendant_of(main_head, tip)?);
+        let known = match main.find_commit(tip) {
+            Ok(tip) => is_merged_commit(&main, &tip)?,
+            Err(_) => false,
+        };
         if !known {
             return Err(WorktreeError::Unmerged {
                 branch: name.branch()?,
@@ -345,13 +346,17 @@ fn is_merged(repo: &Repository, branch: &str) -> Result<bool, WorktreeError> {
     let Ok(b) = repo.find_branch(branch, BranchType::Local) else {
         return Ok(true);
     };
-    let tip = b.get().peel_to_commit()?;
+    is_merged_commit(repo, &b.get().peel_to_commit()?)
+}
+
+/// Whether the main checkout's HEAD has `tip`'s work: it is an ancestor, or merging it would
+/// change nothing (landed by rebase or squash).
+fn is_merged_commit(repo: &Repository, tip: &git2::Commit<'_>) -> Result<bool, WorktreeError> {
     let head = repo.head()?.peel_to_commit()?;
     if tip.id() == head.id() || repo.graph_descendant_of(head.id(), tip.id())? {
         return Ok(true);
     }
-    // Landed by rebase or squash: its commits are not ancestors, but merging it changes nothing.
-    let mut index = repo.merge_commits(&head, &tip, None)?;
+    let mut index = repo.merge_commits(&head, tip, None)?;
     Ok(!index.has_conflicts() && index.write_tree_to(repo)? == head.tree_id())
 }
 

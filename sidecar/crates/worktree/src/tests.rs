@@ -357,4 +357,26 @@ fn a_clones_branch_is_brought_over_for_review_and_landing() {
         review::branch_state(&root, &co.branch, None).unwrap(),
         state
     );
+    // Unlanded work keeps the clone; once landed (squashed), it goes with its branch.
+    let base = tmp.path().join("clones");
+    assert!(matches!(
+        remove_clone(&root, &base, name, false),
+        Err(WorktreeError::Unmerged { .. })
+    ));
+    let list = [(co.branch.clone(), "qa#0".to_string())];
+    let done = land::integrate(
+        &root,
+        None,
+        &list,
+        land::Strategy::Squash,
+        "troupe/p1/landing",
+    )
+    .unwrap();
+    land::advance_target(&root, "main", &done.start, &done.tip).unwrap();
+    remove_clone(&root, &base, name, false).unwrap();
+    assert!(!co.path.exists());
+    assert!(matches!(
+        review::branch_state(&root, &co.branch, None),
+        Err(WorktreeError::NoBranch(_))
+    ));
 }
