@@ -805,3 +805,71 @@ async fn neovim_reviews_a_members_branch_in_a_diff_split() {
     assert_eq!(review[1]["data"]["summary"], "lower the voice");
     assert!(review.iter().all(|e| e["data"]["reviewer"] == "person"));
 }
+
+/// Best of N without a judge: `:Troupe pick` in a real headless Neovim picks the attempt that
+/// lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_picks_the_best_of_two_attempts() {
+    let daemon = TestDaemon::start();
+    let project = daemon.dir.path().join("repo");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    troupe_worktree::init_repo(&project, "init").unwrap();
+    let project = std::fs::canonicalize(&project).unwrap();
+    let s = Scenario {
+        script: daemon.dir.path().join("unused.sh"),
+        daemon,
+        project,
+    };
+    let c = s.daemon.client().await;
+    let attempt = "echo \"attempt $TROUPE_INSTANCE\" > notes.txt && git add -A \
+        && git -c user.name=dev -c user.email=dev@troupe commit -qm attempt \
+        && troupe call complete '{\"output\":\"tried\"}' >/dev/null";
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "attempt", "command": ["sh", "-c", attempt],
+                                "isolation": "worktree", "timeout_secs": 60 } }),
+    )
+    .await
+    .unwrap();
+    c.call(
+        "create_party_definition",
+        json!({ "definition": { "name": "duo", "roles": { "dev": { "agent": "attempt", "count": 2, "pick": {} } } } }),
+    )
+    .await
+    .unwrap();
+    let party = launch(&c, "duo", &s.project.display().to_string()).await;
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+    let (status, report, stderr) = nvim_driver(
+        &s,
+        "pick.lua",
+        &[
+            ("TEST_PARTY", party.as_ref()),
+            ("TEST_ROLE", "dev".as_ref()),
+            ("TEST_INDEX", "1".as_ref()),
+        ],
+    );
+    assert!(
+        status.success() && report.starts_with("4 passed, 0 failed"),
+        "neovim: {status}\n{report}\nstderr: {stderr}"
+    );
+    let picked = c
+        .call(
+            "list_events",
+            json!({ "party_id": party, "kind": "member_picked" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(picked["events"][0]["data"]["index"], 1, "{picked}");
+    assert_eq!(picked["events"][0]["data"]["picked_by"], "person");
+    let landed = c
+        .call("land_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert_eq!(landed["landed"], true, "{landed}");
+    assert_eq!(
+        std::fs::read_to_string(s.project.join("notes.txt")).unwrap(),
+        "attempt 1\n"
+    );
+}

@@ -373,6 +373,31 @@ export async function activate(context: vscode.ExtensionContext) {
         await sendReview(target.member, 'request_changes', [], summary);
       }
     },
+    'troupe.pickAttempt': async () => {
+      const party = await pickParty();
+      if (!party) {
+        return;
+      }
+      const { worktrees } = await call('list_worktrees', { party_id: party });
+      const roles: string[] = [...new Set<string>(worktrees.map((w: any) => w.role as string))].filter(
+        (role) => worktrees.filter((w: any) => w.role === role).length > 1,
+      );
+      const role: string | undefined =
+        roles.length === 1 ? roles[0] : await vscode.window.showQuickPick(roles as string[], { title: 'Troupe: pick for which role?' });
+      if (!role) {
+        return;
+      }
+      const picked: any = await vscode.window.showQuickPick(
+        worktrees
+          .filter((w: any) => w.role === role)
+          .map((w: any) => ({ label: `${w.role}#${w.index}`, description: `${w.status} · ${w.ahead} ahead · ${w.changed_files.length} files`, w })),
+        { title: `Troupe: which attempt of ${role} lands?` },
+      );
+      if (picked) {
+        await call('pick_member', { party_id: party, role, index: picked.w.index, reason: 'picked in VS Code' });
+        vscode.window.showInformationMessage(`Troupe: picked ${role}#${picked.w.index} to land`);
+      }
+    },
     'troupe.startAgent': async () => {
       const { definitions } = await call('list_agent_definitions');
       const agent = await vscode.window.showQuickPick(definitions.map((d: any) => d.name), { title: 'Troupe: start which agent?' });

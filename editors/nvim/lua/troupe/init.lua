@@ -332,6 +332,52 @@ M.subcommands = {
       send_review(member, 'comment', { { path = path, line = path and line or nil, text = said } })
     end
   end,
+  -- Best of N: `:Troupe pick [party_id] [role]` picks the attempt of a role that lands.
+  pick = function(args)
+    with_party(args[1], function(party_id)
+      M.call('list_worktrees', { party_id = party_id }, function(r)
+        local by_role, roles = {}, {}
+        for _, w in ipairs(r.worktrees or {}) do
+          if not by_role[w.role] then
+            by_role[w.role] = {}
+            table.insert(roles, w.role)
+          end
+          table.insert(by_role[w.role], w)
+        end
+        local function choose(role)
+          vim.ui.select(by_role[role] or {}, {
+            prompt = string.format('Troupe: which attempt of %s lands?', role),
+            format_item = function(w)
+              return string.format('%s#%d %s, %d ahead, %d files', w.role, w.index, w.status, w.ahead,
+                #(w.changed_files or {}))
+            end,
+          }, function(w)
+            if w then
+              M.call('pick_member', { party_id = party_id, role = w.role, index = w.index,
+                reason = 'picked in Neovim' }, function()
+                vim.notify(string.format('troupe: picked %s#%d to land', w.role, w.index))
+              end)
+            end
+          end)
+        end
+        if args[2] then
+          return choose(args[2])
+        end
+        -- The roles with attempts to choose from.
+        local many = vim.tbl_filter(function(role)
+          return #by_role[role] > 1
+        end, roles)
+        if #many == 1 then
+          return choose(many[1])
+        end
+        vim.ui.select(many, { prompt = 'Troupe: pick for which role?', format_item = tostring }, function(role)
+          if role then
+            choose(role)
+          end
+        end)
+      end)
+    end, true)
+  end,
   ['approve-member'] = function(args)
     local member = review_target(args)
     if member then
