@@ -252,6 +252,29 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
         notifications(&c, &party, "land_tests_failed").await.len(),
         1
     );
+    // Someone fixes things by hand on the integration branch: the next landing will not reset
+    // their commit away.
+    let idir = failed["integration_dir"].as_str().unwrap().to_string();
+    std::fs::write(Path::new(&idir).join("fix.txt"), "by hand\n").unwrap();
+    git(&idir, &["add", "fix.txt"]);
+    git(
+        &idir,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@p",
+            "commit",
+            "-qm",
+            "by hand",
+        ],
+    );
+    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": party })).await;
+    assert!(
+        kind == "conflict" && msg.contains("worked on outside Troupe"),
+        "{msg}"
+    );
+    git(&idir, &["reset", "-q", "--hard", "HEAD~1"]);
 
     // A passing one lands both, squashed, in DAG order; the person's checkout follows.
     let landed = c
@@ -294,7 +317,12 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
         .call("cleanup_party", json!({ "party_id": party }))
         .await
         .unwrap();
-    assert_eq!(cleaned["removed"].as_array().unwrap().len(), 2, "{cleaned}");
+    // The two checkouts, and the integration branch's worktree.
+    let removed = cleaned["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 3, "{cleaned}");
+    assert_eq!(removed[2].as_str().unwrap(), idir, "{cleaned}");
+    assert!(!Path::new(&idir).exists());
+    assert_eq!(git(&project, &["branch", "--list", "troupe/*"]), "");
 
     // Bad input, each named.
     let (kind, msg) = refused(&c, "land_party", json!({ "party_id": "nope" })).await;
@@ -526,6 +554,47 @@ async fn the_radar_predicts_a_conflict_between_running_members_before_either_com
         .await
         .unwrap();
     assert_eq!(by_cwd["conflicts"].as_array().unwrap().len(), 1);
+    // A member sees its own party's checkouts, and does not review the others' work (the
+    // leader or the person does).
+    let a_session = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "a")
+        .unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mine = c
+        .call("list_worktrees", json!({ "session_id": a_session }))
+        .await
+        .unwrap();
+    assert_eq!(mine["worktrees"].as_array().unwrap().len(), 3, "{mine}");
+    assert!(
+        mine["worktrees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["party_id"] == party.as_str())
+    );
+    let (kind, msg) = refused(
+        &c,
+        "review_member",
+        json!({ "party_id": party, "role": "b", "verdict": "approve", "session_id": a_session }),
+    )
+    .await;
+    assert!(
+        kind == "forbidden" && msg.contains("leader or the person"),
+        "{msg}"
+    );
+    let outsider = register(&c, "test", &project, None).await;
+    let (kind, _) = refused(
+        &c,
+        "get_member_diff",
+        json!({ "party_id": party, "role": "b", "session_id": outsider }),
+    )
+    .await;
+    assert_eq!(kind, "forbidden");
     let person = register(&c, "test", &project, None).await;
     c.call(
         "broadcast_to_party",
@@ -555,11 +624,21 @@ async fn setup_commands_run_in_a_new_worktree_before_the_member_and_a_failure_is
                 "isolation": "worktree", "setup": ["echo fetching; echo no network >&2; exit 7"] }),
     )
     .await;
+    // A setup still running when its party is cancelled (the marker names its shell).
+    let marker = format!("setup-marker-{}", std::process::id());
+    define(
+        &c,
+        "agent",
+        json!({ "name": "slow", "command": [script, "c.txt", "never", "-"],
+                "isolation": "worktree", "setup": [format!("sleep 600; echo {marker}")] }),
+    )
+    .await;
     define(
         &c,
         "party",
         json!({ "name": "setups", "roles": { "ok": { "agent": "prepared" },
-                "broken": { "agent": "unprepared", "on_crash": "pause" } } }),
+                "broken": { "agent": "unprepared", "on_crash": "pause" },
+                "slow": { "agent": "slow" } } }),
     )
     .await;
     let project = repo(&d.dir.path().join("proj"));
@@ -624,9 +703,37 @@ async fn setup_commands_run_in_a_new_worktree_before_the_member_and_a_failure_is
         .await
         .expect_err("setup without isolation");
     assert!(e.to_string().contains("isolation"), "{e}");
+    // Cancelling the party ends the setup under way, and its member never starts.
+    let shell_of_setup = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .any(|cmd| String::from_utf8_lossy(&cmd).contains(&marker))
+    };
+    wait_for("the slow setup running", 30, || async {
+        shell_of_setup().then_some(())
+    })
+    .await;
     c.call("cancel_party", json!({ "party_id": party }))
         .await
         .unwrap();
+    let slow = wait_for("the slow member stopped", 30, || async {
+        let runs = c
+            .call("list_agents", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        runs["runs"]
+            .as_array()?
+            .iter()
+            .find(|r| r["role_name"] == "slow" && r["status"] == "cancelled")
+            .cloned()
+    })
+    .await;
+    assert_eq!(slow["error"], "stopped during its setup", "{slow}");
+    wait_for("the setup's processes gone", 30, || async {
+        (!shell_of_setup()).then_some(())
+    })
+    .await;
 }
 
 /// A judge that checks it was shown every attempt's diff, then picks attempt 2.

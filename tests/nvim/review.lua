@@ -22,6 +22,10 @@ end
 local offered = {}
 vim.ui.select = function(items, opts, on_choice)
   for i, item in ipairs(items) do
+    -- Asked whether to start the finished member again: only record the review.
+    if item == 'Only record the review' then
+      return on_choice(item, i)
+    end
     table.insert(offered, opts.format_item(item))
     if item.path == wanted then
       return on_choice(item, i)

@@ -291,7 +291,9 @@ local function send_review(member, verdict, comments, summary)
       return s
     end,
   }, function(choice)
-    send(choice == 'Start it again with this review')
+    if choice then
+      send(choice == 'Start it again with this review')
+    end
   end)
 end
 

@@ -1266,6 +1266,9 @@ pub struct ListWorktreesParams {
     /// Only this party's checkouts (default: every party's that is still on disk).
     #[serde(default)]
     pub party_id: Option<String>,
+    /// A member asking (a door fills it in): only its own party's checkouts.
+    #[serde(default)]
+    pub session_id: Option<String>,
     /// Measure ahead/behind against this branch (default: the branch the project has out).
     #[serde(default)]
     pub target: Option<String>,
@@ -1306,6 +1309,9 @@ pub struct WorktreesResult {
 #[serde(deny_unknown_fields)]
 pub struct MemberParams {
     pub party_id: String,
+    /// A member asking (a door fills it in): it must be of the party.
+    #[serde(default)]
+    pub session_id: Option<String>,
     pub role: String,
     /// The member's instance (default 0).
     #[serde(default)]
@@ -1319,6 +1325,9 @@ pub struct MemberParams {
 #[serde(deny_unknown_fields)]
 pub struct MemberDiffParams {
     pub party_id: String,
+    /// A member asking (a door fills it in): it must be of the party.
+    #[serde(default)]
+    pub session_id: Option<String>,
     pub role: String,
     #[serde(default)]
     pub index: u32,

@@ -44,6 +44,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// A party as the collaboration code sees it.
+#[derive(Clone)]
 pub struct PartyView {
     pub row: PartyRow,
     pub members: Vec<MemberRow>,

@@ -18,8 +18,18 @@ use troupe_worktree::land::{self as git_land, BranchOutcome, Strategy};
 use crate::collab::{Ctx, PartyView, tell_person};
 use crate::orchestrator::party_label;
 
-/// One landing at a time per daemon: landings move refs and share integration worktrees.
-static LAND_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// One landing at a time per repository: landings move its refs and share its integration
+/// worktrees.
+fn repo_lock(repo_root: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    type Locks = std::collections::BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>;
+    static LOCKS: std::sync::Mutex<Locks> = std::sync::Mutex::new(Locks::new());
+    LOCKS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(repo_root.to_string())
+        .or_default()
+        .clone()
+}
 /// The hub key bumped on every pick (best of N).
 pub const PICKS_KEY: &str = "picks";
 /// Default and most seconds a test command may take.
@@ -43,7 +53,9 @@ pub fn git_error(e: WorktreeError) -> ApiError {
         | WorktreeError::TargetMoved { .. }
         | WorktreeError::NoTarget
         | WorktreeError::NotARepo(_)
-        | WorktreeError::NoCommits(_)) => ApiError::Conflict(e.to_string()),
+        | WorktreeError::NoCommits(_)
+        | WorktreeError::Undo { .. }
+        | WorktreeError::IntegrationTouched { .. }) => ApiError::Conflict(e.to_string()),
         e => ApiError::Internal(e.to_string()),
     }
 }
@@ -164,11 +176,24 @@ pub fn checkout_of(party: &PartyView, role: &str, index: u32) -> Result<Checkout
 }
 
 /// Brings a clone's branch into the main repository so it can be measured and landed.
+/// Takes the daemon's git lock (a fetch writes refs); not to be called while holding it.
 pub fn sync_branch(repo_root: &Path, c: &Checkout) -> Result<(), WorktreeError> {
     if c.isolation == Isolation::Clone && Path::new(&c.workdir).exists() {
+        let _git = crate::project::git_lock();
         git_land::import_clone_branch(repo_root, Path::new(&c.workdir), &c.branch)?;
     }
     Ok(())
+}
+
+/// `sync_branch`, unless another git write holds the lock (the radar tries again later).
+pub fn try_sync_branch(repo_root: &Path, c: &Checkout) {
+    if c.isolation == Isolation::Clone
+        && Path::new(&c.workdir).exists()
+        && let Some(_git) = crate::project::try_git_lock()
+        && let Err(e) = git_land::import_clone_branch(repo_root, Path::new(&c.workdir), &c.branch)
+    {
+        tracing::debug!(branch = %c.branch, error = %e, "a clone's branch not brought over");
+    }
 }
 
 /// A checkout measured against the target (errors are reported in the row, not raised).
@@ -178,7 +203,7 @@ pub fn measure(
     target: Option<&str>,
 ) -> Result<WorktreeInfo, WorktreeError> {
     let root = Path::new(&party.row.repo_root);
-    sync_branch(root, c)?;
+    let synced = sync_branch(root, c);
     let mut info = WorktreeInfo {
         party_id: party.row.party_id.clone(),
         party_name: party.row.name.clone(),
@@ -208,6 +233,9 @@ pub fn measure(
         }
         Err(e) => info.error = Some(e.to_string()),
     }
+    if let Err(e) = synced {
+        info.error = Some(format!("the clone's branch could not be brought over: {e}"));
+    }
     Ok(info)
 }
 
@@ -221,12 +249,57 @@ fn strategy(s: LandStrategy) -> Strategy {
 
 /// The integration branch and its worktree (`<data>/landing/<party>`).
 fn integration(ctx: &Ctx, party: &PartyView) -> (String, PathBuf, String) {
-    let label = party_label(&party.row);
+    integration_of(&ctx.layout, &party.row)
+}
+
+/// A party's integration branch, its worktree's directory and the worktree's git name.
+pub fn integration_of(
+    layout: &troupe_api::layout::Layout,
+    row: &troupe_store::PartyRow,
+) -> (String, PathBuf, String) {
+    let label = party_label(row);
     (
         format!("troupe/{label}/landing"),
-        ctx.layout.data_dir.join("landing").join(&label),
+        layout.data_dir.join("landing").join(&label),
         format!("troupe-{label}-landing"),
     )
+}
+
+/// Where the integration branch's last tip written by a landing is kept (beside its worktree).
+fn tip_marker(dir: &Path) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dir.with_file_name(format!(".{name}.tip"))
+}
+
+/// A party's integration worktree directory, if a landing left one (or its branch).
+pub fn integration_left(
+    layout: &troupe_api::layout::Layout,
+    row: &troupe_store::PartyRow,
+) -> Option<PathBuf> {
+    let (_, dir, _) = integration_of(layout, row);
+    (dir.exists() || tip_marker(&dir).exists()).then_some(dir)
+}
+
+/// Removes a party's integration worktree and branch, unless someone worked there (then the
+/// reason it was kept).
+pub fn remove_integration_of(
+    layout: &troupe_api::layout::Layout,
+    row: &troupe_store::PartyRow,
+) -> Result<(), WorktreeError> {
+    let (branch, dir, wt_name) = integration_of(layout, row);
+    let marker = tip_marker(&dir);
+    let expected = std::fs::read_to_string(&marker).ok();
+    let root = Path::new(&row.repo_root);
+    git_land::check_integration(root, &dir, &branch, expected.as_deref())?;
+    let _git = crate::project::git_lock();
+    git_land::remove_integration(root, &dir, &wt_name, &branch)?;
+    match std::fs::remove_file(&marker) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 async fn timeline(ctx: &Ctx, party: &PartyView, kind: &str, data: serde_json::Value) {
@@ -298,9 +371,20 @@ pub fn picked_checkouts(
             Some(i) if i == c.member.instance_index => landing.push(c),
             Some(_) => left.push(c),
             None => {
-                let who = match &spec.judge {
-                    Some(judge) => format!("its judge {judge} is picking, or the person may"),
-                    None => "the person picks".to_string(),
+                let judge_run = picks
+                    .iter()
+                    .find(|p| &p.role_name == role)
+                    .and_then(|p| p.judge_run_id.as_deref());
+                let judge_ended = judge_run
+                    .is_some_and(|r| ctx.store.get_run(r).is_ok_and(|r| r.status.is_finished()));
+                let who = match (&spec.judge, judge_ended) {
+                    (Some(judge), true) => {
+                        format!("its judge {judge} ended without a pick: the person picks")
+                    }
+                    (Some(judge), false) => {
+                        format!("its judge {judge} is picking, or the person may")
+                    }
+                    (None, _) => "the person picks".to_string(),
                 };
                 return Err(ApiError::Conflict(format!(
                     "role {role} runs best of {} and none is picked yet ({who} with pick_member)",
@@ -336,11 +420,26 @@ pub async fn land_when_picked(
     wait: Duration,
 ) -> Result<LandResult, ApiError> {
     let deadline = tokio::time::Instant::now() + wait;
+    let mut asked = std::collections::HashSet::new();
     loop {
         let mut picked = ctx.hub.watch(PICKS_KEY);
         let party = PartyView::load(&ctx.store, &p.party_id)?;
         if all_picked(ctx, &party)? {
             return land(ctx, p).await;
+        }
+        // A picking that cannot finish by itself (attempts that crashed for good, a judge that
+        // ended without a pick) is the person's, once.
+        for (role, why) in stalled_picks(ctx, &party).await? {
+            if asked.insert(role.clone()) {
+                tell_person(
+                    ctx,
+                    &party,
+                    "pick_needed",
+                    &format!("role {role}: {why}; pick the attempt to land (pick_member)"),
+                    json!({ "party_id": party.row.party_id, "role": role }),
+                )
+                .await;
+            }
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(ApiError::Conflict(format!(
@@ -349,9 +448,65 @@ pub async fn land_when_picked(
                 p.party_id
             )));
         }
-        // Every pick bumps the key; the deadline bounds the wait.
-        let _ = tokio::time::timeout_at(deadline, picked.changed()).await;
+        // Every pick bumps the key; runs ending are looked at again every few seconds.
+        let next = (tokio::time::Instant::now() + Duration::from_secs(2)).min(deadline);
+        let _ = tokio::time::timeout_at(next, picked.changed()).await;
     }
+}
+
+/// Best-of-N roles whose picking is stuck: every attempt has stopped and none completed its
+/// picking's way (no judge started), or the judge ended without a pick. Claims an unclaimed one.
+async fn stalled_picks(ctx: &Ctx, party: &PartyView) -> Result<Vec<(String, String)>, ApiError> {
+    let picks = ctx.store.member_picks(&party.row.party_id)?;
+    let mut stalled = Vec::new();
+    for (role, def) in party
+        .snapshot
+        .party
+        .roles
+        .iter()
+        .filter(|(_, r)| r.pick.is_some())
+    {
+        let picking = picks.iter().find(|p| &p.role_name == role);
+        if picking.is_some_and(|p| p.instance_index.is_some()) {
+            continue;
+        }
+        if let Some(judge) = picking.and_then(|p| p.judge_run_id.as_deref()) {
+            if ctx
+                .store
+                .get_run(judge)
+                .is_ok_and(|r| r.status.is_finished())
+            {
+                stalled.push((
+                    role.clone(),
+                    format!("its judge's run {judge} ended without a pick"),
+                ));
+            }
+            continue;
+        }
+        let members: Vec<&MemberRow> = party
+            .members
+            .iter()
+            .filter(|m| &m.role_name == role)
+            .collect();
+        let idle = members.len() == def.count as usize
+            && members
+                .iter()
+                .all(|m| !matches!(m.status.as_str(), "running" | "pending"));
+        // (A claimed picking without a judge has asked the person already.)
+        if idle
+            && picking.is_none()
+            && ctx
+                .store
+                .claim_pick(party.row.party_id.clone(), role.clone())
+                .await?
+        {
+            stalled.push((
+                role.clone(),
+                "its attempts have all stopped and no judge was started".to_string(),
+            ));
+        }
+    }
+    Ok(stalled)
 }
 
 /// What a role's judge is asked: every attempt's summary and diff, and how to answer.
@@ -428,7 +583,7 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
             party.row.party_id
         )));
     }
-    let _one = LAND_LOCK.lock().await;
+    let one = repo_lock(&party.row.repo_root).lock_owned().await;
     let (branch, dir, wt_name) = integration(ctx, &party);
     let target = p.target.clone();
     let list: Vec<(String, String)> = all.iter().map(|c| (c.branch.clone(), c.label())).collect();
@@ -439,16 +594,26 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
         branch.clone(),
         all.clone(),
     );
+    let dir2 = dir.clone();
     let integrated = blocking(move || {
-        let _git = crate::project::git_lock();
         for c in &synced {
             sync_branch(&root2, c)?;
         }
+        let _git = crate::project::git_lock();
         // A branch that never existed (the member never started its checkout) is named.
         for (b, _) in &list2 {
             troupe_worktree::review::branch_state(&root2, b, target.as_deref())?;
         }
-        git_land::integrate(&root2, target.as_deref(), &list2, git_strategy, &branch2)
+        // Never over work someone did on the integration branch since the last landing.
+        let marker = tip_marker(&dir2);
+        let expected = std::fs::read_to_string(&marker).ok();
+        git_land::check_integration(&root2, &dir2, &branch2, expected.as_deref())?;
+        let done = git_land::integrate(&root2, target.as_deref(), &list2, git_strategy, &branch2)?;
+        if let Some(parent) = marker.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&marker, &done.tip)?;
+        Ok(done)
     })
     .await?;
     let mut members: Vec<MemberLanding> = not_picked
@@ -506,14 +671,6 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
         test: None,
         summary: String::new(),
     };
-    for (c, m) in conflicted.iter().zip(
-        result
-            .members
-            .iter_mut()
-            .filter(|m| m.outcome == "conflict"),
-    ) {
-        m.resolver_run_id = report_conflict(ctx, &party, c, m, &result.target, &branch).await;
-    }
     let integrated_any = result.members.iter().any(|m| m.outcome == "integrated");
     if !integrated_any {
         let waiting: Vec<String> = result
@@ -532,6 +689,7 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
                 party.row.party_id, result.summary, result.target
             )));
         }
+        report_conflicts(ctx, &party, &conflicted, &mut result, &branch, false).await;
         timeline(ctx, &party, "land_stopped", json!(&result)).await;
         return Ok(result);
     }
@@ -599,33 +757,65 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
         );
         return Ok(result);
     }
-    let (root2, target2, start2, tip2) = (
-        root.clone(),
-        result.target.clone(),
-        result.start.clone(),
-        result.tip.clone(),
-    );
-    blocking(move || {
-        let _git = crate::project::git_lock();
-        git_land::advance_target(&root2, &target2, &start2, &tip2)
-    })
-    .await?;
-    result.landed = true;
-    result.summary = format!(
-        "landed {} on {} ({} → {})",
-        landed.join(", "),
-        result.target,
-        short(&result.start),
-        short(&result.tip)
-    );
-    if !conflicted.is_empty() {
-        let left: Vec<String> = conflicted.iter().map(Checkout::label).collect();
+    // The last part runs to its end even if the caller stops waiting (a cancelled land run, a
+    // dropped request): a moved target is always recorded, and its lock is held until then.
+    let ctx2 = ctx.clone();
+    let finish = tokio::spawn(async move {
+        let _one = one;
+        let (root2, target2, start2, tip2) = (
+            root.clone(),
+            result.target.clone(),
+            result.start.clone(),
+            result.tip.clone(),
+        );
+        blocking(move || {
+            let _git = crate::project::git_lock();
+            git_land::advance_target(&root2, &target2, &start2, &tip2)
+        })
+        .await?;
+        result.landed = true;
+        result.summary = format!(
+            "landed {} on {} ({} → {})",
+            landed.join(", "),
+            result.target,
+            short(&result.start),
+            short(&result.tip)
+        );
+        if !conflicted.is_empty() {
+            let left: Vec<String> = conflicted.iter().map(Checkout::label).collect();
+            result
+                .summary
+                .push_str(&format!("; left out with conflicts: {}", left.join(", ")));
+        }
+        timeline(&ctx2, &party, "party_landed", json!(&result)).await;
+        report_conflicts(&ctx2, &party, &conflicted, &mut result, &branch, true).await;
+        Ok(result)
+    });
+    finish
+        .await
+        .map_err(|e| ApiError::Internal(format!("the landing's last step failed: {e}")))?
+}
+
+/// Reports each conflicting member (see `report_conflict`); `rework`: a finished member whose
+/// role recovers by restart may be started again to resolve it (only once the target moved).
+async fn report_conflicts(
+    ctx: &Ctx,
+    party: &PartyView,
+    conflicted: &[Checkout],
+    result: &mut LandResult,
+    integration_branch: &str,
+    rework: bool,
+) {
+    let target = result.target.clone();
+    for (c, m) in conflicted.iter().zip(
         result
-            .summary
-            .push_str(&format!("; left out with conflicts: {}", left.join(", ")));
+            .members
+            .iter_mut()
+            .filter(|m| m.outcome == "conflict"),
+    ) {
+        m.resolver_run_id =
+            report_conflict(ctx, party, c, m, &target, integration_branch, rework).await;
     }
-    timeline(ctx, &party, "party_landed", json!(&result)).await;
-    Ok(result)
 }
 
 fn short(id: &str) -> &str {
@@ -641,6 +831,7 @@ async fn report_conflict(
     m: &MemberLanding,
     target: &str,
     integration_branch: &str,
+    may_rework: bool,
 ) -> Option<String> {
     let files: Vec<&str> = m.conflicts.iter().map(|f| f.path.as_str()).collect();
     timeline(
@@ -651,8 +842,17 @@ async fn report_conflict(
                 "files": files, "conflicts": m.conflicts }),
     )
     .await;
+    // A clone has no integration branch of its own: it fetches it from the project.
+    let merge = if c.isolation == Isolation::Clone {
+        format!(
+            "Fetch what was integrated before you (git fetch {} {integration_branch}) and merge it (git merge FETCH_HEAD)",
+            party.row.repo_root
+        )
+    } else {
+        format!("Merge {integration_branch} (what was integrated before you) into your branch")
+    };
     let mut text = format!(
-        "your branch {} conflicts with the work landed before it and was left out of the landing on {target}. Conflicting files: {}. Merge {integration_branch} (what was integrated before you) into your branch, resolve the conflicts, commit, and say so.",
+        "your branch {} conflicts with the work landed before it and was left out of the landing on {target}. Conflicting files: {}. {merge}, resolve the conflicts, commit, and say so.",
         m.branch,
         files.join(", ")
     );
@@ -662,7 +862,7 @@ async fn report_conflict(
         }
     }
     let told = tell_member(ctx, party, &c.member, &text).await;
-    let resolver = if told || !restarts(party, &c.member.role_name) {
+    let resolver = if told || !may_rework || !restarts(party, &c.member.role_name) {
         None
     } else {
         match rework(ctx, party, c, "resolve a merge conflict", &text).await {
@@ -705,6 +905,31 @@ fn restarts(party: &PartyView, role: &str) -> bool {
     strategy == troupe_engine::Strategy::Restart
 }
 
+fn rework_trigger(label: &str, party_id: &str) -> String {
+    format!("rework of {label} in party {party_id}")
+}
+
+/// The party's members at work again in their checkouts (`rework`): member label and run.
+pub fn live_reworks(
+    store: &troupe_store::Store,
+    party_id: &str,
+) -> Result<Vec<(String, String)>, ApiError> {
+    let suffix = format!(" in party {party_id}");
+    Ok(store
+        .list_runs(None, None, true)?
+        .into_iter()
+        .filter_map(|r| {
+            let who = r
+                .trigger
+                .as_deref()?
+                .strip_prefix("rework of ")?
+                .strip_suffix(suffix.as_str())?
+                .to_string();
+            Some((who, r.run_id))
+        })
+        .collect())
+}
+
 /// Starts a finished member again in its own checkout with `text` as its task (a review to
 /// address, a conflict to resolve): a run of its agent outside the party's DAG, child of the
 /// project's system session; its commits go on the member's branch. Its run id.
@@ -735,6 +960,15 @@ pub async fn rework(
         .get(&role.agent)
         .cloned()
         .ok_or_else(|| ApiError::Internal(format!("agent {} left the snapshot", role.agent)))?;
+    if let Some((_, run)) = live_reworks(&ctx.store, &party.row.party_id)?
+        .into_iter()
+        .find(|(who, _)| who == &c.label())
+    {
+        return Err(ApiError::Conflict(format!(
+            "{} is already at work again (run {run}); wait for it or cancel it",
+            c.label()
+        )));
+    }
     if agent.runner == crate::runners::land::LAND {
         return Err(ApiError::Conflict(format!(
             "{} is the merge queue: run land_party again instead",
@@ -789,11 +1023,7 @@ pub async fn rework(
             task_id: None,
             timeout_ms: agent.timeout_secs.map(|s| (s * 1000.0) as i64),
             workdir: Some(c.workdir.clone()),
-            trigger: Some(format!(
-                "rework of {} in party {}",
-                c.label(),
-                party.row.party_id
-            )),
+            trigger: Some(rework_trigger(&c.label(), &party.row.party_id)),
             flow: None,
             attach_session: None,
         })

@@ -9,6 +9,15 @@ use std::fs;
 /// locks in the repository (refs, worktree admin dirs), so one at a time.
 static GIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The git lock if nobody holds it now.
+pub fn try_git_lock() -> Option<std::sync::MutexGuard<'static, ()>> {
+    match GIT_LOCK.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// Holds the git lock until dropped (a panicked holder does not block the next).
 pub fn git_lock() -> std::sync::MutexGuard<'static, ()> {
     GIT_LOCK

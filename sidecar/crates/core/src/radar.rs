@@ -16,7 +16,7 @@ use troupe_store::NewEvent;
 use troupe_worktree::radar::{PredictedConflict, Radar as GitRadar};
 
 use crate::collab::{Ctx, PartyView, tell_person};
-use crate::landing::{checkouts, sync_branch, tell_member};
+use crate::landing::{checkouts, tell_member, try_sync_branch};
 
 /// How often the radar looks at the branch tips of running parties when nothing kicked it.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -141,7 +141,7 @@ impl Radar {
         let scan = tokio::task::spawn_blocking(move || {
             for c in &all {
                 // A clone's commits come over first (a local fetch; cheap when nothing moved).
-                let _ = sync_branch(&root, c);
+                try_sync_branch(&root, c);
             }
             let names: Vec<&str> = branches.iter().map(|(_, b)| b.as_str()).collect();
             let tips = troupe_worktree::review::tips(&root, &names).map_err(|e| e.to_string())?;
@@ -158,34 +158,55 @@ impl Radar {
         let Some((tips, found)) = scan else {
             return Ok(());
         };
-        let found: Vec<PredictedConflictView> =
-            found.into_iter().map(|c| view(&party, c)).collect();
-        let (new, gone) = {
+        // A best-of-N role's attempts are meant to overlap: never paired with each other.
+        let role = |label: &str| label.rsplit_once('#').map_or(label, |(r, _)| r).to_string();
+        let picks = |label: &str| {
+            party
+                .snapshot
+                .party
+                .roles
+                .get(&role(label))
+                .is_some_and(|r| r.pick.is_some())
+        };
+        let found: Vec<PredictedConflictView> = found
+            .into_iter()
+            .filter(|c| !(role(&c.a) == role(&c.b) && picks(&c.a)))
+            .map(|c| view(&party, c))
+            .collect();
+        let (new, changed, gone) = {
             let mut parties = self
                 .parties
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let r = parties.entry(party_id.to_string()).or_default();
             r.tips = tips;
-            let same = |a: &PredictedConflictView, b: &PredictedConflictView| {
-                a.a == b.a && a.b == b.b && a.files == b.files
-            };
+            // A pair is one prediction, whatever its files; a change of files is an update.
+            let pair =
+                |a: &PredictedConflictView, b: &PredictedConflictView| a.a == b.a && a.b == b.b;
             let new: Vec<_> = found
                 .iter()
-                .filter(|f| !r.current.iter().any(|c| same(c, f)))
+                .filter(|f| !r.current.iter().any(|c| pair(c, f)))
+                .cloned()
+                .collect();
+            let changed: Vec<_> = found
+                .iter()
+                .filter(|f| r.current.iter().any(|c| pair(c, f) && c != *f))
                 .cloned()
                 .collect();
             let gone: Vec<_> = r
                 .current
                 .iter()
-                .filter(|c| !found.iter().any(|f| same(c, f)))
+                .filter(|c| !found.iter().any(|f| pair(c, f)))
                 .cloned()
                 .collect();
             r.current = found;
-            (new, gone)
+            (new, changed, gone)
         };
         for c in &new {
-            announce(ctx, &party, c).await;
+            announce(ctx, &party, c, false).await;
+        }
+        for c in &changed {
+            announce(ctx, &party, c, true).await;
         }
         for c in &gone {
             let event = NewEvent {
@@ -230,24 +251,28 @@ fn view(party: &PartyView, c: PredictedConflict) -> PredictedConflictView {
     }
 }
 
-/// A new prediction: on the timeline, to both members (naming the other), to the person.
-async fn announce(ctx: &Ctx, party: &PartyView, c: &PredictedConflictView) {
+/// A new prediction (or a pair's new set of files): on the timeline, to both members (naming
+/// the other), to the person.
+async fn announce(ctx: &Ctx, party: &PartyView, c: &PredictedConflictView, update: bool) {
+    let mut data = json!(c);
+    data["update"] = json!(update);
     let event = NewEvent {
         kind: "conflict_predicted".into(),
         project_id: Some(party.row.project_id.clone()),
         party_id: Some(party.row.party_id.clone()),
-        data: json!(c),
+        data,
         ..NewEvent::default()
     };
     if let Err(e) = ctx.store.append_event(event).await {
         tracing::warn!(error = %e, "radar: event lost");
     }
     let files = c.files.join(", ");
+    let now = if update { " now" } else { "" };
     let all = checkouts(party);
     for (me, other) in [(&c.a, &c.b), (&c.b, &c.a)] {
         if let Some(m) = all.iter().find(|m| &m.label() == me) {
             let text = format!(
-                "conflict ahead: your branch and {other} both change {files} in ways git cannot merge. Talk to {other} (or the leader) before you go further."
+                "conflict ahead: your branch and {other}{now} both change {files} in ways git cannot merge. Talk to {other} (or the leader) before you go further."
             );
             tell_member(ctx, party, &m.member, &text).await;
         }
@@ -256,7 +281,7 @@ async fn announce(ctx: &Ctx, party: &PartyView, c: &PredictedConflictView) {
         ctx,
         party,
         "conflict_predicted",
-        &format!("{} and {} will conflict in {files}", c.a, c.b),
+        &format!("{} and {} will{now} conflict in {files}", c.a, c.b),
         json!(c),
     )
     .await;

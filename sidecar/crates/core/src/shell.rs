@@ -1,9 +1,12 @@
 //! A shell command run to its end for the daemon's own purposes (a landing's tests, a member's
-//! setup): `sh -c` in a directory, in its own process group (all of it killed on timeout), with
-//! the tail of its output kept.
+//! setup): `sh -c` in a directory, in its own process group — all of it killed on timeout or
+//! when the caller stops waiting (the future is dropped) — with only the tail of its output
+//! kept, however much it writes.
 
 use std::path::Path;
 use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// How a command went.
 #[derive(Debug, Clone)]
@@ -12,6 +15,49 @@ pub struct ShellRun {
     pub exit_code: Option<i32>,
     /// The last `tail` bytes of stdout then stderr, or why it did not run to its end.
     pub output: String,
+}
+
+/// Kills the command's whole process group when dropped (its work is over, or abandoned).
+struct Group(Option<i32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(rustix::process::Pid::from_raw)
+            && let Err(e) = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL)
+        {
+            // ESRCH: every process of it has exited already.
+            tracing::trace!(error = %e, "ending a command's process group");
+        }
+    }
+}
+
+/// Reads `from` to its end, keeping the last `tail` bytes.
+async fn tail_of(from: Option<impl AsyncRead + Unpin>, tail: usize) -> Vec<u8> {
+    let Some(mut from) = from else {
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > tail {
+                    kept.drain(..kept.len() - tail);
+                }
+            }
+        }
+    }
+}
+
+fn text_tail(bytes: &[u8], tail: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let cut = text.len().saturating_sub(tail);
+    let cut = (cut..=text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    text[cut..].to_string()
 }
 
 /// Runs `command` with `sh -c` in `dir` with `env` added, for at most `timeout`.
@@ -37,37 +83,28 @@ pub async fn run(
         exit_code: None,
         output,
     };
-    let child = match cmd.spawn() {
+    let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("could not start sh: {e}")),
     };
-    let pid = child.id();
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Ok(Ok(out)) => {
-            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stderr));
-            let cut = text.len().saturating_sub(tail);
-            let cut = (cut..=text.len())
-                .find(|i| text.is_char_boundary(*i))
-                .unwrap_or(text.len());
+    let _group = Group(child.id().and_then(|p| i32::try_from(p).ok()));
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let finished = async {
+        let (out, err, status) =
+            tokio::join!(tail_of(stdout, tail), tail_of(stderr, tail), child.wait());
+        (out, err, status)
+    };
+    match tokio::time::timeout(timeout, finished).await {
+        Ok((mut out, err, Ok(status))) => {
+            out.extend_from_slice(&err);
             ShellRun {
-                passed: out.status.success(),
-                exit_code: out.status.code(),
-                output: text[cut..].to_string(),
+                passed: status.success(),
+                exit_code: status.code(),
+                output: text_tail(&out, tail),
             }
         }
-        Ok(Err(e)) => failed(format!("it failed to run: {e}")),
-        Err(_) => {
-            // The whole group: what the command started too.
-            if let Some(pid) = pid
-                .and_then(|p| i32::try_from(p).ok())
-                .and_then(rustix::process::Pid::from_raw)
-                && let Err(e) =
-                    rustix::process::kill_process_group(pid, rustix::process::Signal::KILL)
-            {
-                tracing::debug!(error = %e, "killing a timed-out command's group");
-            }
-            failed(format!("it did not finish within {} s", timeout.as_secs()))
-        }
+        Ok((_, _, Err(e))) => failed(format!("it failed to run: {e}")),
+        // `_group` ends what the command started as this returns.
+        Err(_) => failed(format!("it did not finish within {} s", timeout.as_secs())),
     }
 }

@@ -168,9 +168,14 @@ fn integrate_one(
         }
         Strategy::Rebase => {
             let commits = commits_between(repo, onto, head)?;
+            if commits.iter().any(|c| c.parent_count() > 1) {
+                // Merges (a conflict resolved by merging) do not replay one by one: the branch
+                // goes on as one commit holding its whole change, as with squash.
+                return integrate_one(repo, onto, branch, label, Strategy::Squash);
+            }
             let mut current = onto_commit;
             let mut n = 0;
-            for c in commits.iter().filter(|c| c.parent_count() <= 1) {
+            for c in &commits {
                 let mut index = repo.cherrypick_commit(c, &current, 0, None)?;
                 if index.has_conflicts() {
                     return Ok(Err(conflicts_of(repo, &index)?));
@@ -234,6 +239,39 @@ pub fn integrate(
         tip: current.to_string(),
         outcomes,
     })
+}
+
+/// Refuses to reset an integration branch someone else worked on: its tip must be the one the
+/// last landing wrote (`expected`, when there was one) and its worktree must have no changes.
+pub fn check_integration(
+    repo_root: &Path,
+    dir: &Path,
+    integration_branch: &str,
+    expected: Option<&str>,
+) -> Result<(), WorktreeError> {
+    let repo = Repository::open(repo_root)?;
+    if let (Some(expected), Ok(now)) = (expected, tip(&repo, integration_branch))
+        && now.to_string() != expected
+    {
+        return Err(WorktreeError::IntegrationTouched {
+            branch: integration_branch.to_string(),
+            what: format!("its tip is {now}, not {expected} as the last landing left it"),
+        });
+    }
+    if dir.join(".git").exists() {
+        let files = modified_tracked(dir)?;
+        if !files.is_empty() {
+            return Err(WorktreeError::IntegrationTouched {
+                branch: integration_branch.to_string(),
+                what: format!(
+                    "its worktree {} has changes ({})",
+                    dir.display(),
+                    files.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The integration branch's worktree at `dir`, its files set to the branch's tip (made on first
@@ -337,23 +375,68 @@ pub fn advance_target(
 ) -> Result<(), WorktreeError> {
     check_target(repo_root, target, start)?;
     let repo = Repository::open(repo_root)?;
-    let new = Oid::from_str(new)?;
-    if let Some(path) = checked_out_at(&repo, target)? {
-        let checkout = Repository::open(&path)?;
-        let commit = checkout.find_commit(new)?;
-        checkout
-            .checkout_tree(
-                commit.as_object(),
-                Some(git2::build::CheckoutBuilder::new().safe()),
-            )
-            .map_err(|e| WorktreeError::TargetDirty {
-                target: target.to_string(),
-                path: path.clone(),
-                files: vec![e.message().to_string()],
-            })?;
+    let (start, new) = (Oid::from_str(start)?, Oid::from_str(new)?);
+    let refname = format!("refs/heads/{target}");
+    let moved = || WorktreeError::TargetMoved {
+        target: target.to_string(),
+    };
+    if repo.refname_to_id(&refname)? != start {
+        return Err(moved());
     }
-    let mut reference = repo.find_reference(&format!("refs/heads/{target}"))?;
-    reference.set_target(new, "troupe: land")?;
+    let checkout = match checked_out_at(&repo, target)? {
+        Some(path) => Some((Repository::open(&path)?, path)),
+        None => None,
+    };
+    if let Some((wt, path)) = &checkout {
+        // From HEAD's tree (the target at `start`), never over changes or ignored files.
+        let to = wt.find_commit(new)?;
+        wt.checkout_tree(
+            to.as_object(),
+            Some(
+                git2::build::CheckoutBuilder::new()
+                    .safe()
+                    .overwrite_ignored(false),
+            ),
+        )
+        .map_err(|e| WorktreeError::TargetDirty {
+            target: target.to_string(),
+            path: path.clone(),
+            files: vec![e.message().to_string()],
+        })?;
+    }
+    // Moved only if it is still where integration started (compare and swap).
+    if let Err(e) = repo.reference_matching(&refname, new, true, start, "troupe: land") {
+        if let Some((wt, path)) = &checkout {
+            // Put the person's files back as they were: those the landing changed.
+            let diff = wt.diff_tree_to_tree(
+                Some(&wt.find_commit(start)?.tree()?),
+                Some(&wt.find_commit(new)?.tree()?),
+                None,
+            )?;
+            let mut undo = git2::build::CheckoutBuilder::new();
+            undo.force().update_index(true);
+            for d in diff.deltas() {
+                for p in [d.old_file().path(), d.new_file().path()]
+                    .into_iter()
+                    .flatten()
+                {
+                    undo.path(p);
+                }
+            }
+            let commit = wt.find_commit(start)?;
+            if let Err(u) = wt.checkout_tree(commit.as_object(), Some(&mut undo)) {
+                return Err(WorktreeError::Undo {
+                    path: path.clone(),
+                    reason: format!("{e}; then restoring its files failed: {u}"),
+                });
+            }
+        }
+        return Err(if repo.refname_to_id(&refname).ok() != Some(start) {
+            moved()
+        } else {
+            WorktreeError::Git(e)
+        });
+    }
     Ok(())
 }
 
@@ -394,9 +477,17 @@ pub fn import_clone_branch(
     if theirs.is_some() && theirs == tip(&repo, branch).ok() {
         return Ok(());
     }
+    // A copy someone checked out (to try it) is theirs now: it is not moved under them.
+    if checked_out_at(&repo, branch)?.is_some() {
+        return Ok(());
+    }
     let url = clone.to_string_lossy().into_owned();
     let mut remote = repo.remote_anonymous(&url)?;
     let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");
-    remote.fetch(&[spec.as_str()], None, None)?;
+    let mut opts = git2::FetchOptions::new();
+    // FETCH_HEAD is the person's (a `git pull` reads it): left alone.
+    opts.update_fetchhead(false)
+        .download_tags(git2::AutotagOption::None);
+    remote.fetch(&[spec.as_str()], Some(&mut opts), None)?;
     Ok(())
 }

@@ -41,6 +41,12 @@ pub enum WorktreeError {
         path: PathBuf,
         files: Vec<String>,
     },
+    #[error(
+        "{branch} was worked on outside Troupe ({what}); move that work to a branch of your own, then land again (nothing was changed)"
+    )]
+    IntegrationTouched { branch: String, what: String },
+    #[error("the target could not be moved ({reason}); check {} with git status", path.display())]
+    Undo { path: PathBuf, reason: String },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{0}")]
@@ -319,6 +325,8 @@ pub fn commit_all(path: &Path, message: &str) -> Result<Option<String>, Worktree
     let repo = Repository::open(path)?;
     let mut index = repo.index()?;
     index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
+    // Deleted files too (add_all stages only what exists).
+    index.update_all(["*"].iter(), None)?;
     index.write()?;
     let tree = repo.find_tree(index.write_tree()?)?;
     let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());

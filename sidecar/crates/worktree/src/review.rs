@@ -96,7 +96,7 @@ fn state_of(
     let target_head = target_tip(repo, target)?;
     let base = repo.merge_base(head, target_head)?;
     let (ahead, behind) = repo.graph_ahead_behind(head, target_head)?;
-    let diff = tree_diff(repo, base, head, None)?;
+    let diff = tree_diff(repo, base, head)?;
     let state = BranchState {
         branch: branch.to_string(),
         target: target.to_string(),
@@ -109,19 +109,11 @@ fn state_of(
     Ok((state, base, head))
 }
 
-fn tree_diff<'r>(
-    repo: &'r Repository,
-    from: Oid,
-    to: Oid,
-    only: Option<&str>,
-) -> Result<git2::Diff<'r>, WorktreeError> {
+/// The diff between two commits, renames found.
+fn tree_diff(repo: &Repository, from: Oid, to: Oid) -> Result<git2::Diff<'_>, WorktreeError> {
     let old = repo.find_commit(from)?.tree()?;
     let new = repo.find_commit(to)?.tree()?;
-    let mut opts = DiffOptions::new();
-    if let Some(path) = only {
-        opts.pathspec(path).disable_pathspec_match(true);
-    }
-    let mut diff = repo.diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))?;
+    let mut diff = repo.diff_tree_to_tree(Some(&old), Some(&new), Some(&mut DiffOptions::new()))?;
     diff.find_similar(None)?;
     Ok(diff)
 }
@@ -147,7 +139,7 @@ pub fn branch_diff(
     let repo = Repository::open(repo_root)?;
     let target = target_branch(&repo, target)?;
     let (state, base, head) = state_of(&repo, branch, &target)?;
-    let diff = tree_diff(&repo, base, head, path)?;
+    let diff = tree_diff(&repo, base, head)?;
     let mut files = Vec::new();
     for i in 0..diff.deltas().len() {
         let Some(delta) = diff.get_delta(i) else {
@@ -187,6 +179,10 @@ pub fn branch_diff(
         }
         files.push(file);
     }
+    if let Some(path) = path {
+        // After rename detection: a renamed file is found by its new name or its old one.
+        files.retain(|f| f.path == path || f.old_path.as_deref() == Some(path));
+    }
     Ok((state, files))
 }
 
@@ -201,9 +197,18 @@ pub fn file_versions(
     let repo = Repository::open(repo_root)?;
     let target = target_branch(&repo, target)?;
     let (_, base, head) = state_of(&repo, branch, &target)?;
-    let text = |commit: Oid| -> Result<Option<String>, WorktreeError> {
+    // A renamed file's earlier version is under its old name.
+    let diff = tree_diff(&repo, base, head)?;
+    let renamed_from = diff
+        .deltas()
+        .find(|d| {
+            d.status() == git2::Delta::Renamed && d.new_file().path() == Some(Path::new(path))
+        })
+        .and_then(|d| d.old_file().path().map(Path::to_path_buf));
+    let base_path = renamed_from.unwrap_or_else(|| Path::new(path).to_path_buf());
+    let text = |commit: Oid, path: &Path| -> Result<Option<String>, WorktreeError> {
         let tree = repo.find_commit(commit)?.tree()?;
-        let Ok(entry) = tree.get_path(Path::new(path)) else {
+        let Ok(entry) = tree.get_path(path) else {
             return Ok(None);
         };
         let Ok(blob) = repo.find_blob(entry.id()) else {
@@ -213,7 +218,7 @@ pub fn file_versions(
             .then(|| std::str::from_utf8(blob.content()).ok().map(String::from))
             .flatten())
     };
-    Ok((text(base)?, text(head)?))
+    Ok((text(base, &base_path)?, text(head, Path::new(path))?))
 }
 
 /// The branch's commits not on `target`, oldest first.

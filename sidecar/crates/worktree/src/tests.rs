@@ -380,3 +380,84 @@ fn a_clones_branch_is_brought_over_for_review_and_landing() {
         Err(WorktreeError::NoBranch(_))
     ));
 }
+
+#[test]
+fn rebase_keeps_a_conflict_resolved_by_merging_as_one_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let a = member(&root, "a", &[("shared.txt", &edit_line(5, "five by a"))]);
+    let b = member(&root, "b", &[("shared.txt", &edit_line(5, "five by b"))]);
+    // b resolves the conflict by merging a's branch into its own.
+    let wt = tmp.path().join("wt/p1/b-0");
+    let repo = Repository::open(&wt).unwrap();
+    std::fs::write(wt.join("shared.txt"), edit_line(5, "five by both")).unwrap();
+    let mut index = repo.index().unwrap();
+    index.add_path(Path::new("shared.txt")).unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let ours = repo.head().unwrap().peel_to_commit().unwrap();
+    let theirs = repo
+        .find_branch(&a, BranchType::Local)
+        .unwrap()
+        .get()
+        .peel_to_commit()
+        .unwrap();
+    let sig = git2::Signature::now("b", "b@example.com").unwrap();
+    repo.commit(
+        Some("HEAD"),
+        &sig,
+        &sig,
+        "merge a",
+        &tree,
+        &[&ours, &theirs],
+    )
+    .unwrap();
+    let result = integrate_all(&root, &[&a, &b], land::Strategy::Rebase);
+    assert!(
+        result
+            .outcomes
+            .iter()
+            .all(|(_, o)| matches!(o, land::BranchOutcome::Integrated { .. })),
+        "{result:?}"
+    );
+    let main = Repository::open(&root).unwrap();
+    let tip = main
+        .find_commit(git2::Oid::from_str(&result.tip).unwrap())
+        .unwrap();
+    assert_eq!(tip.parent_count(), 1, "linear history");
+    let blob = tip
+        .tree()
+        .unwrap()
+        .get_path(Path::new("shared.txt"))
+        .unwrap();
+    let text = main.find_blob(blob.id()).unwrap().content().to_vec();
+    assert_eq!(
+        String::from_utf8(text).unwrap(),
+        edit_line(5, "five by both")
+    );
+}
+
+#[test]
+fn a_renamed_file_is_reviewed_against_its_old_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let name = MemberName {
+        party: "p1",
+        role: "mover",
+        index: 0,
+    };
+    let co = ensure_worktree(&root, &tmp.path().join("wt"), name).unwrap();
+    let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    std::fs::remove_file(co.path.join("shared.txt")).unwrap();
+    std::fs::write(co.path.join("moved.txt"), format!("{text}line 11\n")).unwrap();
+    commit_all(&co.path, "move shared.txt").unwrap();
+    let (_, files) = review::branch_diff(&root, &co.branch, None, Some("moved.txt")).unwrap();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(
+        (files[0].status.as_str(), files[0].old_path.as_deref()),
+        ("renamed", Some("shared.txt"))
+    );
+    let (base, head) = review::file_versions(&root, &co.branch, None, "moved.txt").unwrap();
+    assert_eq!(base.as_deref(), Some(text.as_str()));
+    assert_eq!(head.unwrap(), format!("{text}line 11\n"));
+}

@@ -16,7 +16,24 @@ pub async fn list_worktrees(
     d: &Daemon,
     p: ListWorktreesParams,
 ) -> Result<WorktreesResult, ApiError> {
-    let parties = match &p.party_id {
+    // A member sees its own party's checkouts only.
+    let party_id = match (&p.session_id, &p.party_id) {
+        (Some(s), asked) => {
+            let own = d.store.get_session(s)?.party_id.ok_or_else(|| {
+                ApiError::Forbidden(format!(
+                    "session {s} is in no party: it has no checkouts to see"
+                ))
+            })?;
+            if asked.as_ref().is_some_and(|a| a != &own) {
+                return Err(ApiError::Forbidden(format!(
+                    "session {s} is a member of party {own}, not of the one asked about"
+                )));
+            }
+            Some(own)
+        }
+        (None, asked) => asked.clone(),
+    };
+    let parties = match &party_id {
         Some(id) => vec![PartyView::load(&d.store, id)?],
         None => d
             .store
@@ -46,6 +63,7 @@ pub async fn get_member_diff(
     p: MemberDiffParams,
 ) -> Result<MemberDiffResult, ApiError> {
     let party = PartyView::load(&d.store, &p.party_id)?;
+    crate::collab::caller(&party, p.session_id.as_deref())?;
     let c = checkout_of(&party, &p.role, p.index)?;
     blocking(move || {
         let worktree = measure(&party, &c, p.target.as_deref())?;
@@ -102,6 +120,7 @@ pub async fn list_member_commits(
     p: MemberParams,
 ) -> Result<MemberCommitsResult, ApiError> {
     let party = PartyView::load(&d.store, &p.party_id)?;
+    crate::collab::caller(&party, p.session_id.as_deref())?;
     let c = checkout_of(&party, &p.role, p.index)?;
     blocking(move || {
         let worktree = measure(&party, &c, p.target.as_deref())?;
@@ -155,6 +174,12 @@ pub async fn review_member(
         ReviewVerdict::Comment => "commented on",
     };
     let reviewer = crate::collab::caller(&party, p.session_id.as_deref())?;
+    if !reviewer.may_lead() {
+        return Err(ApiError::Forbidden(format!(
+            "only the leader or the person reviews members' work; {} is neither",
+            reviewer.name
+        )));
+    }
     if reviewer.session_id.is_some() && reviewer.session_id == c.member.session_id {
         return Err(ApiError::Forbidden(format!(
             "{}#{} cannot review its own work",

@@ -468,6 +468,15 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
             row.party_id, row.status
         )));
     }
+    if let Some((who, run)) = crate::landing::live_reworks(&d.store, &row.party_id)?
+        .into_iter()
+        .next()
+    {
+        return Err(ApiError::Conflict(format!(
+            "{who} of party {} is at work again in its checkout (run {run}); wait for it or cancel it first",
+            row.party_id
+        )));
+    }
     let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
         .map_err(|e| ApiError::Internal(format!("party snapshot unreadable: {e}")))?;
     let label = party_label(&row);
@@ -513,6 +522,26 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
         let workdir = m.workdir.clone().unwrap_or_default();
+        if result.is_ok() {
+            crate::orchestrator::forget_setup(Path::new(&workdir));
+        }
+        match result {
+            Ok(()) => removed.push(workdir),
+            Err(e) => kept.push(KeptCheckout {
+                workdir,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    // The integration branch and its worktree, if the party was ever landed.
+    if let Some(landing_dir) = crate::landing::integration_left(&d.layout, &row) {
+        let (layout, row2) = (d.layout.clone(), row.clone());
+        let result = tokio::task::spawn_blocking(move || {
+            crate::landing::remove_integration_of(&layout, &row2)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let workdir = landing_dir.display().to_string();
         match result {
             Ok(()) => removed.push(workdir),
             Err(e) => kept.push(KeptCheckout {

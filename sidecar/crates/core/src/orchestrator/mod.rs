@@ -10,6 +10,8 @@ mod party;
 mod patterns;
 mod recovery;
 mod setup;
+
+pub use setup::forget_setup;
 mod supervisor;
 
 use std::collections::{HashMap, VecDeque};
@@ -227,8 +229,11 @@ struct Loop {
     flow_inputs: VecDeque<(String, troupe_engine::pattern::Input)>,
     /// Runs being stopped by their budget, and why.
     tripped: HashMap<String, String>,
-    /// Runs stopped before they started (a pattern run whose start is still queued).
+    /// Runs stopped before they started (a pattern run whose start is still queued, a member
+    /// still setting up).
     stopped_early: std::collections::HashSet<String>,
+    /// Members setting up their checkout: stopping one ends its setup commands.
+    setups: std::sync::Mutex<HashMap<String, oneshot::Sender<()>>>,
 }
 
 /// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
@@ -270,6 +275,7 @@ pub fn create(
         flow_inputs: VecDeque::new(),
         tripped: HashMap::new(),
         stopped_early: std::collections::HashSet::new(),
+        setups: std::sync::Mutex::default(),
     };
     (
         Orchestrator { commands },

@@ -457,8 +457,17 @@ impl Loop {
                     .get_run(run_id)
                     .is_ok_and(|r| r.status == RunStatus::Pending)
             {
-                // Not started yet: a pattern run whose start is still queued must not start.
+                // Not started yet: a pattern run whose start is still queued must not start,
+                // nor a member still setting up (its setup ends now).
                 self.stopped_early.insert(run_id.to_string());
+                let setup = self
+                    .setups
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .remove(run_id);
+                if let Some(stop) = setup {
+                    let _already_done = stop.send(());
+                }
             }
             self.runner.stop(run_id);
         }

@@ -2,8 +2,9 @@
 //! worktree or clone before the member starts (installing dependencies, seed 001). They run off
 //! the orchestrator's loop; each command's outcome goes on the timeline (`member_setup`), and
 //! the loop hears back (`Command::SetupDone`): it starts the member, or a failure is the
-//! member's crash, so its recovery applies. A marker beside the checkout says setup is done,
-//! so a restarted member (or daemon) does not run it again.
+//! member's crash, so its recovery applies. Stopping the member (its party cancelled) ends the
+//! command running. A marker beside the checkout says setup is done, so a restarted member (or
+//! daemon) does not run it again.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,6 +27,16 @@ fn marker(workdir: &Path) -> Option<PathBuf> {
     Some(workdir.parent()?.join(format!(".{name}.setup-done")))
 }
 
+/// Forgets that a checkout was set up (it was removed).
+pub fn forget_setup(workdir: &Path) {
+    if let Some(m) = marker(workdir)
+        && let Err(e) = std::fs::remove_file(&m)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::debug!(marker = %m.display(), error = %e, "setup marker left");
+    }
+}
+
 /// Whether the run must set its checkout up before it starts.
 pub(super) fn needed(run: &AgentRun, agent: &AgentDefinition) -> bool {
     if agent.setup.is_empty() || agent.isolation == troupe_engine::Isolation::None {
@@ -44,6 +55,7 @@ pub(super) async fn run(
     run: AgentRun,
     agent: AgentDefinition,
     env: Vec<(String, String)>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let workdir = PathBuf::from(run.workdir.clone().unwrap_or_default());
     let timeout = agent
@@ -54,7 +66,14 @@ pub(super) async fn run(
     env.extend(agent.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let mut error = None;
     for command in &agent.setup {
-        let outcome = crate::shell::run(command, &workdir, &env, timeout, OUTPUT_TAIL).await;
+        let outcome = tokio::select! {
+            outcome = crate::shell::run(command, &workdir, &env, timeout, OUTPUT_TAIL) => outcome,
+            // Its member was stopped: the command's processes end with the dropped future.
+            _ = &mut stopped => {
+                error = Some(format!("stopped during setup command `{command}`"));
+                break;
+            }
+        };
         let event = NewEvent {
             kind: "member_setup".into(),
             project_id: Some(run.project_id.clone()),

@@ -74,12 +74,18 @@ impl Loop {
                 agent,
                 self.parties.get(run.party_id.as_deref().unwrap_or("")),
             );
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            self.setups
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(run.run_id.clone(), stop);
             tokio::spawn(super::setup::run(
                 self.store.clone(),
                 self.commands.clone(),
                 run.clone(),
                 agent.clone(),
                 env,
+                stopped,
             ));
             return Ok(());
         }
@@ -124,12 +130,29 @@ impl Loop {
         agent: &AgentDefinition,
         error: Option<String>,
     ) {
+        self.setups
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&run.run_id);
+        if self.stopped_early.remove(&run.run_id) {
+            // Stopped (its party cancelled) while it set up: it never starts.
+            self.bury(
+                &run.run_id,
+                RunStatus::Cancelled,
+                "stopped during its setup".into(),
+            )
+            .await;
+            if let Ok(run) = self.store.get_run(&run.run_id) {
+                self.after_run_end(&run, None, true).await;
+            }
+            return;
+        }
         if self
             .store
             .get_run(&run.run_id)
             .map_or(true, |r| r.status.is_finished())
         {
-            return; // cancelled while it set up
+            return; // ended meanwhile
         }
         let started = match error {
             None => self.spawn_run(run, agent).await,
