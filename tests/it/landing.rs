@@ -14,7 +14,7 @@ use crate::support::{TestDaemon, define, launch, party_end, register, repo, wait
 
 /// A member that writes `$1` with the text `$2`, commits it on its branch, and then completes
 /// at once or, with `$3 = wait`, once a message tells it to finish. `$1 = -` writes nothing.
-fn committer(dir: &Path) -> String {
+pub(crate) fn committer(dir: &Path) -> String {
     let path = dir.join("committer.sh");
     std::fs::write(
         &path,
@@ -44,7 +44,12 @@ troupe call complete "{\"output\":\"$TROUPE_ROLE done\"}" >/dev/null
 
 /// Defines an agent per (role, file, text, mode) and a party of them; their roles recover by
 /// restart.
-async fn define_party(c: &Client, dir: &Path, name: &str, members: &[(&str, &str, &str, &str)]) {
+pub(crate) async fn define_party(
+    c: &Client,
+    dir: &Path,
+    name: &str,
+    members: &[(&str, &str, &str, &str)],
+) {
     let script = committer(dir);
     let mut roles = serde_json::Map::new();
     for (role, file, text, mode) in members {
@@ -758,7 +763,7 @@ troupe call complete '{"output":"picked attempt 2"}' >/dev/null
 }
 
 /// An attempt writes its own answer to the same file.
-fn attempt(dir: &Path) -> String {
+pub(crate) fn attempt(dir: &Path) -> String {
     let path = dir.join("attempt.sh");
     std::fs::write(
         &path,

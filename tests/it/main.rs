@@ -19,6 +19,7 @@ mod durability;
 mod editors;
 mod fuzz;
 mod hooks;
+mod inbox;
 mod landing;
 mod lsp_conflicts;
 mod mcp;

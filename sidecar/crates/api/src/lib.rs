@@ -273,6 +273,13 @@ macro_rules! for_each_operation {
         escalate_task(EscalateTaskParams) -> TaskResult;
         /// Tasks, optionally of one party.
         list_tasks(ListTasksParams) -> TasksResult;
+        /// One inbox: everything waiting for a person, from every door — pending approvals,
+        /// paused roles (budget trips included), escalations, decisions to vote on or break,
+        /// best-of-N picks, merge conflicts — each with how to answer it.
+        list_inbox(ListInboxParams) -> InboxResult;
+        /// Put away an inbox item that has no answer of its own (an escalation read, a merge
+        /// conflict dealt with by hand); answering an item removes it by itself.
+        dismiss_inbox_item(InboxItemParams) -> InboxResult;
         /// Durable notifications for the person (escalations, paused roles, finished parties).
         list_notifications(ListNotificationsParams) -> NotificationsResult;
         /// Ask a person for permission and wait (long-poll; resume with approval_id): approved by a matching rule, decided, or denied on timeout.
@@ -340,6 +347,14 @@ pub static SUBSCRIPTIONS: &[Subscription] = &[
         summary: "Push the pending permission requests at once and after every change.",
         params_schema: || schemars::schema_for!(SubscribeApprovalsParams),
         item_schema: || schemars::schema_for!(ApprovalsResult),
+    },
+    Subscription {
+        name: "subscribe_inbox",
+        notification: "inbox",
+        unsubscribe: "unsubscribe_inbox",
+        summary: "Push the whole inbox (everything waiting for a person) at once and after every change.",
+        params_schema: || schemars::schema_for!(ListInboxParams),
+        item_schema: || schemars::schema_for!(InboxResult),
     },
     Subscription {
         name: "subscribe_notifications",

@@ -476,6 +476,7 @@ pub async fn settle(
                 .store
                 .decision_tied(d.decision_id.clone(), tied.clone())
                 .await?;
+            ctx.hub.bump(crate::hub::INBOX_KEY);
             let text = format!(
                 "decision {} ({}) is tied between {}: choose with commit_decision",
                 d.decision_id,
@@ -501,6 +502,7 @@ pub async fn commit(
         .store
         .commit_decision(decision_id.to_string(), option.clone(), how)
         .await?;
+    ctx.hub.bump(crate::hub::INBOX_KEY);
     let d = match write_adr(ctx, party, &d).await {
         Ok((path, commit)) => {
             ctx.store

@@ -1,15 +1,15 @@
-//! The subscriptions' logic, one loop for all three: a `Feed` yields the items a subscriber is
+//! The subscriptions' logic, one loop for all four: a `Feed` yields the items a subscriber is
 //! owed, in order, and waits on the hub when there are none. Messages and notifications replay
-//! the rows after a cursor, a batch at a time; approvals send the whole pending list at once and
-//! after every change. No wire format here: a door turns the items into its notifications.
+//! the rows after a cursor, a batch at a time; approvals and the inbox send their whole list at
+//! once and after every change. No wire format here: a door turns the items into its notifications.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::watch;
 use troupe_api::types::{
-    ApprovalsResult, SubscribeApprovalsParams, SubscribeMessagesParams,
-    SubscribeNotificationsParams,
+    ApprovalsResult, InboxResult, ListInboxParams, SubscribeApprovalsParams,
+    SubscribeMessagesParams, SubscribeNotificationsParams,
 };
 use troupe_api::{ApiError, parse_params};
 use troupe_store::{PollFilter, StoreError};
@@ -27,6 +27,12 @@ enum Source {
     Notifications,
     /// The pending requests (of one project, of none, or of all), whole, at each change.
     Approvals { project: Option<Option<String>> },
+    /// The inbox (of one project, of none, or of all), whole, at each change. `root`: the
+    /// project of a directory not seen yet, looked up again at each read (it may appear).
+    Inbox {
+        project: Option<Option<String>>,
+        root: Option<String>,
+    },
 }
 
 /// One subscriber's stream of items.
@@ -76,6 +82,22 @@ pub fn open(
             let wake = daemon.hub.watch(crate::hub::APPROVALS_KEY);
             (Source::Approvals { project }, wake, 0)
         }
+        "subscribe_inbox" => {
+            let p: ListInboxParams = parse_params(name, params)?;
+            let root = match &p.cwd {
+                Some(cwd) => Some(
+                    crate::project::resolve_project_root(std::path::Path::new(cwd))
+                        .map_err(|e| ApiError::invalid(name, format!("cwd {cwd}: {e}")))?
+                        .0
+                        .to_string_lossy()
+                        .into_owned(),
+                ),
+                None => None,
+            };
+            let project = crate::ops::project_filter(daemon, name, p.project_id, p.cwd)?;
+            let wake = daemon.hub.watch(crate::hub::INBOX_KEY);
+            (Source::Inbox { project, root }, wake, 0)
+        }
         other => {
             return Err(ApiError::NotFound {
                 what: "subscription".into(),
@@ -108,7 +130,9 @@ impl Feed {
                     return None;
                 }
             };
-            if !items.is_empty() || matches!(self.source, Source::Approvals { .. }) {
+            if !items.is_empty()
+                || matches!(self.source, Source::Approvals { .. } | Source::Inbox { .. })
+            {
                 return Some(items);
             }
         }
@@ -116,7 +140,7 @@ impl Feed {
 
     fn read(&mut self) -> Result<Vec<Value>, StoreError> {
         let store = &self.daemon.store;
-        let rows: Vec<(i64, Value)> = match &self.source {
+        let rows: Vec<(i64, Value)> = match &mut self.source {
             Source::Messages { session_id } => store
                 .poll_messages(&PollFilter {
                     session_id: session_id.clone(),
@@ -143,6 +167,22 @@ impl Feed {
                 };
                 tracing::debug!(pending = approvals.len(), "approvals snapshot");
                 return Ok(vec![serde_json::to_value(ApprovalsResult { approvals })?]);
+            }
+            Source::Inbox { project, root } => {
+                if let (Some(None), Some(root)) = (&project, &root) {
+                    // The directory's project may have been seen since.
+                    if let Some(found) = store.find_project_by_root(root)? {
+                        *project = Some(Some(found.project_id));
+                    }
+                }
+                let items = match crate::inbox::items(store, project.clone()) {
+                    Ok(items) => items,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "inbox unreadable");
+                        Vec::new()
+                    }
+                };
+                return Ok(vec![serde_json::to_value(InboxResult { items })?]);
             }
         };
         // A full batch: more may be waiting, read again at once.

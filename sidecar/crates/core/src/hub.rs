@@ -48,7 +48,14 @@ impl Hub {
     /// Announces that something under `key` changed (approvals, notifications): the value only
     /// counts changes.
     pub fn bump(&self, key: &str) {
-        if let Some(tx) = self.lock().get(key) {
+        let map = self.lock();
+        if let Some(tx) = map.get(key) {
+            tx.send_modify(|n| *n += 1);
+        }
+        // What waits for a person came and went with these: the inbox follows.
+        if matches!(key, APPROVALS_KEY | NOTIFICATIONS_KEY | PICKS_KEY)
+            && let Some(tx) = map.get(INBOX_KEY)
+        {
             tx.send_modify(|n| *n += 1);
         }
     }
@@ -69,6 +76,11 @@ impl Hub {
 pub const APPROVALS_KEY: &str = "approvals";
 /// The hub key bumped whenever a notification for the person is recorded.
 pub const NOTIFICATIONS_KEY: &str = "notifications";
+/// Bumped on every best-of-N pick.
+pub const PICKS_KEY: &str = "picks";
+/// Bumped when anything the inbox is made of may have changed (approvals and notifications
+/// bump it too).
+pub const INBOX_KEY: &str = "inbox";
 
 /// The hub key a permission request's decision is announced on.
 pub fn wake_key(approval_id: &str) -> String {

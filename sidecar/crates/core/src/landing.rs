@@ -30,8 +30,7 @@ fn repo_lock(repo_root: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
         .or_default()
         .clone()
 }
-/// The hub key bumped on every pick (best of N).
-pub const PICKS_KEY: &str = "picks";
+pub use crate::hub::PICKS_KEY;
 /// Default and most seconds a test command may take.
 const DEFAULT_TEST_SECS: u64 = 600;
 /// Test output kept in the result.
@@ -788,6 +787,8 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
                 .push_str(&format!("; left out with conflicts: {}", left.join(", ")));
         }
         timeline(&ctx2, &party, "party_landed", json!(&result)).await;
+        // Members it took are no longer conflicts waiting for the person.
+        ctx2.hub.bump(crate::hub::INBOX_KEY);
         report_conflicts(&ctx2, &party, &conflicted, &mut result, &branch, true).await;
         Ok(result)
     });

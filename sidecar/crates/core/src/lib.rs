@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod feeds;
 pub mod guardrails;
 pub mod hub;
+pub mod inbox;
 pub mod landing;
 pub mod ops;
 pub mod orchestrator;

@@ -1,5 +1,6 @@
 //! Best of N's records (landing the work): a role's picking claimed once (so one judge starts),
-//! the judge's run, and the final pick, with its timeline event in the same transaction.
+//! the judge's run, and the final pick, with its timeline event in the same transaction; and the
+//! inbox items a person dismissed (the inbox itself is derived from live state).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -127,6 +128,54 @@ impl Store {
                 ))?
                 .query_row([run_id], from_row)
                 .optional()?)
+        })
+    }
+}
+
+impl Store {
+    /// Best-of-N pickings still waiting for their pick, in every party.
+    pub fn pending_picks(&self) -> Result<Vec<MemberPick>, StoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM member_picks WHERE instance_index IS NULL \
+                     ORDER BY created_at"
+                ))?
+                .query_map([], from_row)?
+                .collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Marks an inbox item dismissed (`inbox_dismissed` on the timeline); false if it was already.
+    pub async fn dismiss_inbox_item(&self, item_id: String) -> Result<bool, StoreError> {
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached(&format!(
+                    "INSERT OR IGNORE INTO inbox_dismissed (item_id, dismissed_at) VALUES (?1, {NOW})"
+                ))?
+                .execute([&item_id])?;
+            if n == 1 {
+                append_event(
+                    conn,
+                    &NewEvent {
+                        kind: "inbox_dismissed".into(),
+                        data: serde_json::json!({ "item_id": item_id }),
+                        ..NewEvent::default()
+                    },
+                )?;
+            }
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    /// The inbox items a person dismissed.
+    pub fn dismissed_inbox_items(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached("SELECT item_id FROM inbox_dismissed")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?)
         })
     }
 }

@@ -16,6 +16,7 @@ pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0007_live_leader.sql")),
     M::up(include_str!("migrations/0008_collaboration.sql")),
     M::up(include_str!("migrations/0009_member_picks.sql")),
+    M::up(include_str!("migrations/0010_inbox.sql")),
 ];
 
 /// The schema version a fully migrated database has.

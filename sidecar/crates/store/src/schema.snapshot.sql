@@ -104,6 +104,10 @@ CREATE TABLE events (
     party_id    TEXT,
     data        TEXT NOT NULL DEFAULT '{}'
 ) STRICT;
+CREATE TABLE inbox_dismissed (
+    item_id      TEXT PRIMARY KEY,
+    dismissed_at TEXT NOT NULL
+) STRICT;
 CREATE TABLE inter_session_messages (
     seq              INTEGER PRIMARY KEY,
     id               TEXT NOT NULL UNIQUE,

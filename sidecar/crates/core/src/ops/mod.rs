@@ -5,6 +5,7 @@ mod agents;
 pub mod approvals;
 mod collab;
 mod hooks;
+mod inbox;
 mod landing;
 mod parties;
 mod plugins;
@@ -16,6 +17,7 @@ pub use approvals::{
 };
 pub use collab::*;
 pub use hooks::*;
+pub use inbox::*;
 pub use landing::*;
 pub use parties::*;
 pub use plugins::*;

@@ -188,6 +188,9 @@ impl Loop {
             .await?;
         if notified {
             self.hub.bump(crate::hub::NOTIFICATIONS_KEY);
+        } else {
+            // A role paused or resumed without a word: the inbox follows it.
+            self.hub.bump(crate::hub::INBOX_KEY);
         }
         let mut spawns = Vec::new();
         for action in actions {

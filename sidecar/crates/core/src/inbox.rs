@@ -1,0 +1,260 @@
+//! One inbox: everything that waits for a person, whatever door it came from, derived from live
+//! state — pending approvals, paused roles (budget trips included), escalated tasks, decisions
+//! the person votes on or must break, best-of-N picks, merge conflicts left by a landing — each
+//! with a stable id and how it is answered. An item leaves when it is answered (the state it was
+//! derived from changed) or is dismissed. `subscribe_inbox` sends the whole list at each change
+//! (the hub's `INBOX_KEY`).
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+use troupe_api::ApiError;
+use troupe_api::types::{InboxAnswer, InboxItem};
+use troupe_store::{EventFilter, PartyRow, Store};
+
+use crate::collab::{PERSON, PartyView};
+
+/// Events of one kind read per party when looking for merge conflicts still open.
+const LANDINGS_READ: i64 = 50;
+
+fn answer(op: &str, params: Value, field: Option<&str>, choices: Vec<Value>) -> InboxAnswer {
+    InboxAnswer {
+        op: op.into(),
+        params,
+        choice_field: field.map(String::from),
+        choices,
+    }
+}
+
+/// The inbox of one project (`Some(Some(id))`), of a project never seen (`Some(None)`: empty),
+/// or of every project (`None`), oldest first.
+pub fn items(store: &Store, project: Option<Option<String>>) -> Result<Vec<InboxItem>, ApiError> {
+    let project = match project {
+        Some(None) => return Ok(Vec::new()),
+        Some(Some(id)) => Some(id),
+        None => None,
+    };
+    let mine = |p: &str| project.as_deref().is_none_or(|id| id == p);
+    let dismissed = store.dismissed_inbox_items()?;
+    let mut out = Vec::new();
+    approvals(store, project.as_deref(), &mut out)?;
+    let parties = store.list_parties(project.as_deref(), None)?;
+    for row in parties.iter().filter(|r| r.status == "running") {
+        paused_roles(row, &mut out);
+    }
+    for t in store.list_tasks(None)? {
+        if t.status == "escalated" && mine(&t.project_id) {
+            out.push(InboxItem {
+                item_id: format!("escalation:{}", t.task_id),
+                kind: "escalation".into(),
+                project_id: Some(t.project_id.clone()),
+                party_id: t.party_id.clone(),
+                title: format!("task \"{}\" needs you", t.title),
+                detail: t.escalation_reason.clone(),
+                since: t.updated_at.clone(),
+                answer: answer(
+                    "dismiss_inbox_item",
+                    json!({ "item_id": format!("escalation:{}", t.task_id) }),
+                    None,
+                    Vec::new(),
+                ),
+            });
+        }
+    }
+    let by_id = |id: &str| parties.iter().find(|p| p.party_id == id);
+    for d in store.list_decisions(None)? {
+        let Some(row) = by_id(&d.party_id) else {
+            continue; // another project's
+        };
+        let voted = d.votes.iter().any(|v| v.voter == PERSON);
+        let (title, op, field) = match d.status.as_str() {
+            "tied" => (
+                format!("decision \"{}\" is tied: choose", d.topic),
+                "commit_decision",
+                "chosen",
+            ),
+            "open" if d.voters.iter().any(|v| v == PERSON) && !voted => {
+                (format!("vote on \"{}\"", d.topic), "vote", "option")
+            }
+            _ => continue,
+        };
+        out.push(InboxItem {
+            item_id: format!("decision:{}", d.decision_id),
+            kind: "decision".into(),
+            project_id: Some(row.project_id.clone()),
+            party_id: Some(d.party_id.clone()),
+            title,
+            detail: d.evidence.clone(),
+            since: d.created_at.clone(),
+            answer: answer(
+                op,
+                json!({ "decision_id": d.decision_id }),
+                Some(field),
+                d.options.iter().map(|o| json!(o)).collect(),
+            ),
+        });
+    }
+    for p in store.pending_picks()? {
+        let Some(row) = by_id(&p.party_id) else {
+            continue;
+        };
+        // A judge still at work picks by itself.
+        let judging = p
+            .judge_run_id
+            .as_deref()
+            .is_some_and(|r| store.get_run(r).is_ok_and(|r| !r.status.is_finished()));
+        if judging {
+            continue;
+        }
+        let count = PartyView::load(store, &p.party_id)
+            .ok()
+            .and_then(|v| v.snapshot.party.roles.get(&p.role_name).map(|r| r.count))
+            .unwrap_or(0);
+        out.push(InboxItem {
+            item_id: format!("pick:{}:{}", p.party_id, p.role_name),
+            kind: "pick".into(),
+            project_id: Some(row.project_id.clone()),
+            party_id: Some(p.party_id.clone()),
+            title: format!(
+                "{}: pick the attempt of {} that lands",
+                row.name, p.role_name
+            ),
+            detail: Some(format!("{count} attempts")),
+            since: p.created_at.clone(),
+            answer: answer(
+                "pick_member",
+                json!({ "party_id": p.party_id, "role": p.role_name }),
+                Some("index"),
+                (0..count).map(|i| json!(i)).collect(),
+            ),
+        });
+    }
+    for row in &parties {
+        merge_conflicts(store, row, &mut out)?;
+    }
+    out.retain(|i| !dismissed.contains(&i.item_id));
+    out.sort_by(|a, b| a.since.cmp(&b.since).then(a.item_id.cmp(&b.item_id)));
+    Ok(out)
+}
+
+fn approvals(
+    store: &Store,
+    project: Option<&str>,
+    out: &mut Vec<InboxItem>,
+) -> Result<(), ApiError> {
+    for a in store.list_approvals(Some("pending"), project, None, None, false)? {
+        let mut choices = vec![json!("approve"), json!("deny")];
+        if !a.outside_worktree && !a.is_dangerous {
+            choices.push(json!("approve_pattern"));
+        }
+        choices.push(json!("abort"));
+        let who = a
+            .role_name
+            .clone()
+            .unwrap_or_else(|| format!("session {}", a.session_id));
+        out.push(InboxItem {
+            item_id: format!("approval:{}", a.approval_id),
+            kind: "approval".into(),
+            project_id: Some(a.project_id.clone()),
+            party_id: a.party_id.clone(),
+            title: format!("{who} asks to use {}: {}", a.tool_name, a.subject),
+            detail: a.danger_reason.clone().or(a.diff.clone()),
+            since: a.created_at.clone(),
+            answer: answer(
+                "decide_approval",
+                json!({ "approval_id": a.approval_id }),
+                Some("decision"),
+                choices,
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn paused_roles(row: &PartyRow, out: &mut Vec<InboxItem>) {
+    let paused: Vec<String> = serde_json::from_value(row.paused.clone()).unwrap_or_default();
+    for role in paused {
+        out.push(InboxItem {
+            item_id: format!("paused_role:{}:{role}", row.party_id),
+            kind: "paused_role".into(),
+            project_id: Some(row.project_id.clone()),
+            party_id: Some(row.party_id.clone()),
+            title: format!("{}: role {role} is paused", row.name),
+            detail: row.status_reason.clone(),
+            since: row.created_at.clone(),
+            answer: answer(
+                "signal_role",
+                json!({ "party_id": row.party_id, "role_name": role }),
+                Some("signal"),
+                vec![json!("proceed"), json!("retry"), json!("abort")],
+            ),
+        });
+    }
+}
+
+/// Members a party's last landing left out with conflicts (until a later landing takes them).
+fn merge_conflicts(
+    store: &Store,
+    row: &PartyRow,
+    out: &mut Vec<InboxItem>,
+) -> Result<(), ApiError> {
+    let read = |kind: &str| {
+        store.list_events(&EventFilter {
+            since: None,
+            session_id: None,
+            party_id: Some(row.party_id.clone()),
+            kind: Some(kind.into()),
+            limit: LANDINGS_READ,
+        })
+    };
+    let conflicts = read("merge_conflict")?;
+    if conflicts.is_empty() {
+        return Ok(());
+    }
+    let landed = read("party_landed")?;
+    let mut seen = HashSet::new();
+    for e in conflicts.iter().rev() {
+        let (role, index) = (
+            e.data["role"].as_str().unwrap_or(""),
+            e.data["index"].as_i64().unwrap_or(0),
+        );
+        if !seen.insert((role.to_string(), index)) {
+            continue; // an older conflict of the same member
+        }
+        let taken_later = landed.iter().any(|l| {
+            l.seq > e.seq
+                && l.data["members"].as_array().is_some_and(|ms| {
+                    ms.iter().any(|m| {
+                        m["role"] == role && m["index"] == index && m["outcome"] == "integrated"
+                    })
+                })
+        });
+        if taken_later {
+            continue;
+        }
+        let id = format!("merge_conflict:{}:{role}#{index}:{}", row.party_id, e.seq);
+        let files: Vec<&str> = e.data["files"]
+            .as_array()
+            .map(|f| f.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        out.push(InboxItem {
+            item_id: id.clone(),
+            kind: "merge_conflict".into(),
+            project_id: Some(row.project_id.clone()),
+            party_id: Some(row.party_id.clone()),
+            title: format!(
+                "{}: {role}#{index} conflicts and was left out of the landing",
+                row.name
+            ),
+            detail: Some(format!("conflicting files: {}", files.join(", "))),
+            since: e.at.clone(),
+            answer: answer(
+                "dismiss_inbox_item",
+                json!({ "item_id": id }),
+                None,
+                Vec::new(),
+            ),
+        });
+    }
+    Ok(())
+}

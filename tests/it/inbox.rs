@@ -1,0 +1,267 @@
+//! One inbox: an item of each kind that waits for a person — a pending approval, a paused role,
+//! an escalated task, a decision the person votes on, a best-of-N pick, a merge conflict left by
+//! a landing — appears once in `list_inbox` and in `subscribe_inbox`, and goes when it is
+//! answered, from either door (the socket or the WebSocket). Bad input gets named errors.
+
+use serde_json::{Value, json};
+use troupe::client::Client;
+
+use crate::landing::{attempt, define_party};
+use crate::support::{TestDaemon, define, launch, party_end, register, repo, wait_for};
+
+async fn inbox(c: &Client, project: &str) -> Vec<Value> {
+    let r = c
+        .call("list_inbox", json!({ "cwd": project }))
+        .await
+        .unwrap();
+    r["items"].as_array().unwrap().clone()
+}
+
+/// The inbox's items of `kind`, once there is exactly one.
+async fn one_of(c: &Client, project: &str, kind: &str) -> Value {
+    wait_for(&format!("one {kind} in the inbox"), 60, || async {
+        let of: Vec<Value> = inbox(c, project)
+            .await
+            .into_iter()
+            .filter(|i| i["kind"] == kind)
+            .collect();
+        (of.len() == 1).then(|| of[0].clone())
+    })
+    .await
+}
+
+/// Reads the subscription until it pushes an inbox that satisfies the condition (60 s at most).
+macro_rules! pushed_until {
+    ($feed:expr, $what:expr, $done:expr) => {{
+        let done = $done;
+        let seen = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while let Some(Ok(pushed)) = $feed.next().await {
+                if done(&pushed) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(seen, Ok(true), "the subscription never pushed {}", $what);
+    }};
+}
+
+async fn gone(c: &Client, project: &str, item_id: &str) {
+    wait_for(&format!("{item_id} to leave the inbox"), 30, || async {
+        (!inbox(c, project)
+            .await
+            .iter()
+            .any(|i| i["item_id"] == item_id))
+        .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let ws = d.ws_client().await;
+    let project = repo(&d.dir.path().join("proj"));
+    let mut feed = c
+        .subscribe(
+            "subscribe_inbox",
+            json!({ "cwd": project }),
+            "unsubscribe_inbox",
+        )
+        .await
+        .unwrap();
+    let first = feed.next().await.unwrap().unwrap();
+    assert_eq!(first["items"], json!([]), "the current state first");
+
+    // A merge conflict: two members change the same lines; the landing leaves b out.
+    define_party(
+        &c,
+        d.dir.path(),
+        "clash",
+        &[
+            ("a", "README.md", "# a's readme", "-"),
+            ("b", "README.md", "# b's readme", "-"),
+        ],
+    )
+    .await;
+    let clash = launch(&c, "clash", &project).await;
+    party_end(&c, &clash, 60).await;
+    let landed = c
+        .call("land_party", json!({ "party_id": clash }))
+        .await
+        .unwrap();
+    assert_eq!(landed["members"][1]["outcome"], "conflict", "{landed}");
+
+    // A paused role, and in that party a decision for the person and an escalated task.
+    define(
+        &c,
+        "agent",
+        json!({ "name": "crasher", "command": ["sh", "-c", "exit 3"] }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "stuck", "roles": { "w": { "agent": "crasher", "on_crash": "pause" } } }),
+    )
+    .await;
+    let stuck = launch(&c, "stuck", &project).await;
+    let paused = one_of(&c, &project, "paused_role").await;
+    let decision = c
+        .call(
+            "propose_decision",
+            json!({ "party_id": stuck, "topic": "which database", "options": ["sqlite", "postgres"],
+                    "voters": ["person"], "window_secs": 3600 }),
+        )
+        .await
+        .unwrap();
+    let task = c
+        .call(
+            "create_task",
+            json!({ "party_id": stuck, "title": "Review the parser" }),
+        )
+        .await
+        .unwrap();
+    c.call(
+        "escalate_task",
+        json!({ "task_id": task["task_id"], "reason": "a human should look" }),
+    )
+    .await
+    .unwrap();
+
+    // A best-of-two role with no judge.
+    define(
+        &c,
+        "agent",
+        json!({ "name": "attempt", "command": [attempt(d.dir.path())], "isolation": "worktree" }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "duo", "roles": { "dev": { "agent": "attempt", "count": 2, "pick": {} } } }),
+    )
+    .await;
+    let duo = launch(&c, "duo", &project).await;
+    party_end(&c, &duo, 60).await;
+
+    // A pending approval.
+    let worker = register(&c, "codex", &project, None).await;
+    let asked = c
+        .call(
+            "request_permission",
+            json!({ "session_id": worker, "tool_name": "shell", "input": { "command": "make" }, "wait_ms": 0 }),
+        )
+        .await
+        .unwrap();
+
+    // One of each, each once, each saying how it is answered.
+    let items = wait_for("six items", 60, || async {
+        let items = inbox(&c, &project).await;
+        (items.len() == 6).then_some(items)
+    })
+    .await;
+    let mut kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            "approval",
+            "decision",
+            "escalation",
+            "merge_conflict",
+            "paused_role",
+            "pick"
+        ],
+        "{items:?}"
+    );
+    let item = |kind: &str| items.iter().find(|i| i["kind"] == kind).unwrap().clone();
+    assert_eq!(item("approval")["answer"]["op"], "decide_approval");
+    assert_eq!(
+        item("approval")["answer"]["params"]["approval_id"],
+        asked["approval_id"]
+    );
+    assert_eq!(item("decision")["answer"]["op"], "vote");
+    assert_eq!(
+        item("decision")["answer"]["choices"],
+        json!(["sqlite", "postgres"])
+    );
+    assert_eq!(item("pick")["answer"]["choices"], json!([0, 1]));
+    assert!(
+        item("merge_conflict")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("README.md")
+    );
+    assert_eq!(paused["answer"]["op"], "signal_role");
+    // The subscription caught up with all six.
+    pushed_until!(feed, "six items", |p: &Value| {
+        p["items"].as_array().is_some_and(|i| i.len() == 6)
+    });
+
+    // Answered from either door, each goes (and only it).
+    ws.call(
+        "decide_approval",
+        json!({ "approval_id": asked["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+    gone(&c, &project, item("approval")["item_id"].as_str().unwrap()).await;
+    c.call(
+        "vote",
+        json!({ "decision_id": decision["decision"]["decision_id"], "option": "sqlite" }),
+    )
+    .await
+    .unwrap();
+    gone(&c, &project, item("decision")["item_id"].as_str().unwrap()).await;
+    ws.call(
+        "pick_member",
+        json!({ "party_id": duo, "role": "dev", "index": 1 }),
+    )
+    .await
+    .unwrap();
+    gone(&c, &project, item("pick")["item_id"].as_str().unwrap()).await;
+    for kind in ["escalation", "merge_conflict"] {
+        let id = item(kind)["item_id"].as_str().unwrap().to_string();
+        ws.call("dismiss_inbox_item", json!({ "item_id": id }))
+            .await
+            .unwrap();
+        gone(&c, &project, &id).await;
+    }
+    c.call(
+        "signal_role",
+        json!({ "party_id": stuck, "role_name": "w", "signal": "abort" }),
+    )
+    .await
+    .unwrap();
+    gone(&c, &project, paused["item_id"].as_str().unwrap()).await;
+    assert_eq!(inbox(&c, &project).await, Vec::<Value>::new());
+    pushed_until!(feed, "an empty inbox", |p: &Value| p["items"] == json!([]));
+
+    // Bad input, named: an item that is not there, one answered otherwise.
+    let e = c
+        .call("dismiss_inbox_item", json!({ "item_id": "approval:nope" }))
+        .await
+        .expect_err("unknown item");
+    assert_eq!(e.kind(), Some("not_found"), "{e}");
+    let again = c
+        .call(
+            "request_permission",
+            json!({ "session_id": worker, "tool_name": "shell", "input": { "command": "rm" }, "wait_ms": 0 }),
+        )
+        .await
+        .unwrap();
+    let id = format!("approval:{}", again["approval_id"].as_str().unwrap());
+    let e = c
+        .call("dismiss_inbox_item", json!({ "item_id": id }))
+        .await
+        .expect_err("an approval is decided, not dismissed");
+    assert!(e.to_string().contains("decide_approval"), "{e}");
+    let e = c
+        .call("list_inbox", json!({ "cwd": 7 }))
+        .await
+        .expect_err("bad params");
+    assert_eq!(e.kind(), Some("invalid_params"), "{e}");
+}
