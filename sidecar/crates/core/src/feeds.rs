@@ -175,7 +175,7 @@ impl Feed {
                         *project = Some(Some(found.project_id));
                     }
                 }
-                let items = match crate::inbox::items(store, project.clone()) {
+                let items = match crate::inbox::items(store, &self.daemon.layout, project.clone()) {
                     Ok(items) => items,
                     Err(e) => {
                         tracing::warn!(error = %e, "inbox unreadable");

@@ -28,7 +28,11 @@ fn answer(op: &str, params: Value, field: Option<&str>, choices: Vec<Value>) -> 
 
 /// The inbox of one project (`Some(Some(id))`), of a project never seen (`Some(None)`: empty),
 /// or of every project (`None`), oldest first.
-pub fn items(store: &Store, project: Option<Option<String>>) -> Result<Vec<InboxItem>, ApiError> {
+pub fn items(
+    store: &Store,
+    layout: &troupe_api::layout::Layout,
+    project: Option<Option<String>>,
+) -> Result<Vec<InboxItem>, ApiError> {
     let project = match project {
         Some(None) => return Ok(Vec::new()),
         Some(Some(id)) => Some(id),
@@ -129,7 +133,12 @@ pub fn items(store: &Store, project: Option<Option<String>>) -> Result<Vec<Inbox
             ),
         });
     }
-    for row in &parties {
+    // Only parties a landing left its integration branch for (a file beside it; cleanup
+    // removes it): the timeline is read for those alone.
+    for row in parties
+        .iter()
+        .filter(|r| crate::landing::integration_left(layout, r).is_some())
+    {
         merge_conflicts(store, row, &mut out)?;
     }
     out.retain(|i| !dismissed.contains(&i.item_id));

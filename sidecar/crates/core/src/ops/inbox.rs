@@ -8,13 +8,13 @@ use crate::daemon::Daemon;
 pub async fn list_inbox(d: &Daemon, p: ListInboxParams) -> Result<InboxResult, ApiError> {
     let project = super::project_filter(d, "list_inbox", p.project_id, p.cwd)?;
     Ok(InboxResult {
-        items: crate::inbox::items(&d.store, project)?,
+        items: crate::inbox::items(&d.store, &d.layout, project)?,
     })
 }
 
 pub async fn dismiss_inbox_item(d: &Daemon, p: InboxItemParams) -> Result<InboxResult, ApiError> {
     const OP: &str = "dismiss_inbox_item";
-    let items = crate::inbox::items(&d.store, None)?;
+    let items = crate::inbox::items(&d.store, &d.layout, None)?;
     let Some(item) = items.iter().find(|i| i.item_id == p.item_id) else {
         return Err(ApiError::NotFound {
             what: "inbox item".into(),
@@ -33,6 +33,6 @@ pub async fn dismiss_inbox_item(d: &Daemon, p: InboxItemParams) -> Result<InboxR
     d.store.dismiss_inbox_item(p.item_id).await?;
     d.hub.bump(crate::hub::INBOX_KEY);
     Ok(InboxResult {
-        items: crate::inbox::items(&d.store, None)?,
+        items: crate::inbox::items(&d.store, &d.layout, None)?,
     })
 }
