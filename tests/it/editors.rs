@@ -3,6 +3,8 @@
 //! diagnostic and answers it through the standard code-action menu, and reviews a member's
 //! branch in a diff split; a real VS Code (code-server in headless Chromium) does the same from
 //! its quick-fix menu and diff editor, and shows a party's DAG, run trees, plan and timeline.
+//! Both answer the project's inbox, which `troupe lsp` pushes as `troupe/inbox` at each change:
+//! Neovim from `:Troupe inbox`, VS Code from its "Troupe Inbox" view and "Troupe: Inbox".
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -379,6 +381,18 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
     // A finished party whose member changed notes.txt on its branch, to review.
     let reviewed = reviewed_party(&c, &project).await;
 
+    // Two escalated tasks in the project's inbox (the demo party escalated one of its own).
+    for title in ["Review the parser", "Check the licence"] {
+        escalated_task(&c, &project, title).await;
+    }
+    let escalations = |items: Vec<Value>| -> Vec<Value> {
+        items
+            .into_iter()
+            .filter(|i| i["kind"] == "escalation")
+            .collect()
+    };
+    let waiting = escalations(inbox(&c, &project).await);
+
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -406,6 +420,9 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
         .env("REVIEW_MEMBER", "writer#0")
         .env("REVIEW_FILE", "notes.txt")
         .env("REVIEW_HEAD_LINE", "TWO")
+        .env("INBOX_FIRST", "Review the parser")
+        .env("INBOX_SECOND", "Check the licence")
+        .env("INBOX_COUNT", waiting.len().to_string())
         .env("TROUPE_BIN", BIN)
         .env("TROUPE_HOME", &s.daemon.layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &s.daemon.layout.runtime_dir)
@@ -433,9 +450,42 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
             "decided",
             "timeline",
             "review diff",
-            "member approved"
+            "member approved",
+            "inbox view",
+            "inbox answered from the palette",
+            "inbox answered from the view"
         ])
     );
+    // The inbox view showed the escalations (title and kind), its badge their count; each
+    // answer took one away, and the daemon's inbox holds only the party's own.
+    let rows = |key: &str| -> Vec<String> {
+        f[key]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect()
+    };
+    let both = rows("inbox");
+    for title in ["Review the parser", "Check the licence"] {
+        let shown = format!("task \"{title}\" needs you");
+        assert!(
+            both.iter()
+                .any(|r| r.contains(&shown) && r.contains("escalation")),
+            "{f}"
+        );
+    }
+    let shows = |key: &str, title: &str| rows(key).iter().any(|r| r.contains(title));
+    assert!(!shows("inbox_after_palette", "Review the parser"), "{f}");
+    assert!(shows("inbox_after_palette", "Check the licence"), "{f}");
+    assert!(!shows("inbox_after_view", "Check the licence"), "{f}");
+    let left = inbox(&c, &project).await;
+    let others: Vec<&Value> = waiting
+        .iter()
+        .filter(|i| !i["title"].as_str().unwrap().contains("Review the parser"))
+        .filter(|i| !i["title"].as_str().unwrap().contains("Check the licence"))
+        .collect();
+    assert_eq!(left.iter().collect::<Vec<_>>(), others, "{left:?}");
     // The diff editor: notes.txt where the branch forked on the left, at its tip on the right.
     assert!(
         f["review_tab"]
@@ -600,6 +650,153 @@ async fn the_editor_door_follows_the_daemon_across_a_restart() {
     crate::support::cli(&daemon.layout, &["stop"], None);
 }
 
+/// Reads `troupe lsp`'s messages until it pushes a `troupe/inbox` whose items satisfy `done`;
+/// those items.
+async fn inbox_pushed(
+    lsp: &mut crate::lsp_client::LspClient,
+    what: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let msg = tokio::time::timeout(
+        Duration::from_secs(30),
+        lsp.until(|m| {
+            m["method"] == "troupe/inbox"
+                && m["params"]["items"]
+                    .as_array()
+                    .is_some_and(|items| done(items))
+        }),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    .unwrap();
+    msg["params"]["items"].as_array().unwrap().clone()
+}
+
+/// `troupe lsp` pushes the workspace project's inbox as `troupe/inbox`: at once, after each
+/// change (never another project's items), and again once it has followed the daemon across a
+/// restart; an item is answered with the command its `answer.op` names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_door_pushes_the_inbox_at_each_change() {
+    let mut daemon = TestDaemon::start();
+    let project = std::fs::canonicalize(daemon.project("repo")).unwrap();
+    let elsewhere = PathBuf::from(daemon.project("elsewhere"));
+    let c = daemon.client().await;
+    let mut lsp =
+        crate::lsp_client::LspClient::start(Path::new(BIN), &daemon.layout, &project, "warn")
+            .await
+            .unwrap();
+    let first = inbox_pushed(&mut lsp, "the first push", |_| true).await;
+    assert_eq!(first, Vec::<Value>::new(), "nothing waits yet");
+
+    // Another project's escalation is not pushed; this one's is, with how to answer it.
+    escalated_task(&c, &elsewhere, "Not ours").await;
+    let task = escalated_task(&c, &project, "Review the parser").await;
+    let items = inbox_pushed(&mut lsp, "the escalation", |items| !items.is_empty()).await;
+    assert_eq!(items.len(), 1, "only the workspace's project: {items:?}");
+    assert_eq!(items[0]["item_id"], format!("escalation:{task}"));
+    assert_eq!(items[0]["kind"], "escalation");
+    assert_eq!(items[0]["title"], "task \"Review the parser\" needs you");
+    let answer = &items[0]["answer"];
+    assert_eq!(answer["op"], "dismiss_inbox_item");
+
+    // Answered through the door: the reply, and a push without it (in either order).
+    let id = lsp
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": format!("troupe.{}", answer["op"].as_str().unwrap()),
+                    "arguments": [answer["params"]] }),
+        )
+        .await
+        .unwrap();
+    let (mut reply, mut emptied) = (None, false);
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        lsp.until(|m| {
+            if m["id"] == id {
+                reply = Some(m.clone());
+            }
+            if m["method"] == "troupe/inbox" && m["params"]["items"] == json!([]) {
+                emptied = true;
+            }
+            reply.is_some() && emptied
+        }),
+    )
+    .await
+    .expect("the answer and an empty inbox")
+    .unwrap();
+    let reply = reply.unwrap();
+    assert!(reply.get("error").is_none(), "{reply}");
+
+    // The daemon stops; a new one starts with the next command, and the door follows it.
+    let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
+    daemon.child.take().unwrap().wait().unwrap();
+    drop(c);
+    let params = json!({ "cwd": project.display().to_string(), "title": "After the restart" });
+    let out = crate::support::cli(
+        &daemon.layout,
+        &["call", "create_task", &params.to_string()],
+        None,
+    );
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let created: Value = serde_json::from_str(&crate::support::stdout(&out)).unwrap();
+    let c = troupe::client::connect(&daemon.layout, false)
+        .await
+        .unwrap();
+    c.call(
+        "escalate_task",
+        json!({ "task_id": created["task_id"], "reason": "still a human" }),
+    )
+    .await
+    .unwrap();
+    let items = inbox_pushed(&mut lsp, "the escalation made after the restart", |items| {
+        items.len() == 1
+    })
+    .await;
+    assert_eq!(
+        items[0]["item_id"],
+        format!("escalation:{}", created["task_id"].as_str().unwrap())
+    );
+    lsp.stop().await.unwrap();
+    let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
+    crate::support::cli(&daemon.layout, &["stop"], None);
+}
+
+/// `:Troupe inbox` in a real headless Neovim, where a pending approval and an escalated task
+/// wait: both are offered (and pushed to the plugin); the approval is denied and the escalation
+/// dismissed from it, which leaves the inbox empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_inbox_denies_an_approval_and_dismisses_an_escalation() {
+    let s = scenario();
+    let c = s.daemon.client().await;
+    let worker = register(&c, "codex", &s.project.display().to_string(), None).await;
+    let asked = c
+        .call(
+            "request_permission",
+            json!({ "session_id": worker, "tool_name": "shell", "input": { "command": "make" },
+                    "wait_ms": 0 }),
+        )
+        .await
+        .unwrap();
+    escalated_task(&c, &s.project, "Review the parser").await;
+    assert_eq!(inbox(&c, &s.project).await.len(), 2);
+
+    let (status, report, stderr) =
+        nvim_driver(&s, "inbox.lua", &[("TEST_DECISION", "deny".as_ref())]);
+    assert!(
+        status.success() && report.starts_with("13 passed, 0 failed"),
+        "neovim: {status}\n{report}\nstderr: {stderr}"
+    );
+    assert_eq!(inbox(&c, &s.project).await, Vec::<Value>::new());
+    let all = c.call("list_approvals", json!({})).await.unwrap();
+    let approval = all["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["approval_id"] == asked["approval_id"])
+        .unwrap();
+    assert_eq!(approval["status"], "denied", "{approval}");
+}
+
 /// `:Troupe runs <run>` in a real headless Neovim draws a pattern run as its tree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neovim_troupe_runs_shows_a_pattern_run_as_its_tree() {
@@ -671,6 +868,37 @@ async fn neovim_shows_the_plan_and_timeline_and_votes_on_a_decision() {
     c.call("cancel_party", json!({ "party_id": party }))
         .await
         .unwrap();
+}
+
+/// Creates a task titled `title` in `project` and escalates it: an item of the project's inbox.
+async fn escalated_task(c: &troupe::client::Client, project: &Path, title: &str) -> String {
+    let task = c
+        .call(
+            "create_task",
+            json!({ "cwd": project.display().to_string(), "title": title }),
+        )
+        .await
+        .unwrap();
+    let id = task["task_id"].as_str().unwrap().to_string();
+    c.call(
+        "escalate_task",
+        json!({ "task_id": id, "reason": "a human should look" }),
+    )
+    .await
+    .unwrap();
+    id
+}
+
+/// The inbox of `project`, as `list_inbox` gives it.
+async fn inbox(c: &troupe::client::Client, project: &Path) -> Vec<Value> {
+    let r = c
+        .call(
+            "list_inbox",
+            json!({ "cwd": project.display().to_string() }),
+        )
+        .await
+        .unwrap();
+    r["items"].as_array().unwrap().clone()
 }
 
 /// A running party of one waiting member (`dev`) with a committed two-step plan, its first

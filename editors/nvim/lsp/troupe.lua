@@ -5,4 +5,10 @@ return {
   root_markers = { '.git' },
   -- Permission requests can touch any file: attach everywhere.
   filetypes = nil,
+  handlers = {
+    -- The project's inbox, pushed whole at each change.
+    ['troupe/inbox'] = function(...)
+      return require('troupe').on_inbox(...)
+    end,
+  },
 }

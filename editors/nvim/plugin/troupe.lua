@@ -29,6 +29,6 @@ end, {
   complete = function()
     return vim.tbl_keys(require('troupe').subcommands)
   end,
-  desc = 'Troupe: launch | status | agents | runs | plan | decide | timeline | review | comment | '
-    .. 'request-changes | approve-member | send | cancel | approvals | start',
+  desc = 'Troupe: inbox | launch | status | agents | runs | plan | decide | timeline | review | comment | '
+    .. 'request-changes | approve-member | pick | send | cancel | approvals | start',
 })

@@ -3,7 +3,9 @@
 // live tree of a run and the runs it started (pattern steps, subagents), a party's plan,
 // decisions (a vote quick pick) and timeline (filterable by member), and the review of a
 // member's branch in VS Code's diff editor (read-only `troupe-base:`/`troupe-head:` documents)
-// with comment, approve and request-changes commands.
+// with comment, approve and request-changes commands, and the inbox: a tree view of everything
+// waiting for the person (fed by the server's `troupe/inbox` pushes, its count as the view's
+// badge), each item answered from the view or from "Troupe: Inbox".
 // Approvals and predicted conflicts arrive as diagnostics from the language server.
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -169,6 +171,71 @@ async function sendReview(member: Member, verdict: string, comments: object[], s
   const words: Record<string, string> = { approve: 'approved', request_changes: 'asked for changes from', comment: 'commented on' };
   const then = r.restarted_run_id ? ' — started again with it' : r.delivered || verdict === 'approve' ? '' : ' (it is not running: the review is on the timeline)';
   vscode.window.showInformationMessage(`Troupe: ${words[verdict] ?? verdict} ${r.role}#${r.index}${then}`);
+}
+
+/** One thing waiting for the person (`InboxItem` of the daemon's wire types). */
+interface InboxItem {
+  item_id: string;
+  kind: string;
+  project_id?: string;
+  party_id?: string;
+  title: string;
+  detail?: string;
+  since: string;
+  /** `op` with `params`, plus `{[choice_field]: one of choices}` when there are choices. */
+  answer: { op: string; params: Record<string, unknown>; choice_field?: string; choices?: unknown[] };
+}
+
+const INBOX_ICONS: Record<string, string> = {
+  approval: 'shield', paused_role: 'debug-pause', escalation: 'report', decision: 'law', pick: 'list-selection',
+  merge_conflict: 'git-merge',
+};
+
+/** The inbox view: one node per item, as the language server last pushed them. */
+class InboxTree implements vscode.TreeDataProvider<InboxItem> {
+  private items: InboxItem[] = [];
+  private readonly changed = new vscode.EventEmitter<void>();
+  readonly onDidChangeTreeData = this.changed.event;
+
+  set(items: InboxItem[]) {
+    this.items = items;
+    this.changed.fire();
+  }
+
+  getTreeItem(i: InboxItem): vscode.TreeItem {
+    const node = new vscode.TreeItem(i.title);
+    node.id = i.item_id;
+    node.description = i.kind;
+    node.tooltip = i.detail ?? i.title;
+    node.contextValue = 'troupeInboxItem';
+    node.iconPath = new vscode.ThemeIcon(INBOX_ICONS[i.kind] ?? 'bell');
+    return node;
+  }
+
+  getChildren(parent?: InboxItem): InboxItem[] {
+    return parent ? [] : this.items;
+  }
+}
+
+/** Answers an inbox item: its `answer.op` with its params, plus the choice picked when it has
+ * choices (one with none, such as an escalation, is answered at once: dismissed). */
+async function answerInbox(item: InboxItem) {
+  const { op, params, choice_field: field, choices = [] } = item.answer;
+  let args: Record<string, unknown> = { ...params };
+  let said = op === 'dismiss_inbox_item' ? 'dismissed' : 'answered';
+  if (field && choices.length) {
+    const picked: any = await vscode.window.showQuickPick(
+      choices.map((c) => ({ label: String(c), c })),
+      { title: `Troupe: ${item.title}` },
+    );
+    if (!picked) {
+      return;
+    }
+    args = { ...args, [field]: picked.c };
+    said = `answered ${picked.label}:`;
+  }
+  await call(op, args);
+  vscode.window.showInformationMessage(`Troupe: ${said} ${item.title}`);
 }
 
 export async function activate(context: vscode.ExtensionContext) {
@@ -398,6 +465,20 @@ export async function activate(context: vscode.ExtensionContext) {
         vscode.window.showInformationMessage(`Troupe: picked ${role}#${picked.w.index} to land`);
       }
     },
+    'troupe.inbox': async () => {
+      const { items } = await call<{ items: InboxItem[] }>('list_inbox');
+      if (!items.length) {
+        vscode.window.showInformationMessage('Troupe: nothing waits for you');
+        return;
+      }
+      const picked: any = await vscode.window.showQuickPick(
+        items.map((i) => ({ label: i.title, description: i.kind, detail: i.detail, i })),
+        { title: `Troupe: ${items.length} waiting for you` },
+      );
+      if (picked) {
+        await answerInbox(picked.i);
+      }
+    },
     'troupe.startAgent': async () => {
       const { definitions } = await call('list_agent_definitions');
       const agent = await vscode.window.showQuickPick(definitions.map((d: any) => d.name), { title: 'Troupe: start which agent?' });
@@ -417,6 +498,23 @@ export async function activate(context: vscode.ExtensionContext) {
   for (const [name, fn] of Object.entries(commands)) {
     context.subscriptions.push(vscode.commands.registerCommand(name, () => fn().catch(report)));
   }
+
+  // The inbox, as the server pushes it (before start: the first push comes right after it).
+  const inbox = new InboxTree();
+  const inboxView = vscode.window.createTreeView('troupeInbox', { treeDataProvider: inbox });
+  context.subscriptions.push(
+    inboxView,
+    vscode.commands.registerCommand('troupe.answerInboxItem', (item?: InboxItem) =>
+      (item ? answerInbox(item) : commands['troupe.inbox']()).catch(report),
+    ),
+  );
+  client.onNotification('troupe/inbox', (p: { items: InboxItem[] }) => {
+    const items = p.items ?? [];
+    inbox.set(items);
+    inboxView.badge = items.length
+      ? { value: items.length, tooltip: `${items.length} waiting for you in Troupe` }
+      : undefined;
+  });
 
   await client.start();
   client.onNotification('troupe/approvals', (p: { pending: number }) => {

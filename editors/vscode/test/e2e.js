@@ -4,8 +4,10 @@
 // edit, saves a screenshot of the party view, opens a pattern run's tree, then a party's plan,
 // votes on its decision from the quick picks and opens its timeline filtered by member, then
 // reviews a member's branch: "Troupe: Review Member" opens a changed file in the diff editor and
-// "Troupe: Approve Member" approves it. Set up and checked by tests/it/editors.rs; prints one
-// JSON line of findings.
+// "Troupe: Approve Member" approves it, and last the inbox: two escalated tasks in the "Troupe
+// Inbox" view with its badge, one dismissed from "Troupe: Inbox", the other from the view's
+// inline "Answer…" action. Set up and checked by tests/it/editors.rs; prints one JSON line of
+// findings.
 'use strict';
 const cp = require('child_process');
 const fs = require('fs');
@@ -220,6 +222,40 @@ async function palette(page, command) {
     await palette(page, 'Troupe: Approve Member');
     await page.locator('.notifications-toasts', { hasText: 'approved' }).first().waitFor({ timeout: 30000 });
     step('member approved');
+
+    // 9. The inbox: its $INBOX_COUNT items, among them the escalated tasks $INBOX_FIRST and
+    // $INBOX_SECOND, are nodes of the "Troupe Inbox" view in the explorer, its badge (on the
+    // explorer's icon) their count. The first is answered (dismissed) from "Troupe: Inbox", the
+    // second from its node's "Answer…" action.
+    await palette(page, 'Focus on Troupe Inbox View');
+    const inboxPane = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Troupe Inbox' }) });
+    const inboxRows = inboxPane.locator('.monaco-list-row');
+    const badge = page.locator('.activitybar .action-item', { has: page.locator('.codicon-explorer-view-icon') })
+      .locator('.badge-content');
+    const inboxState = async () => ({ rows: await inboxRows.allInnerTexts(), badge: (await badge.count()) ? await badge.innerText() : '' });
+    const inboxUntil = (what, done) => retry(what, async () => {
+      const seen = await inboxState();
+      if (!done(seen)) {
+        throw new Error(JSON.stringify(seen));
+      }
+      return seen;
+    }, 30000);
+    const first = process.env.INBOX_FIRST;
+    const second = process.env.INBOX_SECOND;
+    const count = Number(process.env.INBOX_COUNT);
+    const showing = (n) => (s) => s.rows.length === n && s.badge === (n ? String(n) : '');
+    findings.inbox = await inboxUntil('the items in the inbox view', showing(count));
+    step('inbox view');
+    await palette(page, 'Troupe: Inbox');
+    await pick('choose the item', first);
+    await page.locator('.notifications-toasts', { hasText: 'dismissed' }).first().waitFor({ timeout: 30000 });
+    findings.inbox_after_palette = await inboxUntil('one item fewer', showing(count - 1));
+    step('inbox answered from the palette');
+    const row = inboxRows.filter({ hasText: second }).first();
+    await row.hover();
+    await row.locator('.action-label[aria-label="Answer…"]').click();
+    findings.inbox_after_view = await inboxUntil('two items fewer', showing(count - 2));
+    step('inbox answered from the view');
   } finally {
     await browser.close();
     server.kill();

@@ -2,8 +2,19 @@
 -- client (workspace/executeCommand `troupe.<operation>`); approvals arrive as diagnostics with
 -- code actions (use vim.lsp.buf.code_action()), predicted conflicts as warnings. A member's
 -- branch is reviewed in a diff split of two scratch buffers (the file where it forked, and at
--- the branch's tip) that nothing writes back.
+-- the branch's tip) that nothing writes back. The inbox (everything waiting for you in the
+-- project) is pushed by the server (`troupe/inbox`): `M.inbox` holds it, and `User TroupeInbox`
+-- fires at each push for statuslines; `:Troupe inbox` answers its items.
 local M = {}
+
+--- The inbox items the server last pushed (`troupe/inbox`), oldest first.
+M.inbox = {}
+
+--- The `troupe/inbox` notification: keeps `M.inbox` and fires `User TroupeInbox`.
+function M.on_inbox(_, params)
+  M.inbox = (params or {}).items or {}
+  vim.api.nvim_exec_autocmds('User', { pattern = 'TroupeInbox', modeline = false, data = { count = #M.inbox } })
+end
 
 --- The attached troupe client, if any.
 function M.client()
@@ -297,7 +308,61 @@ local function send_review(member, verdict, comments, summary)
   end)
 end
 
+local function set(v)
+  return v ~= nil and v ~= vim.NIL
+end
+
+--- Answers an inbox item: runs its `answer.op` with its params, plus the choice picked with
+--- vim.ui.select in its `choice_field` when it has choices (one without, such as an escalation,
+--- is answered at once: dismissed); `on_done()` once the daemon took it.
+function M.answer(item, on_done)
+  local a = item.answer or {}
+  local function send(choice)
+    local params = vim.deepcopy(set(a.params) and a.params or {})
+    local said = a.op == 'dismiss_inbox_item' and 'dismissed' or 'answered'
+    if choice ~= nil then
+      params[a.choice_field] = choice
+      said = 'answered ' .. tostring(choice) .. ':'
+    end
+    M.call(a.op, params, function()
+      vim.notify(string.format('troupe: %s %s', said, item.title))
+      if on_done then
+        on_done()
+      end
+    end)
+  end
+  local choices = set(a.choices) and a.choices or {}
+  if not set(a.choice_field) or #choices == 0 then
+    return send(nil)
+  end
+  vim.ui.select(choices, { prompt = item.title, format_item = tostring }, function(choice)
+    if choice ~= nil then
+      send(choice)
+    end
+  end)
+end
+
 M.subcommands = {
+  -- Everything waiting for you in the project: `:Troupe inbox`; pick an item, then its answer.
+  inbox = function()
+    M.call('list_inbox', {}, function(r)
+      local items = r.items or {}
+      if #items == 0 then
+        vim.notify('troupe: nothing waits for you')
+        return
+      end
+      vim.ui.select(items, {
+        prompt = string.format('Troupe: %d waiting for you', #items),
+        format_item = function(i)
+          return string.format('%s: %s', i.kind, i.title)
+        end,
+      }, function(item)
+        if item then
+          M.answer(item)
+        end
+      end)
+    end)
+  end,
   -- A member's branch: `:Troupe review [party_id] [role] [index]`; pick a changed file, see it
   -- in a diff split.
   review = function(args)
@@ -543,8 +608,8 @@ function M.command(opts)
   local sub = table.remove(args, 1)
   local fn = M.subcommands[sub or '']
   if not fn then
-    vim.notify('troupe: :Troupe launch|status|agents|runs|plan|decide|timeline|review|comment|approve-member|'
-      .. 'request-changes|send|cancel|approvals|start', vim.log.levels.ERROR)
+    vim.notify('troupe: :Troupe inbox|launch|status|agents|runs|plan|decide|timeline|review|comment|approve-member|'
+      .. 'request-changes|pick|send|cancel|approvals|start', vim.log.levels.ERROR)
     return
   end
   fn(args)

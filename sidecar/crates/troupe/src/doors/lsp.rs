@@ -4,9 +4,11 @@
 //! file are diagnostics at their path and range, with code actions and code lenses Approve, Deny,
 //! Approve pattern and Abort agent; the conflict radar's predictions for the workspace are
 //! warnings on the lines two members both changed (asked again at each `conflict_*`
-//! notification); escalations and finished parties are shown as messages, and launched parties
-//! report `$/progress`. Handlers never wait on the editor: everything that needs the client runs
-//! in background tasks. Logs go to stderr, never stdout.
+//! notification); escalations and finished parties are shown as messages, launched parties
+//! report `$/progress`, and the workspace project's inbox is pushed whole as `troupe/inbox` at
+//! each change (answering an item is the command its `answer.op` names). Handlers never wait on
+//! the editor: everything that needs the client runs in background tasks. Logs go to stderr,
+//! never stdout.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -265,6 +267,7 @@ impl LanguageServer for Backend {
                     Ok(d) => {
                         tokio::join!(
                             watch_approvals(editor.clone(), state.clone(), d.clone()),
+                            watch_inbox(editor.clone(), state.clone(), d.clone()),
                             watch_notifications(editor.clone(), state.clone(), d),
                         );
                     }
@@ -374,13 +377,19 @@ impl LanguageServer for Backend {
 /// How long to wait before reconnecting to a daemon that went away.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
+/// The params that scope a subscription to the workspace's project (every project's without a
+/// workspace root).
+fn workspace_scope(state: &Mutex<State>) -> Value {
+    match &lock(state).root {
+        Some(root) => json!({ "cwd": root.display().to_string() }),
+        None => json!({}),
+    }
+}
+
 /// Keeps the diagnostics in step with the daemon's pending requests, until the connection ends.
 async fn watch_approvals(editor: Editor, state: Arc<Mutex<State>>, daemon: Arc<Client>) {
     let root = lock(&state).root.clone();
-    let params = match &root {
-        Some(root) => json!({ "cwd": root.display().to_string() }),
-        None => json!({}),
-    };
+    let params = workspace_scope(&state);
     let mut sub = match daemon
         .subscribe("subscribe_approvals", params, "unsubscribe_approvals")
         .await
@@ -499,6 +508,47 @@ fn conflict_diagnostic(c: &PredictedConflictView, r: &ConflictRangeView) -> Diag
         ),
         ..Diagnostic::default()
     }
+}
+
+/// Forwards each inbox the daemon pushes for the workspace's project (the whole list, at once
+/// and after every change) as `troupe/inbox`, until the connection ends.
+async fn watch_inbox(editor: Editor, state: Arc<Mutex<State>>, daemon: Arc<Client>) {
+    let mut sub = match daemon
+        .subscribe(
+            "subscribe_inbox",
+            workspace_scope(&state),
+            "unsubscribe_inbox",
+        )
+        .await
+    {
+        Ok(sub) => sub,
+        Err(e) => {
+            editor
+                .log_message(
+                    MessageType::ERROR,
+                    format!("troupe: cannot watch the inbox: {e}"),
+                )
+                .await;
+            return;
+        }
+    };
+    while let Some(Ok(pushed)) = sub.next().await {
+        let items = pushed
+            .get("items")
+            .cloned()
+            .unwrap_or_else(|| Value::Array(Vec::new()));
+        editor
+            .send_notification::<InboxPush>(json!({ "items": items }))
+            .await;
+    }
+}
+
+/// `troupe/inbox`: everything waiting for the person in the workspace's project, `{items}`.
+enum InboxPush {}
+
+impl notification::Notification for InboxPush {
+    type Params = Value;
+    const METHOD: &'static str = "troupe/inbox";
 }
 
 /// `troupe/approvals`: the number of pending requests, for status bars.
