@@ -934,3 +934,94 @@ async fn best_of_two_without_a_judge_asks_the_person_and_land_party_refuses_unti
         "attempt 0\n"
     );
 }
+
+/// The live processes whose command line holds `marker`.
+fn pids_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // Zombies have left already.
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            (state != 'Z' && String::from_utf8_lossy(&cmd).contains(marker)).then_some(pid)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_once() {
+    let mut d = TestDaemon::start();
+    let c = d.client().await;
+    let flag = d.dir.path().join("go");
+    let marker = format!("land-tests-{}", std::process::id());
+    define(
+        &c,
+        "agent",
+        json!({ "name": "dev", "command": [committer(d.dir.path()), "a.txt", "from dev", "-"],
+                "isolation": "worktree" }),
+    )
+    .await;
+    let wait = format!(
+        "while [ ! -f {} ]; do sleep 0.05; done; echo {marker}",
+        flag.display()
+    );
+    define(
+        &c,
+        "agent",
+        json!({ "name": "queue", "runner": "land", "land": { "test_command": wait } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "shipit", "roles": { "dev": { "agent": "dev" },
+                "merger": { "agent": "queue", "on_crash": "restart" } },
+                "flow": { "merger": ["dev"] } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let start = git(&project, &["rev-parse", "main"]);
+    let party = launch(&c, "shipit", &project).await;
+    // The merge queue's tests are running: kill -9 the daemon under them.
+    let first = wait_for("the tests running", 60, || async {
+        let pids = pids_with(&marker);
+        (!pids.is_empty()).then_some(pids)
+    })
+    .await;
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    // The dead run's tests are ended by the restarted daemon; the merger is run again.
+    wait_for("the first tests ended", 60, || async {
+        (!pids_with(&marker).iter().any(|p| first.contains(p))).then_some(())
+    })
+    .await;
+    wait_for("the retry's tests running", 60, || async {
+        (!pids_with(&marker).is_empty()).then_some(())
+    })
+    .await;
+    std::fs::write(&flag, "").unwrap();
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+    // Landed once: the member's one commit, fast-forwarded; one landing on the timeline.
+    assert_eq!(
+        git(
+            &project,
+            &["rev-list", "--count", &format!("{start}..main")]
+        ),
+        "1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&project).join("a.txt")).unwrap(),
+        "from dev\n"
+    );
+    assert_eq!(events(&c, &party, "party_landed").await.len(), 1);
+    wait_for("no test process left", 30, || async {
+        pids_with(&marker).is_empty().then_some(())
+    })
+    .await;
+}

@@ -200,9 +200,12 @@ impl RunnerHost for Daemon {
         &self,
         p: LandPartyParams,
         wait_for_picks: std::time::Duration,
+        run_id: &str,
     ) -> BoxFuture<'_, Result<LandResult, ApiError>> {
+        let run_id = run_id.to_string();
         async move {
-            crate::landing::land_when_picked(&crate::collab::Ctx::of(self), p, wait_for_picks).await
+            let ctx = crate::collab::Ctx::of(self);
+            crate::landing::land_when_picked(&ctx, p, wait_for_picks, &run_id).await
         }
         .boxed()
     }

@@ -292,7 +292,7 @@ pub fn remove_integration_of(
     let marker = tip_marker(&dir);
     let expected = std::fs::read_to_string(&marker).ok();
     let root = Path::new(&row.repo_root);
-    git_land::check_integration(root, &dir, &branch, expected.as_deref())?;
+    git_land::check_integration(root, &branch, expected.as_deref())?;
     let _git = crate::project::git_lock();
     git_land::remove_integration(root, &dir, &wt_name, &branch)?;
     match std::fs::remove_file(&marker) {
@@ -411,12 +411,13 @@ pub fn all_picked(ctx: &Ctx, party: &PartyView) -> Result<bool, ApiError> {
         }))
 }
 
-/// `land` once every best-of-N role has its pick (the land runner's turn may come first),
-/// waiting up to `wait`.
+/// `land` for the `land` runner's run `run_id`, once every best-of-N role has its pick (its turn
+/// may come first), waiting up to `wait`.
 pub async fn land_when_picked(
     ctx: &Ctx,
     p: LandPartyParams,
     wait: Duration,
+    run_id: &str,
 ) -> Result<LandResult, ApiError> {
     let deadline = tokio::time::Instant::now() + wait;
     let mut asked = std::collections::HashSet::new();
@@ -424,7 +425,7 @@ pub async fn land_when_picked(
         let mut picked = ctx.hub.watch(PICKS_KEY);
         let party = PartyView::load(&ctx.store, &p.party_id)?;
         if all_picked(ctx, &party)? {
-            return land(ctx, p).await;
+            return land_as(ctx, p, Some(run_id)).await;
         }
         // A picking that cannot finish by itself (attempts that crashed for good, a judge that
         // ended without a pick) is the person's, once.
@@ -566,6 +567,16 @@ pub async fn judge_prompt(ctx: &Ctx, party: &PartyView, role: &str) -> Result<St
 /// result and moves the target only if they pass. Conflicting branches are left out and their
 /// members and the person told; nothing but the target ever moves.
 pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError> {
+    land_as(ctx, p, None).await
+}
+
+/// `land` for a run (the `land` runner): the test command's processes carry the run's id, so
+/// they end with it, even after a kill -9 of the daemon (recovery ends what a dead run left).
+pub async fn land_as(
+    ctx: &Ctx,
+    p: LandPartyParams,
+    run_id: Option<&str>,
+) -> Result<LandResult, ApiError> {
     const OP: &str = "land_party";
     let party = PartyView::load(&ctx.store, &p.party_id)?;
     if p.test_command
@@ -606,7 +617,7 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
         // Never over work someone did on the integration branch since the last landing.
         let marker = tip_marker(&dir2);
         let expected = std::fs::read_to_string(&marker).ok();
-        git_land::check_integration(&root2, &dir2, &branch2, expected.as_deref())?;
+        git_land::check_integration(&root2, &branch2, expected.as_deref())?;
         let done = git_land::integrate(&root2, target.as_deref(), &list2, git_strategy, &branch2)?;
         if let Some(parent) = marker.parent() {
             std::fs::create_dir_all(parent)?;
@@ -708,10 +719,13 @@ pub async fn land(ctx: &Ctx, p: LandPartyParams) -> Result<LandResult, ApiError>
             .test_timeout_secs
             .unwrap_or(DEFAULT_TEST_SECS)
             .clamp(1, 24 * 3600);
+        let marker: Vec<(String, String)> = run_id
+            .map(|r| vec![("TROUPE_RUN_ID".to_string(), r.to_string())])
+            .unwrap_or_default();
         let run = crate::shell::run(
             command,
             &workdir,
-            &[],
+            &marker,
             Duration::from_secs(secs),
             TEST_OUTPUT_TAIL,
         )

@@ -77,6 +77,7 @@ async fn land(host: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefinition)
                 dry_run: false,
             },
             wait,
+            &run.run_id,
         )
         .await;
     let result = match result {

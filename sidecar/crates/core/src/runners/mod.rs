@@ -60,12 +60,13 @@ pub trait RunnerHost: Send + Sync + 'static {
         &self,
         p: RequestPermissionParams,
     ) -> BoxFuture<'_, Result<PermissionResult, ApiError>>;
-    /// `land_party` (for the `land` runner), once every best-of-N role has its pick (waiting
-    /// up to `wait_for_picks`).
+    /// `land_party` for the `land` runner's run `run_id` (its test processes carry the id),
+    /// once every best-of-N role has its pick (waiting up to `wait_for_picks`).
     fn land_party(
         &self,
         p: LandPartyParams,
         wait_for_picks: Duration,
+        run_id: &str,
     ) -> BoxFuture<'_, Result<LandResult, ApiError>>;
     /// What the tool policy of the step a session works on says of a tool (seed 004).
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict;
