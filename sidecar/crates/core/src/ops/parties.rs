@@ -535,6 +535,7 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
     }
     // The integration branch and its worktree, if the party was ever landed.
     if let Some(landing_dir) = crate::landing::integration_left(&d.layout, &row) {
+        let had_checkout = landing_dir.exists();
         let (layout, row2) = (d.layout.clone(), row.clone());
         let result = tokio::task::spawn_blocking(move || {
             crate::landing::remove_integration_of(&layout, &row2)
@@ -543,6 +544,8 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
         .map_err(|e| ApiError::Internal(e.to_string()))?;
         let workdir = landing_dir.display().to_string();
         match result {
+            // A landing without tests left a branch only: no checkout to report.
+            Ok(()) if !had_checkout => {}
             Ok(()) => removed.push(workdir),
             Err(e) => kept.push(KeptCheckout {
                 workdir,
