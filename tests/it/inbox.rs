@@ -47,6 +47,18 @@ macro_rules! pushed_until {
     }};
 }
 
+/// Answers an item literally as it describes: `answer.op` with `answer.params` and, if it has
+/// a `choice_field`, the choice there.
+async fn answer(door: &Client, item: &Value, choice: Option<Value>) {
+    let mut params = item["answer"]["params"].clone();
+    if let (Some(field), Some(choice)) = (item["answer"]["choice_field"].as_str(), choice) {
+        params[field] = choice;
+    }
+    door.call(item["answer"]["op"].as_str().unwrap(), params)
+        .await
+        .unwrap_or_else(|e| panic!("answering {item}: {e}"));
+}
+
 async fn gone(c: &Client, project: &str, item_id: &str) {
     wait_for(&format!("{item_id} to leave the inbox"), 30, || async {
         (!inbox(c, project)
@@ -109,14 +121,13 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
     .await;
     let stuck = launch(&c, "stuck", &project).await;
     let paused = one_of(&c, &project, "paused_role").await;
-    let decision = c
-        .call(
-            "propose_decision",
-            json!({ "party_id": stuck, "topic": "which database", "options": ["sqlite", "postgres"],
+    c.call(
+        "propose_decision",
+        json!({ "party_id": stuck, "topic": "which database", "options": ["sqlite", "postgres"],
                     "voters": ["person"], "window_secs": 3600 }),
-        )
-        .await
-        .unwrap();
+    )
+    .await
+    .unwrap();
     let task = c
         .call(
             "create_task",
@@ -201,44 +212,40 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
         p["items"].as_array().is_some_and(|i| i.len() == 6)
     });
 
-    // Answered from either door, each goes (and only it).
-    ws.call(
-        "decide_approval",
-        json!({ "approval_id": asked["approval_id"], "decision": "approve" }),
-    )
-    .await
-    .unwrap();
-    gone(&c, &project, item("approval")["item_id"].as_str().unwrap()).await;
-    c.call(
-        "vote",
-        json!({ "decision_id": decision["decision"]["decision_id"], "option": "sqlite" }),
-    )
-    .await
-    .unwrap();
-    gone(&c, &project, item("decision")["item_id"].as_str().unwrap()).await;
-    ws.call(
-        "pick_member",
-        json!({ "party_id": duo, "role": "dev", "index": 1 }),
-    )
-    .await
-    .unwrap();
-    gone(&c, &project, item("pick")["item_id"].as_str().unwrap()).await;
-    for kind in ["escalation", "merge_conflict"] {
-        let id = item(kind)["item_id"].as_str().unwrap().to_string();
-        ws.call("dismiss_inbox_item", json!({ "item_id": id }))
-            .await
-            .unwrap();
-        gone(&c, &project, &id).await;
+    // Each answered as the item itself says (its op, params and one of its choices), from
+    // either door; each goes, and only it.
+    for (kind, door, choice) in [
+        ("approval", &ws, Some(json!("approve"))),
+        ("decision", &c, Some(json!("sqlite"))),
+        ("pick", &ws, Some(json!(1))),
+        ("escalation", &ws, None),
+        ("merge_conflict", &c, None),
+        ("paused_role", &c, Some(json!("abort"))),
+    ] {
+        let it = item(kind);
+        if let Some(choice) = &choice {
+            assert!(
+                it["answer"]["choices"].as_array().unwrap().contains(choice),
+                "{it}"
+            );
+        }
+        answer(door, &it, choice).await;
+        gone(&c, &project, it["item_id"].as_str().unwrap()).await;
     }
-    c.call(
-        "signal_role",
-        json!({ "party_id": stuck, "role_name": "w", "signal": "abort" }),
-    )
-    .await
-    .unwrap();
-    gone(&c, &project, paused["item_id"].as_str().unwrap()).await;
     assert_eq!(inbox(&c, &project).await, Vec::<Value>::new());
     pushed_until!(feed, "an empty inbox", |p: &Value| p["items"] == json!([]));
+    // The same task escalated again after its item was dismissed: a new item.
+    c.call(
+        "escalate_task",
+        json!({ "task_id": task["task_id"], "reason": "still unsure" }),
+    )
+    .await
+    .unwrap();
+    let again = one_of(&c, &project, "escalation").await;
+    assert_ne!(again["item_id"], item("escalation")["item_id"]);
+    assert_eq!(again["detail"], "still unsure");
+    answer(&ws, &again, None).await;
+    gone(&c, &project, again["item_id"].as_str().unwrap()).await;
 
     // Bad input, named: an item that is not there, one answered otherwise.
     let e = c

@@ -43,6 +43,8 @@ pub struct Feed {
     cursor: i64,
     /// Read again without waiting (the first read, or the last batch was full).
     ready: bool,
+    /// The inbox last pushed (an unchanged one is not pushed again).
+    last: Option<Value>,
 }
 
 /// Opens the subscription `name` (`subscribe_messages`, `subscribe_approvals`,
@@ -111,6 +113,7 @@ pub fn open(
         wake,
         cursor,
         ready: true,
+        last: None,
     })
 }
 
@@ -130,9 +133,7 @@ impl Feed {
                     return None;
                 }
             };
-            if !items.is_empty()
-                || matches!(self.source, Source::Approvals { .. } | Source::Inbox { .. })
-            {
+            if !items.is_empty() || matches!(self.source, Source::Approvals { .. }) {
                 return Some(items);
             }
         }
@@ -178,11 +179,18 @@ impl Feed {
                 let items = match crate::inbox::items(store, &self.daemon.layout, project.clone()) {
                     Ok(items) => items,
                     Err(e) => {
-                        tracing::warn!(error = %e, "inbox unreadable");
-                        Vec::new()
+                        // Not pushed as empty: an editor would clear what is still waiting.
+                        tracing::warn!(error = %e, "inbox unreadable; tried again at the next change");
+                        return Ok(Vec::new());
                     }
                 };
-                return Ok(vec![serde_json::to_value(InboxResult { items })?]);
+                let pushed = serde_json::to_value(InboxResult { items })?;
+                // Only a changed inbox is pushed (the first one always).
+                if self.last.as_ref() == Some(&pushed) {
+                    return Ok(Vec::new());
+                }
+                self.last = Some(pushed.clone());
+                return Ok(vec![pushed]);
             }
         };
         // A full batch: more may be waiting, read again at once.

@@ -10,11 +10,11 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 use troupe_api::ApiError;
 use troupe_api::types::{InboxAnswer, InboxItem};
-use troupe_store::{EventFilter, PartyRow, Store};
+use troupe_store::{PartyRow, Store};
 
 use crate::collab::{PERSON, PartyView};
 
-/// Events of one kind read per party when looking for merge conflicts still open.
+/// Landing events read per party (the newest) when looking for merge conflicts still open.
 const LANDINGS_READ: i64 = 50;
 
 fn answer(op: &str, params: Value, field: Option<&str>, choices: Vec<Value>) -> InboxAnswer {
@@ -46,10 +46,12 @@ pub fn items(
     for row in parties.iter().filter(|r| r.status == "running") {
         paused_roles(row, &mut out);
     }
-    for t in store.list_tasks(None)? {
-        if t.status == "escalated" && mine(&t.project_id) {
+    for t in store.escalated_tasks()? {
+        if mine(&t.project_id) {
+            // Each escalation is its own item: a task escalated again after a dismissal shows.
+            let id = format!("escalation:{}:{}", t.task_id, t.updated_at);
             out.push(InboxItem {
-                item_id: format!("escalation:{}", t.task_id),
+                item_id: id.clone(),
                 kind: "escalation".into(),
                 project_id: Some(t.project_id.clone()),
                 party_id: t.party_id.clone(),
@@ -58,7 +60,7 @@ pub fn items(
                 since: t.updated_at.clone(),
                 answer: answer(
                     "dismiss_inbox_item",
-                    json!({ "item_id": format!("escalation:{}", t.task_id) }),
+                    json!({ "item_id": id }),
                     None,
                     Vec::new(),
                 ),
@@ -67,15 +69,15 @@ pub fn items(
     }
     let by_id = |id: &str| parties.iter().find(|p| p.party_id == id);
     for d in store.list_decisions(None)? {
-        let Some(row) = by_id(&d.party_id) else {
-            continue; // another project's
+        let Some(row) = by_id(&d.party_id).filter(|r| r.status == "running") else {
+            continue; // another project's, or a party that has ended
         };
         let voted = d.votes.iter().any(|v| v.voter == PERSON);
         let (title, op, field) = match d.status.as_str() {
             "tied" => (
                 format!("decision \"{}\" is tied: choose", d.topic),
                 "commit_decision",
-                "chosen",
+                "option",
             ),
             "open" if d.voters.iter().any(|v| v == PERSON) && !voted => {
                 (format!("vote on \"{}\"", d.topic), "vote", "option")
@@ -99,7 +101,10 @@ pub fn items(
         });
     }
     for p in store.pending_picks()? {
-        let Some(row) = by_id(&p.party_id) else {
+        // A finished best-of-N party still lands its pick; a cancelled or failed one does not.
+        let Some(row) =
+            by_id(&p.party_id).filter(|r| matches!(r.status.as_str(), "running" | "completed"))
+        else {
             continue;
         };
         // A judge still at work picks by itself.
@@ -110,10 +115,17 @@ pub fn items(
         if judging {
             continue;
         }
-        let count = PartyView::load(store, &p.party_id)
-            .ok()
-            .and_then(|v| v.snapshot.party.roles.get(&p.role_name).map(|r| r.count))
-            .unwrap_or(0);
+        // The attempts that have a branch to land.
+        let attempts: Vec<i64> = PartyView::load(store, &p.party_id)
+            .map(|v| {
+                crate::landing::checkouts(&v)
+                    .into_iter()
+                    .filter(|c| c.member.role_name == p.role_name)
+                    .map(|c| c.member.instance_index)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let count = attempts.len();
         out.push(InboxItem {
             item_id: format!("pick:{}:{}", p.party_id, p.role_name),
             kind: "pick".into(),
@@ -129,7 +141,7 @@ pub fn items(
                 "pick_member",
                 json!({ "party_id": p.party_id, "role": p.role_name }),
                 Some("index"),
-                (0..count).map(|i| json!(i)).collect(),
+                attempts.iter().map(|i| json!(i)).collect(),
             ),
         });
     }
@@ -207,22 +219,19 @@ fn merge_conflicts(
     row: &PartyRow,
     out: &mut Vec<InboxItem>,
 ) -> Result<(), ApiError> {
-    let read = |kind: &str| {
-        store.list_events(&EventFilter {
-            since: None,
-            session_id: None,
-            party_id: Some(row.party_id.clone()),
-            kind: Some(kind.into()),
-            limit: LANDINGS_READ,
-        })
-    };
-    let conflicts = read("merge_conflict")?;
+    let events = store.latest_party_events(
+        &row.party_id,
+        &["merge_conflict", "party_landed"],
+        LANDINGS_READ,
+    )?;
+    let (conflicts, landed): (Vec<_>, Vec<_>) =
+        events.into_iter().partition(|e| e.kind == "merge_conflict");
     if conflicts.is_empty() {
         return Ok(());
     }
-    let landed = read("party_landed")?;
     let mut seen = HashSet::new();
-    for e in conflicts.iter().rev() {
+    // Newest first: a member's latest conflict stands for it.
+    for e in &conflicts {
         let (role, index) = (
             e.data["role"].as_str().unwrap_or(""),
             e.data["index"].as_i64().unwrap_or(0),

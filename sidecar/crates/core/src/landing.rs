@@ -20,7 +20,7 @@ use crate::orchestrator::party_label;
 
 /// One landing at a time per repository: landings move its refs and share its integration
 /// worktrees.
-fn repo_lock(repo_root: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+pub fn repo_lock(repo_root: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
     type Locks = std::collections::BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>;
     static LOCKS: std::sync::Mutex<Locks> = std::sync::Mutex::new(Locks::new());
     LOCKS
@@ -975,6 +975,30 @@ pub async fn rework(
         .get(&role.agent)
         .cloned()
         .ok_or_else(|| ApiError::Internal(format!("agent {} left the snapshot", role.agent)))?;
+    // One rework per member: claimed here until its run exists (then `live_reworks` sees it).
+    static STARTING: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    struct Claim(String);
+    impl Drop for Claim {
+        fn drop(&mut self) {
+            STARTING
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .remove(&self.0);
+        }
+    }
+    let key = rework_trigger(&c.label(), &party.row.party_id);
+    if !STARTING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .insert(key.clone())
+    {
+        return Err(ApiError::Conflict(format!(
+            "{} is being started again already",
+            c.label()
+        )));
+    }
+    let _claim = Claim(key);
     if let Some((_, run)) = live_reworks(&ctx.store, &party.row.party_id)?
         .into_iter()
         .find(|(who, _)| who == &c.label())

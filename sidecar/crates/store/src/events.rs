@@ -108,4 +108,48 @@ impl Store {
             Ok(out)
         })
     }
+
+    /// A party's newest events of these kinds, newest first (the party index, never a scan of
+    /// the whole timeline).
+    pub fn latest_party_events(
+        &self,
+        party_id: &str,
+        kinds: &[&str],
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+        let kinds = serde_json::to_string(&kinds)?;
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, at, kind, project_id, session_id, party_id, data FROM events \
+                 WHERE party_id = ?1 AND kind IN (SELECT value FROM json_each(?2)) \
+                 ORDER BY seq DESC LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![party_id, kinds, limit], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (seq, at, kind, project_id, session_id, party_id, data) = row?;
+                out.push(Event {
+                    seq,
+                    at,
+                    kind,
+                    project_id,
+                    session_id,
+                    party_id,
+                    data: serde_json::from_str(&data)?,
+                });
+            }
+            Ok(out)
+        })
+    }
 }

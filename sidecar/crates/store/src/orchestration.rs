@@ -902,6 +902,19 @@ impl Store {
         })
     }
 
+    /// Tasks waiting for a person (escalated), oldest first.
+    pub fn escalated_tasks(&self) -> Result<Vec<Task>, StoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(&format!(
+                    "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'escalated' \
+                     ORDER BY created_at, id"
+                ))?
+                .query_map([], task_from_row)?
+                .collect::<Result<_, _>>()?)
+        })
+    }
+
     /// Marks a task escalated and records a notification for the person, atomically.
     pub async fn escalate_task(
         &self,

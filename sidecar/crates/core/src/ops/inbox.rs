@@ -12,6 +12,7 @@ pub async fn list_inbox(d: &Daemon, p: ListInboxParams) -> Result<InboxResult, A
     })
 }
 
+/// Puts an item away; answers with what is left in its project.
 pub async fn dismiss_inbox_item(d: &Daemon, p: InboxItemParams) -> Result<InboxResult, ApiError> {
     const OP: &str = "dismiss_inbox_item";
     let items = crate::inbox::items(&d.store, &d.layout, None)?;
@@ -30,9 +31,11 @@ pub async fn dismiss_inbox_item(d: &Daemon, p: InboxItemParams) -> Result<InboxR
             ),
         ));
     }
+    let project = item.project_id.clone();
     d.store.dismiss_inbox_item(p.item_id).await?;
     d.hub.bump(crate::hub::INBOX_KEY);
+    // What is left of that item's project.
     Ok(InboxResult {
-        items: crate::inbox::items(&d.store, &d.layout, None)?,
+        items: crate::inbox::items(&d.store, &d.layout, project.map(Some))?,
     })
 }

@@ -409,7 +409,10 @@ async fn start_judge(d: &Daemon, party: &PartyView, role: &str, judge: &str) -> 
     d.store
         .set_judge(party.row.party_id.clone(), role.to_string(), started.run_id)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    // The pick is the judge's now: out of the person's inbox.
+    d.hub.bump(crate::hub::INBOX_KEY);
+    Ok(())
 }
 
 /// After a run's `complete`: a judge that finished without `pick_member` may have answered in

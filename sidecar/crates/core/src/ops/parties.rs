@@ -468,6 +468,8 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
             row.party_id, row.status
         )));
     }
+    // Never under a landing of this repository (its tests use the integration worktree).
+    let _no_landing = crate::landing::repo_lock(&row.repo_root).lock_owned().await;
     if let Some((who, run)) = crate::landing::live_reworks(&d.store, &row.party_id)?
         .into_iter()
         .next()
@@ -553,6 +555,8 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
             }),
         }
     }
+    // Its merge conflicts leave the inbox with its integration branch.
+    d.hub.bump(crate::hub::INBOX_KEY);
     Ok(CleanupResult { removed, kept })
 }
 
