@@ -995,22 +995,27 @@ async fn reviews(c: &troupe::client::Client, party: &str) -> Vec<Value> {
     r["events"].as_array().unwrap().clone()
 }
 
-/// `:Troupe review` opens a member's change in a diff split, and `:Troupe comment`,
-/// `:Troupe request-changes` and `:Troupe approve-member` put reviews on the party's timeline,
-/// in a real headless Neovim.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn neovim_reviews_a_members_branch_in_a_diff_split() {
+/// A daemon and a real git repository whose one commit holds `notes.txt` (one, two, three).
+fn notes_repo() -> Scenario {
     let daemon = TestDaemon::start();
     let project = daemon.dir.path().join("repo");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
     troupe_worktree::init_repo(&project, "init").unwrap();
     let project = std::fs::canonicalize(&project).unwrap();
-    let s = Scenario {
+    Scenario {
         script: daemon.dir.path().join("unused.sh"),
         daemon,
         project,
-    };
+    }
+}
+
+/// `:Troupe review` opens a member's change in a diff split, and `:Troupe comment`,
+/// `:Troupe request-changes` and `:Troupe approve-member` put reviews on the party's timeline,
+/// in a real headless Neovim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_reviews_a_members_branch_in_a_diff_split() {
+    let s = notes_repo();
     let c = s.daemon.client().await;
     let party = reviewed_party(&c, &s.project).await;
     let (status, report, stderr) = nvim_driver(
@@ -1048,17 +1053,7 @@ async fn neovim_reviews_a_members_branch_in_a_diff_split() {
 /// lands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neovim_picks_the_best_of_two_attempts() {
-    let daemon = TestDaemon::start();
-    let project = daemon.dir.path().join("repo");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(project.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
-    troupe_worktree::init_repo(&project, "init").unwrap();
-    let project = std::fs::canonicalize(&project).unwrap();
-    let s = Scenario {
-        script: daemon.dir.path().join("unused.sh"),
-        daemon,
-        project,
-    };
+    let s = notes_repo();
     let c = s.daemon.client().await;
     let attempt = "echo \"attempt $TROUPE_INSTANCE\" > notes.txt && git add -A \
         && git -c user.name=dev -c user.email=dev@troupe commit -qm attempt \

@@ -10,14 +10,14 @@ use std::process::Command;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, define, launch, party_end, register, repo, wait_for};
+use crate::support::{TestDaemon, define, executable, launch, party_end, register, repo, wait_for};
 
 /// A member that writes `$1` with the text `$2`, commits it on its branch, and then completes
 /// at once or, with `$3 = wait`, once a message tells it to finish. `$1 = -` writes nothing.
 pub(crate) fn committer(dir: &Path) -> String {
-    let path = dir.join("committer.sh");
-    std::fs::write(
-        &path,
+    executable(
+        dir,
+        "committer.sh",
         r#"#!/bin/sh
 set -e
 if [ "$1" != "-" ]; then
@@ -36,10 +36,6 @@ fi
 troupe call complete "{\"output\":\"$TROUPE_ROLE done\"}" >/dev/null
 "#,
     )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.display().to_string()
 }
 
 /// Defines an agent per (role, file, text, mode) and a party of them; their roles recover by
@@ -743,9 +739,9 @@ async fn setup_commands_run_in_a_new_worktree_before_the_member_and_a_failure_is
 
 /// A judge that checks it was shown every attempt's diff, then picks attempt 2.
 fn judge(dir: &Path) -> String {
-    let path = dir.join("judge.sh");
-    std::fs::write(
-        &path,
+    executable(
+        dir,
+        "judge.sh",
         r#"#!/bin/sh
 set -e
 for i in 0 1 2; do
@@ -756,17 +752,13 @@ troupe call pick_member "{\"party_id\":\"$party\",\"role\":\"dev\",\"index\":2,\
 troupe call complete '{"output":"picked attempt 2"}' >/dev/null
 "#,
     )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.display().to_string()
 }
 
 /// An attempt writes its own answer to the same file.
 pub(crate) fn attempt(dir: &Path) -> String {
-    let path = dir.join("attempt.sh");
-    std::fs::write(
-        &path,
+    executable(
+        dir,
+        "attempt.sh",
         r#"#!/bin/sh
 set -e
 echo "attempt $TROUPE_INSTANCE" > answer.txt
@@ -775,10 +767,6 @@ git -c user.name=member -c user.email=member@troupe commit -qm "attempt $TROUPE_
 troupe call complete "{\"output\":\"attempt $TROUPE_INSTANCE done\"}" >/dev/null
 "#,
     )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.display().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -538,3 +538,12 @@ pub async fn no_process_left(run_id: &str, pgid: i64, secs: u64) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Writes an executable shell program `name` into `dir`; its path.
+pub fn executable(dir: &Path, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}

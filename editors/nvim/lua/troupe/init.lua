@@ -183,6 +183,11 @@ end
 --- review commands outside a review buffer.
 M.reviewing = nil
 
+--- A member's checkout in a list: `role#i status, N ahead, M files`.
+local function worktree_label(w)
+  return string.format('%s#%d %s, %d ahead, %d files', w.role, w.index, w.status, w.ahead, #(w.changed_files or {}))
+end
+
 --- Calls `fn(member)` with the member named by `args` (party, role, index), else the one picked
 --- among the party's checkouts (`list_worktrees`).
 local function with_member(args, fn)
@@ -198,10 +203,7 @@ local function with_member(args, fn)
       end
       vim.ui.select(all, {
         prompt = 'Troupe: review which member?',
-        format_item = function(w)
-          return string.format('%s#%d %s, %d ahead, %d files', w.role, w.index, w.status, w.ahead,
-            #(w.changed_files or {}))
-        end,
+        format_item = worktree_label,
       }, function(w)
         if w then
           fn({ party_id = party_id, role = w.role, index = w.index, workdir = w.workdir })
@@ -414,10 +416,7 @@ M.subcommands = {
         local function choose(role)
           vim.ui.select(by_role[role] or {}, {
             prompt = string.format('Troupe: which attempt of %s lands?', role),
-            format_item = function(w)
-              return string.format('%s#%d %s, %d ahead, %d files', w.role, w.index, w.status, w.ahead,
-                #(w.changed_files or {}))
-            end,
+            format_item = worktree_label,
           }, function(w)
             if w then
               M.call('pick_member', { party_id = party_id, role = w.role, index = w.index,

@@ -177,7 +177,8 @@ pub async fn tell_party(ctx: &Ctx, party: &PartyView, text: &str) {
     .await;
 }
 
-async fn send(ctx: &Ctx, party: &PartyView, to: Recipients, text: &str) {
+/// Sends a party notice (prefixed with the party's name); false if it was not delivered.
+pub async fn send(ctx: &Ctx, party: &PartyView, to: Recipients, text: &str) -> bool {
     let result = crate::system::send_system(
         &ctx.store,
         &ctx.hub,
@@ -188,9 +189,10 @@ async fn send(ctx: &Ctx, party: &PartyView, to: Recipients, text: &str) {
         None,
     )
     .await;
-    if let Err(e) = result {
+    if let Err(e) = &result {
         tracing::warn!(party = %party.row.party_id, error = %e, "collaboration notice not delivered");
     }
+    result.is_ok()
 }
 
 /// A durable notification for the person (what the editor's inbox shows).

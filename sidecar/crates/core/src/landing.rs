@@ -301,7 +301,8 @@ pub fn remove_integration_of(
     }
 }
 
-async fn timeline(ctx: &Ctx, party: &PartyView, kind: &str, data: serde_json::Value) {
+/// A fact of the party on its timeline (a lost write is logged: the work itself is done).
+pub async fn timeline(ctx: &Ctx, party: &PartyView, kind: &str, data: serde_json::Value) {
     let event = NewEvent {
         kind: kind.into(),
         project_id: Some(party.row.project_id.clone()),
@@ -320,24 +321,7 @@ pub async fn tell_member(ctx: &Ctx, party: &PartyView, m: &MemberRow, text: &str
     let Some(session) = m.session_id.as_ref().filter(|_| m.status == "running") else {
         return false;
     };
-    let sent = crate::system::send_system(
-        &ctx.store,
-        &ctx.hub,
-        &party.row.repo_root,
-        Recipients::Session(session.clone()),
-        format!("[{}] {text}", party.row.name),
-        troupe_store::Priority::High,
-        None,
-    )
-    .await;
-    match sent {
-        Ok(()) => true,
-        Err(e) => {
-            // It ended between the read and the send.
-            tracing::debug!(party = %party.row.party_id, error = %e, "member not told");
-            false
-        }
-    }
+    crate::collab::send(ctx, party, Recipients::Session(session.clone()), text).await
 }
 
 /// The checkouts that may land: every member's, except that of a best-of-N role only the picked

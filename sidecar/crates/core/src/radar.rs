@@ -12,11 +12,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use troupe_api::types::{ConflictRangeView, PredictedConflictView};
-use troupe_store::NewEvent;
 use troupe_worktree::radar::{PredictedConflict, Radar as GitRadar};
 
 use crate::collab::{Ctx, PartyView, tell_person};
-use crate::landing::{checkouts, tell_member, try_sync_branch};
+use crate::landing::{checkouts, tell_member, timeline, try_sync_branch};
 
 /// How often the radar looks at the branch tips of running parties when nothing kicked it.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -209,16 +208,7 @@ impl Radar {
             announce(ctx, &party, c, true).await;
         }
         for c in &gone {
-            let event = NewEvent {
-                kind: "conflict_resolved".into(),
-                project_id: Some(party.row.project_id.clone()),
-                party_id: Some(party.row.party_id.clone()),
-                data: json!(c),
-                ..NewEvent::default()
-            };
-            if let Err(e) = ctx.store.append_event(event).await {
-                tracing::warn!(error = %e, "radar: event lost");
-            }
+            timeline(ctx, &party, "conflict_resolved", json!(c)).await;
             tell_person(
                 ctx,
                 &party,
@@ -256,16 +246,7 @@ fn view(party: &PartyView, c: PredictedConflict) -> PredictedConflictView {
 async fn announce(ctx: &Ctx, party: &PartyView, c: &PredictedConflictView, update: bool) {
     let mut data = json!(c);
     data["update"] = json!(update);
-    let event = NewEvent {
-        kind: "conflict_predicted".into(),
-        project_id: Some(party.row.project_id.clone()),
-        party_id: Some(party.row.party_id.clone()),
-        data,
-        ..NewEvent::default()
-    };
-    if let Err(e) = ctx.store.append_event(event).await {
-        tracing::warn!(error = %e, "radar: event lost");
-    }
+    timeline(ctx, party, "conflict_predicted", data).await;
     let files = c.files.join(", ");
     let now = if update { " now" } else { "" };
     let all = checkouts(party);

@@ -80,32 +80,9 @@ impl Store {
                     filter.kind,
                     filter.limit
                 ],
-                |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                        r.get::<_, Option<String>>(5)?,
-                        r.get::<_, String>(6)?,
-                    ))
-                },
+                event_columns,
             )?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (seq, at, kind, project_id, session_id, party_id, data) = row?;
-                out.push(Event {
-                    seq,
-                    at,
-                    kind,
-                    project_id,
-                    session_id,
-                    party_id,
-                    data: serde_json::from_str(&data)?,
-                });
-            }
-            Ok(out)
+            events_of(rows)
         })
     }
 
@@ -125,31 +102,52 @@ impl Store {
                  WHERE party_id = ?1 AND kind IN (SELECT value FROM json_each(?2)) \
                  ORDER BY seq DESC LIMIT ?3",
             )?;
-            let rows = stmt.query_map(params![party_id, kinds, limit], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                    r.get::<_, Option<String>>(5)?,
-                    r.get::<_, String>(6)?,
-                ))
-            })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (seq, at, kind, project_id, session_id, party_id, data) = row?;
-                out.push(Event {
-                    seq,
-                    at,
-                    kind,
-                    project_id,
-                    session_id,
-                    party_id,
-                    data: serde_json::from_str(&data)?,
-                });
-            }
-            Ok(out)
+            let rows = stmt.query_map(params![party_id, kinds, limit], event_columns)?;
+            events_of(rows)
         })
     }
+}
+
+/// An `events` row's columns, in `SELECT seq, at, kind, project_id, session_id, party_id, data`
+/// order (the data still JSON text).
+type EventColumns = (
+    i64,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    String,
+);
+
+fn event_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventColumns> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+    ))
+}
+
+/// The events of queried rows, their data parsed.
+fn events_of(
+    rows: impl Iterator<Item = rusqlite::Result<EventColumns>>,
+) -> Result<Vec<Event>, StoreError> {
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, at, kind, project_id, session_id, party_id, data) = row?;
+        out.push(Event {
+            seq,
+            at,
+            kind,
+            project_id,
+            session_id,
+            party_id,
+            data: serde_json::from_str(&data)?,
+        });
+    }
+    Ok(out)
 }
