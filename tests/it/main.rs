@@ -9,6 +9,7 @@ mod support;
 mod lsp_client;
 
 mod acp;
+mod acp_door;
 mod approvals;
 mod architecture;
 mod auth;

@@ -1,8 +1,17 @@
-//! The real agent CLIs from npm, offline against our mock model server on loopback: Claude Code
-//! (through claude-agent-acp) and Codex (codex-acp) as members of one party through the ACP
-//! runner, their permission requests decided through Troupe as an editor would (approve, deny);
-//! and `claude -p` with `--permission-prompt-tool` pointed at `troupe mcp`. `scripts/test`
-//! installs the CLIs (scripts/install-agent-clis) and sets `TROUPE_TEST_AGENT_CLIS`.
+//! The real agent CLIs from npm, offline against our mock model servers on loopback: Claude Code
+//! (through claude-agent-acp), Codex (codex-acp) and Gemini CLI (`gemini --acp`) as members of
+//! one party through the ACP runner, their permission requests decided through Troupe as an
+//! editor would (approve, deny); and `claude -p` with `--permission-prompt-tool` pointed at
+//! `troupe mcp`. `scripts/test` installs the CLIs (scripts/install-agent-clis) and sets
+//! `TROUPE_TEST_AGENT_CLIS`.
+//!
+//! Gemini CLI over ACP, as pinned (0.61.0): it reads and writes files through the client's
+//! `fs/*` when the client offers them (Troupe does), and it cannot create a new file that way:
+//! its `write_file` first reads the file, and its ACP SDK turns the client's "no such file"
+//! error into a plain object its own ENOENT check does not recognise, so the tool fails before
+//! asking permission. Editing an existing file (`replace`, through `fs/read_text_file` and
+//! `fs/write_text_file`) and shell commands (run by Gemini itself, not through `terminal/*`)
+//! work, each after a Troupe approval.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -23,7 +32,9 @@ fn clis() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join(".tools/agent-clis"));
     assert!(
-        dir.join("bin/claude-agent-acp").exists(),
+        ["claude-agent-acp", "codex-acp", "claude", "gemini"]
+            .iter()
+            .all(|b| dir.join("bin").join(b).exists()),
         "the agent CLIs are needed: run the tests with scripts/test (it installs them) or \
          scripts/install-agent-clis DIR and set TROUPE_TEST_AGENT_CLIS=DIR"
     );
@@ -58,6 +69,30 @@ fn codex_home(dir: &Path, mock: &MockLlm) -> PathBuf {
              base_url = \"{}/v1\"\nwire_api = \"responses\"\nrequires_openai_auth = false\n",
             mock.base_url()
         ),
+    )
+    .unwrap();
+    dir.to_path_buf()
+}
+
+/// The model Gemini CLI is pinned to: its default, `auto`, first asks a router model for a
+/// JSON verdict (a tool-less call the mock answers with plain text, which it retries for a
+/// minute and a half).
+const GEMINI_MODEL: &str = "gemini-2.5-flash";
+
+/// A HOME for Gemini CLI whose `~/.gemini/settings.json` keeps it offline: no usage
+/// statistics (Clearcut, its only call besides the model's), no telemetry, no update check,
+/// and a fixed model.
+fn gemini_home(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir.join(".gemini")).unwrap();
+    let settings = json!({
+        "privacy": { "usageStatisticsEnabled": false },
+        "telemetry": { "enabled": false },
+        "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },
+        "model": { "name": GEMINI_MODEL },
+    });
+    std::fs::write(
+        dir.join(".gemini/settings.json"),
+        serde_json::to_string_pretty(&settings).unwrap(),
     )
     .unwrap();
     dir.to_path_buf()
@@ -125,22 +160,29 @@ async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -
     for m in mocks {
         for r in m.requests() {
             let sum = r.summary();
-            let last = r.body["messages"]
-                .as_array()
-                .and_then(|m| m.last())
-                .or_else(|| r.body["input"].as_array().and_then(|m| m.last()))
+            let last = ["messages", "input", "contents"]
+                .iter()
+                .find_map(|k| r.body[*k].as_array().and_then(|m| m.last()))
                 .map(|m| m.to_string())
                 .unwrap_or_default();
+            // Gemini lists its tools as `tools[].functionDeclarations[]`.
             let tools: Vec<String> = r.body["tools"]
                 .as_array()
                 .map(|t| {
                     t.iter()
+                        .flat_map(|t| match t["functionDeclarations"].as_array() {
+                            Some(f) => f.iter().collect::<Vec<_>>(),
+                            None => vec![t],
+                        })
                         .map(|t| {
                             format!(
                                 "{}{}",
                                 t["name"].as_str().unwrap_or(""),
                                 t["parameters"]["properties"]
                                     .as_object()
+                                    .or_else(|| {
+                                        t["parametersJsonSchema"]["properties"].as_object()
+                                    })
                                     .map(|p| format!("{:?}", p.keys().collect::<Vec<_>>()))
                                     .unwrap_or_default()
                             )
@@ -160,7 +202,7 @@ async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_approvals() {
+async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_troupe_approvals() {
     let d = TestDaemon::start();
     let c = d.client().await;
     let dir = d.dir.path();
@@ -171,6 +213,9 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
     let openai = MockLlm::start(vec![]);
     openai.hold_when_empty();
     openai.skip_side_calls();
+    let google = MockLlm::start(vec![]);
+    google.hold_when_empty();
+    google.skip_side_calls();
     let mut claude_env = claude_env(&dir.join("claude-home"));
     claude_env["ANTHROPIC_API_KEY"] = json!("sk-test-troupe");
     define(
@@ -194,6 +239,24 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
         }),
     )
     .await;
+    // Gemini CLI: the API key method, pointed at the mock by GOOGLE_GEMINI_BASE_URL (the
+    // `gateway` method with the runner's `base_url` works as well).
+    let gemini_home = gemini_home(&dir.join("gemini-home"));
+    define(
+        &c,
+        "agent",
+        json!({
+            "name": "gemini", "runner": "acp:gemini", "command": [bin("gemini"), "--acp"],
+            "isolation": "worktree", "timeout_secs": 240,
+            "env": {
+                "HOME": gemini_home.display().to_string(),
+                "GEMINI_API_KEY": "test-gemini-key",
+                "GOOGLE_GEMINI_BASE_URL": google.base_url(),
+            },
+            "acp": { "auth_method": "gemini-api-key" },
+        }),
+    )
+    .await;
     define(
         &c,
         "party",
@@ -201,9 +264,10 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
             "name": "real-team",
             "roles": {
                 "writer": { "agent": "claude", "prompt": "Write hello.txt." },
-                "runner": { "agent": "codex", "prompt": "Record that the build ran." }
+                "runner": { "agent": "codex", "prompt": "Record that the build ran." },
+                "checker": { "agent": "gemini", "prompt": "Check the build and note it." }
             },
-            "flow": { "runner": ["writer"] }
+            "flow": { "runner": ["writer"], "checker": ["runner"] }
         }),
     )
     .await;
@@ -246,20 +310,59 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
     .await
     .unwrap();
 
+    // Gemini CLI: a new file through its write_file fails on its own (fs/*, see the header),
+    // asking nothing; its edit of an existing file goes through Troupe's fs/* and its shell
+    // command runs in its worktree, each once a person approved it through Troupe.
+    let workdir = member_workdir(&c, &party, "checker").await;
+    let new_file = Path::new(&workdir).join("gemini.txt");
+    let readme = Path::new(&workdir).join("README.md");
+    let checked = Path::new(&workdir).join("checked.txt");
+    google.push(Reply::tool(
+        "write_file",
+        json!({ "file_path": new_file.display().to_string(), "content": "from gemini\n" }),
+    ));
+    google.push(Reply::tool(
+        "replace",
+        json!({
+            "file_path": readme.display().to_string(),
+            "old_string": "The answer is 42.",
+            "new_string": "The answer is 42, checked by Gemini.",
+            "instruction": "Note in the README that Gemini checked the answer.",
+        }),
+    ));
+    google.push(Reply::tool(
+        "run_shell_command",
+        json!({ "command": "echo checked > checked.txt", "description": "Record the check." }),
+    ));
+    google.push(Reply::text("Gemini checked the build."));
+    let approval = approval_of(&d, &c, &party, "write_file", &[&google]).await;
+    assert_eq!(
+        approval["file_path"],
+        readme.display().to_string(),
+        "{approval}"
+    );
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+    let approval = approval_of(&d, &c, &party, "run_command", &[&google]).await;
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
+
     let s = party_end(&c, &party, 180).await;
     let dump = || {
+        let summaries = |m: &MockLlm| m.requests().iter().map(|r| r.summary()).collect::<Vec<_>>();
         format!(
-            "{s}\nanthropic: {:#?}\nopenai: {:#?}",
-            anthropic
-                .requests()
-                .iter()
-                .map(|r| r.summary())
-                .collect::<Vec<_>>(),
-            openai
-                .requests()
-                .iter()
-                .map(|r| r.summary())
-                .collect::<Vec<_>>()
+            "{s}\nanthropic: {:#?}\nopenai: {:#?}\ngoogle: {:#?}",
+            summaries(&anthropic),
+            summaries(&openai),
+            summaries(&google)
         )
     };
     assert_eq!(s["party"]["status"], "completed", "{}", dump());
@@ -268,6 +371,12 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
         "hello from claude\n"
     );
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "built\n");
+    assert_eq!(
+        std::fs::read_to_string(&readme).unwrap(),
+        "# demo\nThe answer is 42, checked by Gemini.\n"
+    );
+    assert_eq!(std::fs::read_to_string(&checked).unwrap(), "checked\n");
+    assert!(!new_file.exists(), "{}", dump());
     let outputs: Vec<&str> = s["members"]
         .as_array()
         .unwrap()
@@ -276,6 +385,24 @@ async fn real_claude_code_and_codex_work_as_acp_party_members_through_troupe_app
         .collect();
     assert!(outputs.contains(&"I wrote hello.txt."), "{}", dump());
     assert!(outputs.contains(&"The build ran."), "{}", dump());
+    assert!(outputs.contains(&"Gemini checked the build."), "{}", dump());
+    // Gemini called only its model, with the key, and was told why its write_file failed.
+    let calls = google.requests();
+    assert_eq!(calls.len(), 4, "{}", dump());
+    for r in &calls {
+        assert_eq!(
+            r.path,
+            format!("/v1beta/models/{GEMINI_MODEL}:streamGenerateContent"),
+            "{}",
+            dump()
+        );
+        assert_eq!(r.header("x-goog-api-key"), Some("test-gemini-key"));
+    }
+    assert!(
+        calls[1].body_text.contains("Error checking existing file"),
+        "{}",
+        dump()
+    );
 
     // Denied: Claude Code is told no, nothing is written, the member still ends its turn.
     define(

@@ -357,6 +357,14 @@ pub static SUBSCRIPTIONS: &[Subscription] = &[
         item_schema: || schemars::schema_for!(InboxResult),
     },
     Subscription {
+        name: "subscribe_events",
+        notification: "event",
+        unsubscribe: "unsubscribe_events",
+        summary: "Push each new timeline event (of a party, a session or a project), in order, as an `event` notification.",
+        params_schema: || schemars::schema_for!(SubscribeEventsParams),
+        item_schema: || schemars::schema_for!(Event),
+    },
+    Subscription {
         name: "subscribe_notifications",
         notification: "notification",
         unsubscribe: "unsubscribe_notifications",

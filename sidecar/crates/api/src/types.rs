@@ -233,6 +233,8 @@ pub struct ListEventsParams {
     #[serde(default)]
     pub party_id: Option<String>,
     #[serde(default)]
+    pub project_id: Option<String>,
+    #[serde(default)]
     pub kind: Option<String>,
     /// At most this many events (default 100, max 1000).
     #[serde(default)]
@@ -540,6 +542,9 @@ pub struct PartySummary {
     /// Roles a `proceed` signal released from their `role:signal` flow edges.
     #[serde(default)]
     pub released: Vec<String>,
+    /// What it was launched with (`launch_party`'s `inputs`).
+    #[serde(default)]
+    pub inputs: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
@@ -642,6 +647,9 @@ pub struct ListPartiesParams {
     pub cwd: Option<String>,
     #[serde(default)]
     pub project_id: Option<String>,
+    /// Only the parties this session launched.
+    #[serde(default)]
+    pub created_by_session_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
@@ -883,6 +891,24 @@ pub struct SubscribeApprovalsParams {
 #[serde(deny_unknown_fields)]
 pub struct SubscribeNotificationsParams {
     /// Replay notifications after this seq first; without it, only new ones.
+    #[serde(default)]
+    pub since: Option<i64>,
+}
+
+/// `subscribe_events`: the timeline, as it is written.
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeEventsParams {
+    /// Only this party's events.
+    #[serde(default)]
+    pub party_id: Option<String>,
+    /// Only this session's events.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Only this project's events.
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// Replay the events after this seq first (0: from the start); without it, only new ones.
     #[serde(default)]
     pub since: Option<i64>,
 }

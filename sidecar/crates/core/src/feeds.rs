@@ -1,18 +1,18 @@
-//! The subscriptions' logic, one loop for all four: a `Feed` yields the items a subscriber is
-//! owed, in order, and waits on the hub when there are none. Messages and notifications replay
-//! the rows after a cursor, a batch at a time; approvals and the inbox send their whole list at
-//! once and after every change. No wire format here: a door turns the items into its notifications.
+//! The subscriptions' logic, one loop for all five: a `Feed` yields the items a subscriber is
+//! owed, in order, and waits on the hub (events: on the store's commits) when there are none.
+//! Messages, notifications and events replay the rows after a cursor, a batch at a time;
+//! approvals and the inbox send their whole list at once and after every change. No wire format here: a door turns the items into its notifications.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::watch;
 use troupe_api::types::{
-    ApprovalsResult, InboxResult, ListInboxParams, SubscribeApprovalsParams,
+    ApprovalsResult, InboxResult, ListInboxParams, SubscribeApprovalsParams, SubscribeEventsParams,
     SubscribeMessagesParams, SubscribeNotificationsParams,
 };
 use troupe_api::{ApiError, parse_params};
-use troupe_store::{PollFilter, StoreError};
+use troupe_store::{EventFilter, PollFilter, StoreError};
 
 use crate::daemon::Daemon;
 
@@ -25,6 +25,8 @@ enum Source {
     Messages { session_id: String },
     /// The person's notifications after the cursor.
     Notifications,
+    /// Timeline events after the cursor (those of a party, a session, a project, or all).
+    Events { filter: EventFilter },
     /// The pending requests (of one project, of none, or of all), whole, at each change.
     Approvals { project: Option<Option<String>> },
     /// The inbox (of one project, of none, or of all), whole, at each change. `root`: the
@@ -48,7 +50,7 @@ pub struct Feed {
 }
 
 /// Opens the subscription `name` (`subscribe_messages`, `subscribe_approvals`,
-/// `subscribe_notifications`) with its params; a bad param or an unknown session is an error.
+/// `subscribe_notifications`, `subscribe_inbox`, `subscribe_events`) with its params; a bad param or an unknown session is an error.
 pub fn open(
     daemon: &Arc<Daemon>,
     name: &'static str,
@@ -77,6 +79,23 @@ pub fn open(
                 None => daemon.store.latest_notification_seq()?,
             };
             (Source::Notifications, wake, cursor)
+        }
+        "subscribe_events" => {
+            let p: SubscribeEventsParams = parse_params(name, params)?;
+            // Any commit may hold events: watch before reading the cursor.
+            let wake = daemon.store.commits();
+            let cursor = match p.since {
+                Some(since) => since,
+                None => daemon.store.latest_event_seq()?,
+            };
+            let filter = EventFilter {
+                party_id: p.party_id,
+                session_id: p.session_id,
+                project_id: p.project_id,
+                limit: BATCH,
+                ..EventFilter::default()
+            };
+            (Source::Events { filter }, wake, cursor)
         }
         "subscribe_approvals" => {
             let p: SubscribeApprovalsParams = parse_params(name, params)?;
@@ -157,6 +176,14 @@ impl Feed {
                 .into_iter()
                 .map(|n| Ok((n.seq, serde_json::to_value(n)?)))
                 .collect::<Result<_, serde_json::Error>>()?,
+            Source::Events { filter } => {
+                filter.since = Some(self.cursor);
+                store
+                    .list_events(filter)?
+                    .into_iter()
+                    .map(|e| Ok((e.seq, serde_json::to_value(e)?)))
+                    .collect::<Result<_, serde_json::Error>>()?
+            }
             Source::Approvals { project } => {
                 let approvals = match project {
                     // A project never seen has no requests.

@@ -10,6 +10,7 @@ pub struct EventFilter {
     pub since: Option<i64>,
     pub session_id: Option<String>,
     pub party_id: Option<String>,
+    pub project_id: Option<String>,
     pub kind: Option<String>,
     pub limit: i64,
 }
@@ -64,12 +65,20 @@ impl Store {
         })
     }
 
+    /// The newest event's seq (0 when the timeline is empty).
+    pub fn latest_event_seq(&self) -> Result<i64, StoreError> {
+        self.read(|conn| {
+            Ok(conn.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))?)
+        })
+    }
+
     pub fn list_events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT seq, at, kind, project_id, session_id, party_id, data FROM events \
                  WHERE seq > ?1 AND (?2 IS NULL OR session_id = ?2) \
                    AND (?3 IS NULL OR party_id = ?3) AND (?4 IS NULL OR kind = ?4) \
+                   AND (?6 IS NULL OR project_id = ?6) \
                  ORDER BY seq LIMIT ?5",
             )?;
             let rows = stmt.query_map(
@@ -78,7 +87,8 @@ impl Store {
                     filter.session_id,
                     filter.party_id,
                     filter.kind,
-                    filter.limit
+                    filter.limit,
+                    filter.project_id
                 ],
                 event_columns,
             )?;

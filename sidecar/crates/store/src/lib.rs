@@ -95,6 +95,12 @@ impl Store {
         self.inner.writer.submit(f).await
     }
 
+    /// A receiver that changes after every commit: a reader tailing a table (the timeline)
+    /// waits on it, then reads what is new itself.
+    pub fn commits(&self) -> tokio::sync::watch::Receiver<i64> {
+        self.inner.writer.commits()
+    }
+
     /// Runs a read on a pooled connection (a consistent snapshot for the whole closure).
     pub fn read<R>(
         &self,

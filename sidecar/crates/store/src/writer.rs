@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 use rusqlite::{Connection, Transaction};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::StoreError;
 
@@ -69,6 +69,8 @@ enum Cmd {
 pub(crate) struct WriterHandle {
     tx: mpsc::Sender<Cmd>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Counts committed groups (readers that tail a table wait on it).
+    commits: watch::Sender<i64>,
 }
 
 /// Starts the writer on `conn` and its checkpointer on `checkpoint_conn`.
@@ -81,19 +83,27 @@ pub(crate) fn spawn(
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
     let (wake_checkpointer, checkpoint_rx) = std::sync::mpsc::sync_channel(1);
+    let commits = watch::channel(0).0;
+    let announce = commits.clone();
     let checkpointer = std::thread::Builder::new()
         .name("troupe-store-checkpoint".into())
         .spawn(move || checkpointer(checkpoint_conn, checkpoint_rx))?;
     let thread = std::thread::Builder::new()
         .name("troupe-store-writer".into())
-        .spawn(move || run(conn, rx, wake_checkpointer, checkpointer))?;
+        .spawn(move || run(conn, rx, wake_checkpointer, checkpointer, announce))?;
     Ok(WriterHandle {
         tx,
         thread: Mutex::new(Some(thread)),
+        commits,
     })
 }
 
 impl WriterHandle {
+    /// A receiver that changes after every committed group.
+    pub(crate) fn commits(&self) -> watch::Receiver<i64> {
+        self.commits.subscribe()
+    }
+
     pub(crate) async fn submit<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         F: Fn(&Connection) -> Result<R, StoreError> + Send + 'static,
@@ -161,6 +171,7 @@ fn run(
     mut rx: mpsc::Receiver<Cmd>,
     wake_checkpointer: std::sync::mpsc::SyncSender<()>,
     checkpointer: JoinHandle<()>,
+    commits: watch::Sender<i64>,
 ) {
     let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_GROUP);
     let mut stopping = false;
@@ -180,6 +191,7 @@ fn run(
             }
         }
         commit_group(&mut conn, &mut group);
+        commits.send_modify(|n| *n += 1);
         // A wake-up already pending covers this commit too.
         let _coalesced = wake_checkpointer.try_send(());
     }

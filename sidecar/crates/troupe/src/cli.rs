@@ -70,6 +70,9 @@ pub enum Command {
     /// Serve MCP on stdin/stdout: Troupe's tools for an agent CLI (session from
     /// TROUPE_SESSION_ID).
     Mcp,
+    /// Serve the Agent Client Protocol on stdin/stdout: Troupe as an agent for ACP editors
+    /// (Zed, JetBrains, Neovim, Emacs).
+    Acp,
     /// Set up an agent CLI in this project: its MCP config (and Claude Code's hooks).
     Init {
         #[arg(value_parser = ["claude", "codex", "gemini"])]
@@ -316,6 +319,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Command::Demo => crate::demo::run().await,
             Command::Lsp => crate::doors::lsp::run(layout).await,
+            Command::Acp => crate::doors::acp::run(layout).await,
             Command::Mcp => crate::doors::mcp::serve_stdio(&layout).await,
             Command::Hook { event } => hook(&layout, &event).await,
             Command::Init { cli } => {

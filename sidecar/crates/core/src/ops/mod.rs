@@ -354,6 +354,7 @@ pub async fn list_events(d: &Daemon, p: ListEventsParams) -> Result<ListEventsRe
         since: p.since,
         session_id: p.session_id,
         party_id: p.party_id,
+        project_id: p.project_id,
         kind: p.kind,
         limit: limit("list_events", p.limit)?,
     })?;

@@ -26,6 +26,7 @@ fn summary(row: &PartyRow) -> PartySummary {
         created_at: row.created_at.clone(),
         completed_at: row.completed_at.clone(),
         released: serde_json::from_value(row.released.clone()).unwrap_or_default(),
+        inputs: row.inputs.clone(),
     }
 }
 
@@ -432,7 +433,14 @@ pub async fn list_parties(d: &Daemon, p: ListPartiesParams) -> Result<PartiesRes
         .store
         .list_parties(project.as_deref(), p.status.as_deref())?;
     Ok(PartiesResult {
-        parties: parties.iter().map(summary).collect(),
+        parties: parties
+            .iter()
+            .filter(|row| {
+                p.created_by_session_id.is_none()
+                    || row.created_by_session_id == p.created_by_session_id
+            })
+            .map(summary)
+            .collect(),
     })
 }
 

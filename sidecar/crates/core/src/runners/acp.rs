@@ -421,16 +421,29 @@ async fn record_updates(
                 t.flush().await;
                 let ended = matches!(call.status.as_deref(), Some("completed" | "failed"));
                 if call.started || ended {
-                    t.write(
-                        "agent_tool_call",
-                        json!({
-                            "tool_call_id": call.id,
-                            "title": call.title,
-                            "kind": call.kind,
-                            "status": call.status,
-                        }),
-                    )
-                    .await;
+                    let mut data = json!({
+                        "tool_call_id": call.id,
+                        "title": call.title,
+                        "kind": call.kind,
+                        "status": call.status,
+                    });
+                    if !call.paths.is_empty() {
+                        data["locations"] = json!(call.paths);
+                    }
+                    if !call.diffs.is_empty() {
+                        data["diffs"] = call
+                            .diffs
+                            .iter()
+                            .map(|(path, old, new)| {
+                                json!({
+                                    "path": path,
+                                    "old_text": old.clone().map(cut),
+                                    "new_text": cut(new.clone()),
+                                })
+                            })
+                            .collect();
+                    }
+                    t.write("agent_tool_call", data).await;
                 }
             }
             Update::Plan(items) => {

@@ -18,7 +18,7 @@ use agent_client_protocol::v1::schema::{
     ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
     RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TerminalExitStatus,
-    TerminalOutputRequest, TerminalOutputResponse, TextContent, ToolCallLocation,
+    TerminalOutputRequest, TerminalOutputResponse, TextContent, ToolCallContent, ToolCallLocation,
     WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
     WriteTextFileResponse,
 };
@@ -63,6 +63,8 @@ pub struct ToolCallInfo {
     pub status: Option<String>,
     pub raw_input: Option<Value>,
     pub paths: Vec<PathBuf>,
+    /// The edits it shows: path, old text (none for a new file), new text.
+    pub diffs: Vec<(PathBuf, Option<String>, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -253,6 +255,18 @@ fn paths(locations: &[ToolCallLocation]) -> Vec<PathBuf> {
     locations.iter().map(|l| l.path.clone()).collect()
 }
 
+fn diffs(content: &[ToolCallContent]) -> Vec<(PathBuf, Option<String>, String)> {
+    content
+        .iter()
+        .filter_map(|c| match c {
+            ToolCallContent::Diff(d) => {
+                Some((d.path.clone(), d.old_text.clone(), d.new_text.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn text_of(block: &ContentBlock) -> Option<String> {
     match block {
         ContentBlock::Text(t) => Some(t.text.clone()),
@@ -272,6 +286,7 @@ fn update_of(n: SessionNotification) -> Option<Update> {
             status: kind_name(&t.status),
             raw_input: t.raw_input,
             paths: paths(&t.locations),
+            diffs: diffs(&t.content),
         }),
         SessionUpdate::ToolCallUpdate(u) => Update::ToolCall(ToolCallInfo {
             id: u.tool_call_id.to_string(),
@@ -281,6 +296,7 @@ fn update_of(n: SessionNotification) -> Option<Update> {
             status: u.fields.status.as_ref().and_then(kind_name),
             raw_input: u.fields.raw_input,
             paths: u.fields.locations.as_deref().map(paths).unwrap_or_default(),
+            diffs: u.fields.content.as_deref().map(diffs).unwrap_or_default(),
         }),
         SessionUpdate::Plan(p) => Update::Plan(
             p.entries
@@ -416,6 +432,7 @@ where
                             .as_deref()
                             .map(paths)
                             .unwrap_or_default(),
+                        diffs: Vec::new(),
                     },
                     choices: req
                         .options
@@ -561,15 +578,16 @@ where
     }
 }
 
-/// Our messages to the agent, a line each. Closing it shuts the agent's stdin (as the crate's
+/// Our messages to the peer, a line each (the runner's to its agent, `troupe acp`'s to its
+/// editor). Closing it shuts the agent's stdin (as the crate's
 /// own writer does; an unfold sink could not forward the close).
-struct LineSink<W> {
+pub struct LineSink<W> {
     out: Pin<Box<W>>,
     pending: Vec<u8>,
     written: usize,
 }
 
-fn line_sink<W: tokio::io::AsyncWrite>(out: W) -> LineSink<W> {
+pub fn line_sink<W: tokio::io::AsyncWrite>(out: W) -> LineSink<W> {
     LineSink {
         out: Box::pin(out),
         pending: Vec::new(),
@@ -625,10 +643,11 @@ impl<W: tokio::io::AsyncWrite> futures_util::Sink<String> for LineSink<W> {
     }
 }
 
-/// The agent's output, a line at a time, invalid UTF-8 replaced: the crate's own reader ends
+/// The peer's output (the agent's, or the editor's for `troupe acp`), a line at a time, invalid
+/// UTF-8 replaced: the crate's own reader ends
 /// the session at the first byte that is not UTF-8, where any other malformed line is skipped
 /// (found by fuzzing; `adapter/fuzz_tests.rs` keeps the case).
-fn lossy_lines<R: tokio::io::AsyncRead + Send + 'static>(
+pub fn lossy_lines<R: tokio::io::AsyncRead + Send + 'static>(
     input: R,
 ) -> impl futures_util::Stream<Item = std::io::Result<String>> + Send + 'static {
     let reader = Some(tokio::io::BufReader::new(Box::pin(input)));

@@ -1,0 +1,1080 @@
+//! `troupe acp`: Troupe as an Agent Client Protocol agent on stdio, for editors that speak ACP
+//! (Zed, JetBrains, Neovim through codecompanion or agentic.nvim, Emacs agent-shell). A client
+//! of the daemon like `troupe lsp`. An ACP session is a Troupe session (`cli: "acp"`) of the
+//! project of its `cwd`; a prompt starts the project's default (`.troupe/config.toml`: a party,
+//! or an agent or pattern) with the prompt as its task, or runs a slash command. Its turn lasts
+//! until what it started ends, streaming the timeline (`subscribe_events`) as ACP updates
+//! (`render.rs`); the members' permission requests and the party's other inbox items with
+//! choices are forwarded as `session/request_permission` and answered through the same
+//! operations every door uses, so a decision in VS Code, Neovim or Zed is one decision.
+//! `session/cancel` cancels what the turn started; a closed connection leaves it running
+//! (`session/load` replays it and the rest of the session from the timeline).
+
+mod render;
+mod wire;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use troupe_api::layout::Layout;
+use troupe_core::runners::acp::adapter::Choice;
+
+use crate::client::{self, CallError, Client};
+use render::Render;
+use wire::{
+    Answer, Ask, AskOption, BoxFuture, Door, DoorError, Out, Peer, SessionEntry, SlashCommand,
+    Stop, ToolCallOut,
+};
+
+/// Serves ACP on stdin/stdout until the editor closes it.
+pub async fn run(layout: Layout) -> anyhow::Result<()> {
+    let door = AcpDoor(Arc::new(Inner {
+        layout,
+        daemon: tokio::sync::Mutex::new(None),
+        turns: Mutex::new(HashMap::new()),
+    }));
+    wire::serve(Arc::new(door)).await
+}
+
+/// What the party started by a prompt with no slash command is, when the project says nothing.
+const DEFAULT_PARTY: &str = "feature-development";
+
+/// Events replayed per read by `session/load`.
+const REPLAY_BATCH: u32 = 1000;
+
+const COMMANDS: &[SlashCommand] = &[
+    SlashCommand {
+        name: "party",
+        description: "Launch a party; the rest of the prompt is its task",
+        hint: Some("<party> <task>"),
+    },
+    SlashCommand {
+        name: "agent",
+        description: "Run one agent (or a pattern); the rest of the prompt is its task",
+        hint: Some("<agent> <task>"),
+    },
+    SlashCommand {
+        name: "status",
+        description: "The parties this session launched, and their members",
+        hint: None,
+    },
+    SlashCommand {
+        name: "land",
+        description: "Land the last party's work through the merge queue",
+        hint: Some("[merge|rebase|squash]"),
+    },
+    SlashCommand {
+        name: "approve",
+        description: "Approve the oldest pending request of this project (`all`: every one)",
+        hint: Some("[all]"),
+    },
+    SlashCommand {
+        name: "deny",
+        description: "Deny the oldest pending request of this project",
+        hint: None,
+    },
+    SlashCommand {
+        name: "inbox",
+        description: "Everything in this project waiting for you",
+        hint: None,
+    },
+    SlashCommand {
+        name: "cancel",
+        description: "Cancel the last party this session launched",
+        hint: None,
+    },
+    SlashCommand {
+        name: "help",
+        description: "What a prompt starts, and these commands",
+        hint: None,
+    },
+];
+
+#[derive(Clone)]
+struct AcpDoor(Arc<Inner>);
+
+struct Inner {
+    layout: Layout,
+    daemon: tokio::sync::Mutex<Option<Arc<Client>>>,
+    /// The running turn of each session: its cancel switch.
+    turns: Mutex<HashMap<String, watch::Sender<bool>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An operation's error, as the editor is told it.
+fn failed(op: &str, e: CallError) -> DoorError {
+    let text = format!("{op}: {e}");
+    match e.kind() {
+        Some("not_found") => DoorError::NotFound(text),
+        Some("invalid_params") => DoorError::InvalidParams(text),
+        _ => DoorError::Internal(text),
+    }
+}
+
+fn s(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+impl Inner {
+    /// The connection to the daemon, made again (and the daemon started) when it was lost.
+    async fn daemon(&self) -> Result<Arc<Client>, DoorError> {
+        let mut slot = self.daemon.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| c.is_connected()) {
+            return Ok(c.clone());
+        }
+        let fresh = Arc::new(
+            client::connect(&self.layout, true)
+                .await
+                .map_err(|e| DoorError::Internal(format!("cannot reach the daemon: {e:#}")))?,
+        );
+        *slot = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    async fn call(&self, op: &str, args: Value) -> Result<Value, DoorError> {
+        self.daemon()
+            .await?
+            .call(op, args)
+            .await
+            .map_err(|e| failed(op, e))
+    }
+
+    /// The session, or a clear error for an id no `session/new` gave.
+    async fn session(&self, id: &str) -> Result<Value, DoorError> {
+        match self.call("get_session", json!({ "session_id": id })).await {
+            Ok(v) => Ok(v["session"].clone()),
+            Err(DoorError::NotFound(_)) => Err(DoorError::NotFound(format!(
+                "no session {id}: open one with session/new (or session/load)"
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Door for AcpDoor {
+    fn new_session(&self, cwd: PathBuf) -> BoxFuture<Result<String, DoorError>> {
+        let d = self.0.clone();
+        Box::pin(async move {
+            if !cwd.is_absolute() {
+                return Err(DoorError::InvalidParams(format!(
+                    "cwd {} is not an absolute path",
+                    cwd.display()
+                )));
+            }
+            let r = d
+                .call(
+                    "register_session",
+                    json!({ "cli": "acp", "cwd": cwd.display().to_string() }),
+                )
+                .await?;
+            Ok(s(&r, "session_id"))
+        })
+    }
+
+    fn load_session(
+        &self,
+        session: String,
+        _cwd: PathBuf,
+        peer: Peer,
+    ) -> BoxFuture<Result<(), DoorError>> {
+        let d = self.0.clone();
+        Box::pin(async move {
+            d.session(&session).await?;
+            replay(&d, &session, &peer).await
+        })
+    }
+
+    fn list_sessions(
+        &self,
+        cwd: Option<PathBuf>,
+    ) -> BoxFuture<Result<Vec<SessionEntry>, DoorError>> {
+        let d = self.0.clone();
+        Box::pin(async move {
+            let args = match &cwd {
+                Some(cwd) => json!({ "cwd": cwd.display().to_string() }),
+                None => json!({}),
+            };
+            let listed = d.call("list_sessions", args).await?;
+            let mut out = Vec::new();
+            for session in listed["sessions"].as_array().into_iter().flatten() {
+                if session["cli"] != "acp" {
+                    continue;
+                }
+                let id = s(session, "session_id");
+                let parties = d
+                    .call("list_parties", json!({ "created_by_session_id": id }))
+                    .await?;
+                let title = parties["parties"]
+                    .as_array()
+                    .and_then(|p| p.first())
+                    .map(|p| match p["inputs"]["task"].as_str() {
+                        Some(task) => format!("{}: {}", s(p, "name"), first_line(task)),
+                        None => s(p, "name"),
+                    });
+                out.push(SessionEntry {
+                    id,
+                    cwd: PathBuf::from(s(session, "cwd")),
+                    title,
+                    updated_at: Some(s(session, "last_seen_at")),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn prompt(
+        &self,
+        session: String,
+        text: String,
+        peer: Peer,
+    ) -> BoxFuture<Result<Stop, DoorError>> {
+        let d = self.0.clone();
+        Box::pin(async move {
+            let row = d.session(&session).await?;
+            let (cancel_tx, cancel) = watch::channel(false);
+            {
+                let mut turns = lock(&d.turns);
+                if turns.contains_key(&session) {
+                    return Err(DoorError::InvalidRequest(format!(
+                        "session {session} is already running a prompt: wait for its end or send session/cancel"
+                    )));
+                }
+                turns.insert(session.clone(), cancel_tx);
+            }
+            let turn = Turn {
+                d: d.clone(),
+                session: session.clone(),
+                row,
+                peer,
+                cancel,
+            };
+            let ended = turn.run(text.trim()).await;
+            lock(&d.turns).remove(&session);
+            ended
+        })
+    }
+
+    fn cancel(&self, session: String) {
+        if let Some(tx) = lock(&self.0.turns).get(&session) {
+            tx.send_replace(true);
+        }
+    }
+
+    fn commands(&self) -> Vec<SlashCommand> {
+        COMMANDS.to_vec()
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    match line.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
+    }
+}
+
+/// What a prompt without a slash command starts.
+#[derive(Debug, Clone, PartialEq)]
+enum Default_ {
+    Party(String),
+    Agent(String),
+}
+
+/// The project's `.troupe/config.toml` `[default]` (`party = "…"` or `agent = "…"`), looked up
+/// from `cwd` up to the repository's root; the built-in party without one.
+fn project_default(cwd: &Path) -> Result<Default_, DoorError> {
+    let mut dir = Some(cwd);
+    while let Some(d) = dir {
+        let path = d.join(".troupe/config.toml");
+        if path.is_file() {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| DoorError::Internal(format!("{}: {e}", path.display())))?;
+            let config: toml::Table = toml::from_str(&text)
+                .map_err(|e| DoorError::InvalidParams(format!("{}: {e}", path.display())))?;
+            let section = config.get("default").and_then(toml::Value::as_table);
+            let pick = |key: &str| {
+                section
+                    .and_then(|t| t.get(key))
+                    .and_then(toml::Value::as_str)
+                    .map(str::to_string)
+            };
+            return match (pick("party"), pick("agent")) {
+                (Some(party), None) => Ok(Default_::Party(party)),
+                (None, Some(agent)) => Ok(Default_::Agent(agent)),
+                _ => Err(DoorError::InvalidParams(format!(
+                    "{}: [default] must set exactly one of party = \"…\" or agent = \"…\"",
+                    path.display()
+                ))),
+            };
+        }
+        if d.join(".git").exists() {
+            break;
+        }
+        dir = d.parent();
+    }
+    Ok(Default_::Party(DEFAULT_PARTY.into()))
+}
+
+/// One prompt's turn.
+struct Turn {
+    d: Arc<Inner>,
+    session: String,
+    /// The session as the daemon has it.
+    row: Value,
+    peer: Peer,
+    cancel: watch::Receiver<bool>,
+}
+
+/// What a turn follows until it ends.
+enum Scope {
+    Party(String),
+    /// An agent run: its id, and the sessions of it and of the runs it started.
+    Run(String, HashSet<String>),
+}
+
+impl Turn {
+    fn say(&self, text: impl Into<String>) -> Result<(), DoorError> {
+        self.peer.send(&self.session, Out::Text(text.into()))
+    }
+
+    async fn run(mut self, text: &str) -> Result<Stop, DoorError> {
+        let Some(command) = text.strip_prefix('/') else {
+            let cwd = PathBuf::from(s(&self.row, "cwd"));
+            return match project_default(&cwd)? {
+                Default_::Party(name) => self.party(&name, text).await,
+                Default_::Agent(name) => self.agent(&name, text).await,
+            };
+        };
+        let (name, rest) = command
+            .split_once(char::is_whitespace)
+            .map_or((command, ""), |(n, r)| (n, r.trim()));
+        let (first, after) = rest
+            .split_once(char::is_whitespace)
+            .map_or((rest, ""), |(a, b)| (a, b.trim()));
+        match name {
+            "party" if !first.is_empty() => self.party(first, after).await,
+            "agent" if !first.is_empty() && !after.is_empty() => self.agent(first, after).await,
+            "status" => self.status().await,
+            "land" => self.land(first).await,
+            "approve" => self.decide("approve", first == "all").await,
+            "deny" => self.decide("deny", false).await,
+            "inbox" => self.inbox().await,
+            "cancel" => self.cancel_last().await,
+            "help" => {
+                self.say(help())?;
+                Ok(Stop::EndTurn)
+            }
+            "party" | "agent" => {
+                self.say(format!("Usage: /{name} <{name}> <task>\n"))?;
+                Ok(Stop::EndTurn)
+            }
+            other => {
+                self.say(format!("Unknown command /{other}.\n\n{}", help()))?;
+                Ok(Stop::EndTurn)
+            }
+        }
+    }
+
+    /// Subscribes to the project's timeline (before starting anything, so nothing is missed).
+    async fn events(&self) -> Result<(Arc<Client>, Subscription), DoorError> {
+        let c = self.d.daemon().await?;
+        let sub = c
+            .subscribe(
+                "subscribe_events",
+                json!({ "project_id": s(&self.row, "project_id") }),
+                "unsubscribe_events",
+            )
+            .await
+            .map_err(|e| failed("subscribe_events", e))?;
+        Ok((c, sub))
+    }
+
+    async fn party(&mut self, name: &str, task: &str) -> Result<Stop, DoorError> {
+        let (c, events) = self.events().await?;
+        let launched = c
+            .call(
+                "launch_party",
+                json!({
+                    "name": name, "cwd": s(&self.row, "cwd"),
+                    "inputs": { "task": task },
+                    "created_by_session_id": self.session,
+                }),
+            )
+            .await
+            .map_err(|e| failed("launch_party", e))?;
+        let party = s(&launched, "party_id");
+        self.peer.send(
+            &self.session,
+            Out::Thought(format!("Launched {name} ({party}).\n")),
+        )?;
+        self.follow(c, events, Scope::Party(party)).await
+    }
+
+    async fn agent(&mut self, name: &str, task: &str) -> Result<Stop, DoorError> {
+        let (c, events) = self.events().await?;
+        let started = c
+            .call(
+                "start_agent",
+                json!({ "agent": name, "prompt": task, "parent_session_id": self.session }),
+            )
+            .await
+            .map_err(|e| failed("start_agent", e))?;
+        let sessions = HashSet::from([s(&started, "session_id")]);
+        self.follow(c, events, Scope::Run(s(&started, "run_id"), sessions))
+            .await
+    }
+
+    /// Streams what `scope` does until it ends; forwards what waits for the person.
+    async fn follow(
+        &mut self,
+        c: Arc<Client>,
+        mut events: Subscription,
+        mut scope: Scope,
+    ) -> Result<Stop, DoorError> {
+        let project = json!({ "project_id": s(&self.row, "project_id") });
+        let mut approvals = c
+            .subscribe(
+                "subscribe_approvals",
+                project.clone(),
+                "unsubscribe_approvals",
+            )
+            .await
+            .map_err(|e| failed("subscribe_approvals", e))?;
+        let mut inbox = c
+            .subscribe("subscribe_inbox", project, "unsubscribe_inbox")
+            .await
+            .map_err(|e| failed("subscribe_inbox", e))?;
+        let mut render = Render::default();
+        let mut asks = Asks::default();
+        let mut cancelled = false;
+        let mut plan = Vec::new();
+        if let Scope::Party(party) = &scope {
+            self.send_plan(&c, party, &mut plan).await?;
+        }
+        let stop = loop {
+            tokio::select! {
+                changed = self.cancel.changed(), if !cancelled => {
+                    if changed.is_err() || !*self.cancel.borrow() {
+                        continue;
+                    }
+                    cancelled = true;
+                    let (op, args) = match &scope {
+                        Scope::Party(p) => ("cancel_party", json!({ "party_id": p })),
+                        Scope::Run(r, _) => ("cancel_agent", json!({ "run_id": r })),
+                    };
+                    if let Err(e) = c.call(op, args).await {
+                        // It may have ended meanwhile: its end is on the timeline.
+                        tracing::debug!(error = %e, "{op} on cancel");
+                    }
+                    asks.clear();
+                }
+                event = events.next() => {
+                    let Some(Ok(event)) = event else {
+                        return Err(DoorError::Internal("the daemon went away mid-turn".into()));
+                    };
+                    if !belongs(&mut scope, &event) {
+                        continue;
+                    }
+                    let step = render.event(&event);
+                    for out in step.out {
+                        self.peer.send(&self.session, out)?;
+                    }
+                    if let (true, Scope::Party(party)) = (step.plan_changed, &scope) {
+                        self.send_plan(&c, party, &mut plan).await?;
+                    }
+                    let ended = match (&scope, &step.run_ended) {
+                        (Scope::Party(_), _) => step.party_ended.is_some(),
+                        (Scope::Run(root, _), Some((run, _))) => run == root,
+                        _ => false,
+                    };
+                    if ended {
+                        break if cancelled { Stop::Cancelled } else { Stop::EndTurn };
+                    }
+                }
+                pushed = approvals.next(), if !cancelled => {
+                    let Some(Ok(pushed)) = pushed else { continue };
+                    let pending: Vec<Value> = pushed["approvals"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|a| ours(&scope, a))
+                        .cloned()
+                        .collect();
+                    asks.keep(pending.iter().map(|a| s(a, "approval_id")).collect(), &self.peer, &self.session);
+                    for a in pending {
+                        let label = render.label(a["session_id"].as_str(), a["run_id"].as_str());
+                        asks.forward_approval(&c, &self.peer, &self.session, a, label);
+                    }
+                }
+                pushed = inbox.next(), if !cancelled => {
+                    let Some(Ok(pushed)) = pushed else { continue };
+                    let party = match &scope {
+                        Scope::Party(p) => Some(p.as_str()),
+                        Scope::Run(..) => None,
+                    };
+                    for item in pushed["items"].as_array().into_iter().flatten() {
+                        if item["kind"] == "approval" || party.is_none() || item["party_id"].as_str() != party {
+                            continue;
+                        }
+                        asks.forward_item(&c, &self.peer, &self.session, item.clone())?;
+                    }
+                }
+            }
+        };
+        asks.clear();
+        Ok(stop)
+    }
+
+    /// Sends the party's plan if it changed since `last`.
+    async fn send_plan(
+        &self,
+        c: &Client,
+        party: &str,
+        last: &mut Vec<wire::PlanOut>,
+    ) -> Result<(), DoorError> {
+        let status = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .map_err(|e| failed("get_party_status", e))?;
+        // A party without a collaboration plan answers with no steps (or not at all).
+        let plan = c.call("get_plan", json!({ "party_id": party })).await.ok();
+        let entries = render::plan_of(&status, plan.as_ref());
+        if entries.is_empty() || entries == *last {
+            return Ok(());
+        }
+        *last = entries.clone();
+        self.peer.send(&self.session, Out::Plan(entries))
+    }
+
+    async fn last_party(&self) -> Result<Option<Value>, DoorError> {
+        let listed = self
+            .d
+            .call(
+                "list_parties",
+                json!({ "created_by_session_id": self.session }),
+            )
+            .await?;
+        Ok(listed["parties"]
+            .as_array()
+            .and_then(|p| p.first())
+            .cloned())
+    }
+
+    async fn status(&self) -> Result<Stop, DoorError> {
+        let listed = self
+            .d
+            .call(
+                "list_parties",
+                json!({ "created_by_session_id": self.session }),
+            )
+            .await?;
+        let parties = listed["parties"].as_array().cloned().unwrap_or_default();
+        if parties.is_empty() {
+            self.say("This session has launched no party yet.\n")?;
+        }
+        for p in parties {
+            let status = self
+                .d
+                .call("get_party_status", json!({ "party_id": p["party_id"] }))
+                .await?;
+            let mut text = format!(
+                "**{}** ({}) — {}\n",
+                s(&p, "name"),
+                s(&p, "party_id"),
+                s(&p, "status")
+            );
+            for m in status["members"].as_array().into_iter().flatten() {
+                text.push_str(&format!(
+                    "- {}#{}: {}{}\n",
+                    s(m, "role"),
+                    m["index"],
+                    s(m, "status"),
+                    m["output"]
+                        .as_str()
+                        .map(|o| format!(" — {}", first_line(o)))
+                        .unwrap_or_default()
+                ));
+            }
+            self.say(text + "\n")?;
+        }
+        Ok(Stop::EndTurn)
+    }
+
+    async fn land(&self, strategy: &str) -> Result<Stop, DoorError> {
+        let Some(party) = self.last_party().await? else {
+            self.say("This session has launched no party to land.\n")?;
+            return Ok(Stop::EndTurn);
+        };
+        let mut args = json!({ "party_id": party["party_id"] });
+        if !strategy.is_empty() {
+            args["strategy"] = json!(strategy);
+        }
+        let landed = self.d.call("land_party", args).await?;
+        let text = match landed["summary"].as_str() {
+            Some(summary) => format!("{summary}\n"),
+            None => format!("```json\n{landed:#}\n```\n"),
+        };
+        self.say(text)?;
+        Ok(Stop::EndTurn)
+    }
+
+    async fn decide(&self, decision: &str, all: bool) -> Result<Stop, DoorError> {
+        let pending = self
+            .d
+            .call(
+                "list_approvals",
+                json!({ "status": "pending", "project_id": s(&self.row, "project_id") }),
+            )
+            .await?;
+        let mut list = pending["approvals"].as_array().cloned().unwrap_or_default();
+        list.sort_by(|a, b| s(a, "created_at").cmp(&s(b, "created_at")));
+        if !all {
+            list.truncate(1);
+        }
+        if list.is_empty() {
+            self.say("Nothing is waiting for approval in this project.\n")?;
+        }
+        for a in list {
+            self.d
+                .call(
+                    "decide_approval",
+                    json!({ "approval_id": a["approval_id"], "decision": decision, "decided_by": "acp" }),
+                )
+                .await?;
+            self.say(format!("{decision}d: {}\n", describe(&a)))?;
+        }
+        Ok(Stop::EndTurn)
+    }
+
+    async fn inbox(&self) -> Result<Stop, DoorError> {
+        let listed = self
+            .d
+            .call(
+                "list_inbox",
+                json!({ "project_id": s(&self.row, "project_id") }),
+            )
+            .await?;
+        let items = listed["items"].as_array().cloned().unwrap_or_default();
+        let mut text = if items.is_empty() {
+            "Nothing is waiting for you.\n".to_string()
+        } else {
+            String::new()
+        };
+        for item in items {
+            text.push_str(&format!("- [{}] {}\n", s(&item, "kind"), s(&item, "title")));
+        }
+        self.say(text)?;
+        Ok(Stop::EndTurn)
+    }
+
+    async fn cancel_last(&self) -> Result<Stop, DoorError> {
+        let Some(party) = self.last_party().await? else {
+            self.say("This session has launched no party.\n")?;
+            return Ok(Stop::EndTurn);
+        };
+        self.d
+            .call("cancel_party", json!({ "party_id": party["party_id"] }))
+            .await?;
+        self.say(format!("Cancelled {}.\n", s(&party, "name")))?;
+        Ok(Stop::EndTurn)
+    }
+}
+
+fn help() -> String {
+    let mut text = String::from(
+        "A prompt launches this project's default (`.troupe/config.toml`: `[default] party = \"…\"` \
+         or `agent = \"…\"`; without one, the built-in `feature-development` party) with the \
+         prompt as its task. Commands:\n",
+    );
+    for c in COMMANDS {
+        text.push_str(&format!(
+            "- `/{}{}` — {}\n",
+            c.name,
+            c.hint.map(|h| format!(" {h}")).unwrap_or_default(),
+            c.description
+        ));
+    }
+    text
+}
+
+type Subscription = jsonrpsee_core::client::Subscription<Value>;
+
+/// Whether an event is the turn's; follows the runs an agent run starts.
+fn belongs(scope: &mut Scope, e: &Value) -> bool {
+    match scope {
+        Scope::Party(p) => e["party_id"].as_str() == Some(p.as_str()),
+        Scope::Run(_, sessions) => {
+            let session = e["session_id"].as_str().unwrap_or_default();
+            if e["kind"] == "agent_run_created"
+                && e["data"]["parent_session_id"]
+                    .as_str()
+                    .is_some_and(|parent| sessions.contains(parent))
+            {
+                sessions.insert(session.to_string());
+            }
+            sessions.contains(session)
+        }
+    }
+}
+
+/// Whether a pending request is the turn's.
+fn ours(scope: &Scope, a: &Value) -> bool {
+    match scope {
+        Scope::Party(p) => a["party_id"].as_str() == Some(p.as_str()),
+        Scope::Run(_, sessions) => a["session_id"]
+            .as_str()
+            .is_some_and(|s| sessions.contains(s)),
+    }
+}
+
+fn describe(a: &Value) -> String {
+    let role = a["role_name"]
+        .as_str()
+        .map(|r| format!("[{r}] "))
+        .unwrap_or_default();
+    format!("{role}{} {}", s(a, "tool_name"), s(a, "subject"))
+}
+
+/// The requests forwarded to the editor, each waiting in its own task (aborting one withdraws
+/// its `session/request_permission`).
+#[derive(Default)]
+struct Asks {
+    waiting: HashMap<String, JoinHandle<()>>,
+    /// Inbox items already shown (an item without choices is said once).
+    seen: HashSet<String>,
+}
+
+impl Asks {
+    /// Withdraws the forwarded requests no longer pending (decided elsewhere, or expired).
+    fn keep(&mut self, pending: HashSet<String>, peer: &Peer, session: &str) {
+        let gone: Vec<String> = self
+            .waiting
+            .keys()
+            .filter(|id| id.starts_with("approval/") && !pending.contains(&id["approval/".len()..]))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some(task) = self.waiting.remove(&id) {
+                if !task.is_finished() {
+                    task.abort();
+                    let update = ToolCallOut {
+                        id: id.clone(),
+                        status: Some("completed".into()),
+                        text: Some("Decided elsewhere.".into()),
+                        ..ToolCallOut::default()
+                    };
+                    if let Err(e) = peer.send(session, Out::ToolCall(update)) {
+                        tracing::debug!(error = %e, "withdrawal not shown");
+                    }
+                }
+            }
+        }
+    }
+
+    fn forward_approval(
+        &mut self,
+        c: &Arc<Client>,
+        peer: &Peer,
+        session: &str,
+        a: Value,
+        who: String,
+    ) {
+        let id = format!("approval/{}", s(&a, "approval_id"));
+        if self.waiting.contains_key(&id) {
+            return;
+        }
+        let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
+        let call_id = id.clone();
+        let task = tokio::spawn(async move {
+            let file = a["file_path"].as_str().map(PathBuf::from);
+            let line = a["start_line"].as_u64().and_then(|l| u32::try_from(l).ok());
+            let tool = ToolCallOut {
+                id: call_id,
+                started: true,
+                title: Some(format!(
+                    "[{who}] {} {}",
+                    s(&a, "tool_name"),
+                    s(&a, "subject")
+                )),
+                kind: Some(if file.is_some() { "edit" } else { "execute" }.into()),
+                status: Some("pending".into()),
+                locations: file.into_iter().map(|f| (f, line)).collect(),
+                diffs: Vec::new(),
+                text: a["diff"]
+                    .as_str()
+                    .map(|d| format!("```diff\n{d}\n```"))
+                    .or_else(|| a["danger_reason"].as_str().map(str::to_string)),
+                raw_input: Some(a["input"].clone()),
+            };
+            if let Err(e) = peer.send(&session, Out::ToolCall(tool.clone())) {
+                tracing::debug!(error = %e, "request not shown");
+                return;
+            }
+            let option = |id: &str, name: String, kind| AskOption {
+                id: id.into(),
+                name,
+                kind,
+            };
+            let mut options = vec![option("approve", "Allow".into(), Choice::AllowOnce)];
+            // A request outside the member's checkout is never answered by a rule.
+            if a["outside_worktree"] != true {
+                options.push(option(
+                    "approve_pattern",
+                    format!("Always allow {}", s(&a, "subject")),
+                    Choice::AllowAlways,
+                ));
+            }
+            options.push(option("deny", "Deny".into(), Choice::RejectOnce));
+            options.push(option(
+                "abort",
+                "Deny and stop the agent".into(),
+                Choice::RejectAlways,
+            ));
+            let ask = Ask {
+                tool: ToolCallOut {
+                    started: false,
+                    ..tool.clone()
+                },
+                options,
+            };
+            let Answer::Chosen(decision) = peer.ask(&session, ask).await else {
+                return;
+            };
+            let decided = c
+                .call(
+                    "decide_approval",
+                    json!({ "approval_id": a["approval_id"], "decision": decision, "decided_by": "acp" }),
+                )
+                .await;
+            let (status, text) = match decided {
+                Ok(_) if decision.starts_with("approve") => ("completed", format!("{decision}d")),
+                Ok(_) => ("failed", format!("{decision}ed")),
+                // Decided elsewhere first: that decision stands.
+                Err(e) => ("completed", format!("not recorded: {e}")),
+            };
+            let update = ToolCallOut {
+                id: tool.id,
+                status: Some(status.into()),
+                text: Some(text),
+                ..ToolCallOut::default()
+            };
+            if let Err(e) = peer.send(&session, Out::ToolCall(update)) {
+                tracing::debug!(error = %e, "decision not shown");
+            }
+        });
+        self.waiting.insert(id, task);
+    }
+
+    /// An inbox item other than a request: with choices, asked like a permission; without,
+    /// said once.
+    fn forward_item(
+        &mut self,
+        c: &Arc<Client>,
+        peer: &Peer,
+        session: &str,
+        item: Value,
+    ) -> Result<(), DoorError> {
+        let id = format!("inbox/{}", s(&item, "item_id"));
+        if !self.seen.insert(id.clone()) {
+            return Ok(());
+        }
+        let title = s(&item, "title");
+        let detail = item["detail"].as_str().map(str::to_string);
+        let answer = item["answer"].clone();
+        let choices = answer["choices"].as_array().cloned().unwrap_or_default();
+        if choices.is_empty() {
+            let detail = detail.map(|d| format!("\n{d}")).unwrap_or_default();
+            return peer.send(session, Out::Text(format!("⚑ {title}{detail}\n\n")));
+        }
+        let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
+        let call_id = id.clone();
+        let task = tokio::spawn(async move {
+            let tool = ToolCallOut {
+                id: call_id,
+                started: true,
+                title: Some(title),
+                kind: Some("think".into()),
+                status: Some("pending".into()),
+                text: detail,
+                ..ToolCallOut::default()
+            };
+            if peer.send(&session, Out::ToolCall(tool.clone())).is_err() {
+                return;
+            }
+            let mut options: Vec<AskOption> = choices
+                .iter()
+                .enumerate()
+                .map(|(i, choice)| AskOption {
+                    id: i.to_string(),
+                    name: match choice {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    },
+                    kind: Choice::AllowOnce,
+                })
+                .collect();
+            options.push(AskOption {
+                id: "later".into(),
+                name: "Later".into(),
+                kind: Choice::RejectOnce,
+            });
+            let ask = Ask {
+                tool: ToolCallOut {
+                    started: false,
+                    ..tool.clone()
+                },
+                options,
+            };
+            let Answer::Chosen(chosen) = peer.ask(&session, ask).await else {
+                return;
+            };
+            let Some(choice) = chosen.parse::<usize>().ok().and_then(|i| choices.get(i)) else {
+                return;
+            };
+            let mut params = answer["params"].clone();
+            if let (Some(field), Value::Object(p)) = (answer["choice_field"].as_str(), &mut params)
+            {
+                p.insert(field.to_string(), choice.clone());
+            }
+            let op = s(&answer, "op");
+            let done = c.call(&op, params).await;
+            let update = ToolCallOut {
+                id: tool.id,
+                status: Some(if done.is_ok() { "completed" } else { "failed" }.into()),
+                text: Some(match done {
+                    Ok(_) => format!("{op}: {choice}"),
+                    Err(e) => format!("{op}: {e}"),
+                }),
+                ..ToolCallOut::default()
+            };
+            if let Err(e) = peer.send(&session, Out::ToolCall(update)) {
+                tracing::debug!(error = %e, "answer not shown");
+            }
+        });
+        self.waiting.insert(id, task);
+        Ok(())
+    }
+
+    /// Withdraws every request still waiting.
+    fn clear(&mut self) {
+        for (_, task) in self.waiting.drain() {
+            task.abort();
+        }
+    }
+}
+
+/// `session/load`: each prompt of the session (the parties it launched, the agents it ran),
+/// oldest first, with what followed from the timeline, as the editor first saw it.
+async fn replay(d: &Inner, session: &str, peer: &Peer) -> Result<(), DoorError> {
+    let parties = d
+        .call("list_parties", json!({ "created_by_session_id": session }))
+        .await?;
+    let runs = d
+        .call("list_agents", json!({ "parent_session_id": session }))
+        .await?;
+    // (when, prompt, filter of its events)
+    let mut turns: Vec<(String, String, Value, Option<String>)> = Vec::new();
+    for p in parties["parties"].as_array().into_iter().flatten() {
+        let task = p["inputs"]["task"].as_str().unwrap_or_default();
+        let prompt = format!("/party {} {task}", s(p, "name"));
+        let party = s(p, "party_id");
+        turns.push((
+            s(p, "created_at"),
+            prompt,
+            json!({ "party_id": party }),
+            Some(party),
+        ));
+    }
+    // A party's members are the session's children too: they were replayed with their party.
+    for r in runs["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["party_id"].is_null())
+    {
+        let prompt = format!("/agent {} {}", s(r, "agent"), s(r, "prompt"));
+        turns.push((
+            s(r, "created_at"),
+            prompt,
+            json!({ "session_id": r["session_id"] }),
+            None,
+        ));
+    }
+    turns.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, prompt, filter, party) in turns {
+        peer.send(session, Out::User(prompt))?;
+        let mut render = Render::default();
+        let mut since = 0;
+        loop {
+            let mut args = filter.clone();
+            args["since"] = json!(since);
+            args["limit"] = json!(REPLAY_BATCH);
+            let page = d.call("list_events", args).await?;
+            let events = page["events"].as_array().cloned().unwrap_or_default();
+            for e in &events {
+                for out in render.event(e).out {
+                    peer.send(session, out)?;
+                }
+            }
+            if events.len() < REPLAY_BATCH as usize {
+                break;
+            }
+            since = page["next_since"].as_i64().unwrap_or(since);
+        }
+        if let Some(party) = party {
+            let status = d
+                .call("get_party_status", json!({ "party_id": party }))
+                .await?;
+            let plan = d.call("get_plan", json!({ "party_id": party })).await.ok();
+            let entries = render::plan_of(&status, plan.as_ref());
+            if !entries.is_empty() {
+                peer.send(session, Out::Plan(entries))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_read_from_the_project_config_up_to_the_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        assert_eq!(
+            project_default(&root.join("src/deep")).unwrap(),
+            Default_::Party(DEFAULT_PARTY.into())
+        );
+        std::fs::create_dir_all(root.join(".troupe")).unwrap();
+        std::fs::write(
+            root.join(".troupe/config.toml"),
+            "[default]\nagent = \"reviewer\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            project_default(&root.join("src/deep")).unwrap(),
+            Default_::Agent("reviewer".into())
+        );
+        std::fs::write(
+            root.join(".troupe/config.toml"),
+            "[default]\nagent = \"a\"\nparty = \"b\"\n",
+        )
+        .unwrap();
+        let err = project_default(root).unwrap_err().to_string();
+        assert!(err.contains("exactly one of"), "{err}");
+    }
+}

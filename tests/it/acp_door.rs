@@ -1,0 +1,332 @@
+//! `troupe acp` driven by an ACP client Troupe did not write: the official TypeScript SDK's
+//! `ClientSideConnection` (tests/acp-client/client.mjs, `@agentclientprotocol/sdk` pinned there;
+//! `scripts/test` installs it). A prompt launches the project's default party of process members;
+//! the updates stream in order; a member's permission request reaches the client as
+//! `session/request_permission`, its answer reaches the worker through Troupe's approvals; cancel
+//! stops the party, a closed connection leaves one running, and a new connection lists and loads
+//! the session. Bad input (a line that is not JSON, a request before `initialize`, an unknown method, a prompt before a session,
+//! a second prompt while one runs) gets the protocol's errors and the door serves on.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::support::{BIN, TestDaemon, define, executable, repo, wait_for, workspace_root};
+
+/// The member that asks to write NOTES.md, writes what it was told, and says it.
+const WRITER: &str = r#"#!/bin/sh
+field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -1; }
+R=$(troupe call request_permission "{\"tool_name\":\"write_file\",\"input\":{\"content\":\"notes\"},\"file_path\":\"$PWD/NOTES.md\",\"start_line\":1,\"end_line\":1,\"diff\":\"+notes\",\"wait_ms\":60000}")
+S=$(echo "$R" | field status)
+echo "$S" > decision.txt
+troupe call complete "{\"output\":\"permission $S\"}" >/dev/null
+"#;
+
+/// A member that waits until it is stopped.
+const WAITER: &str = "#!/bin/sh\nexec sleep 600\n";
+
+fn client_dir() -> PathBuf {
+    let dir = workspace_root().join("tests/acp-client");
+    assert!(
+        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
+        "the ACP test client's packages are missing: run scripts/test (it runs npm ci in {})",
+        dir.display()
+    );
+    dir
+}
+
+/// Runs a scenario of the client against `d`'s data dir; its JSON report.
+async fn scenario(d: &TestDaemon, project: &str, name: &str, party: &str) -> Value {
+    let dir = client_dir();
+    let (data, runtime) = (d.layout.data_dir.clone(), d.layout.runtime_dir.clone());
+    let (project, name, party) = (project.to_string(), name.to_string(), party.to_string());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(dir.join("client.mjs"))
+            .arg(&name)
+            .env("TROUPE_BIN", BIN)
+            .env("TROUPE_DATA", &data)
+            .env("TROUPE_RUNTIME_DIR", &runtime)
+            .env("TROUPE_PROJECT", &project)
+            .env("TROUPE_PARTY", &party)
+            .env("TROUPE_LOG", "warn")
+            .output()
+            .expect("node runs")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "the ACP client failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// A project whose default party is `notes` (one writer), and a `waiter` party.
+async fn setup(d: &TestDaemon) -> String {
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    std::fs::create_dir_all(Path::new(&project).join(".troupe")).unwrap();
+    std::fs::write(
+        Path::new(&project).join(".troupe/config.toml"),
+        "[default]\nparty = \"notes\"\n",
+    )
+    .unwrap();
+    let writer = executable(dir, "writer.sh", WRITER);
+    let waiter = executable(dir, "waiter.sh", WAITER);
+    for (name, command) in [("notes-writer", writer), ("waiter", waiter)] {
+        define(
+            &c,
+            "agent",
+            json!({ "name": name, "runner": "process", "command": [command],
+                    "isolation": "worktree", "timeout_secs": 600 }),
+        )
+        .await;
+    }
+    define(
+        &c,
+        "party",
+        json!({ "name": "notes", "roles": { "writer": { "agent": "notes-writer" } } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "waiter", "roles": { "sleeper": { "agent": "waiter" } } }),
+    )
+    .await;
+    project
+}
+
+fn position(list: &[Value], pred: impl Fn(&str) -> bool) -> usize {
+    list.iter()
+        .position(|v| v.as_str().is_some_and(&pred))
+        .unwrap_or_else(|| panic!("nothing matches in {list:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_editor_launches_a_party_answers_its_permission_and_loads_the_session_again() {
+    let d = TestDaemon::start();
+    let project = setup(&d).await;
+    let r = scenario(&d, &project, "party", "").await;
+
+    let caps = &r["init"]["agentCapabilities"];
+    assert_eq!(caps["loadSession"], true, "{r:#}");
+    assert!(caps["sessionCapabilities"]["list"].is_object(), "{r:#}");
+    assert_eq!(
+        r["init"]["authMethods"],
+        json!([]),
+        "no auth method is needed"
+    );
+    for command in ["party", "agent", "status", "land", "approve", "inbox"] {
+        assert!(
+            r["commands"].as_array().unwrap().contains(&json!(command)),
+            "/{command} is advertised: {r:#}"
+        );
+    }
+    assert_eq!(r["stopReason"], "end_turn", "{r:#}");
+
+    // In order: launched, the plan, the request, the worker's answer, the party's end.
+    let kinds = r["kinds"].as_array().unwrap();
+    let texts = r["texts"].as_array().unwrap();
+    assert_eq!(kinds[0], "agent_thought_chunk", "{r:#}");
+    assert!(
+        texts[0].as_str().unwrap().contains("Launched notes"),
+        "{r:#}"
+    );
+    let plan = position(kinds, |k| k == "plan");
+    let call = position(kinds, |k| k == "tool_call");
+    let update = position(kinds, |k| k == "tool_call_update");
+    assert!(plan < call && call < update, "{kinds:?}");
+    let said = position(texts, |t| {
+        t.contains("**[writer]** success: permission approved")
+    });
+    let ended = position(texts, |t| t.contains("Party completed"));
+    assert!(said < ended, "{texts:?}");
+    assert_eq!(
+        kinds.last().unwrap(),
+        "agent_message_chunk",
+        "the party's end is last: {kinds:?}"
+    );
+    let plans = r["plans"].as_array().unwrap();
+    assert_eq!(plans[0][0]["content"], "writer: notes-writer", "{r:#}");
+    assert_eq!(plans.last().unwrap()[0]["status"], "completed", "{r:#}");
+    assert!(
+        plans.windows(2).all(|w| w[0] != w[1]),
+        "no plan is sent twice in a row: {plans:?}"
+    );
+
+    // The member's request reached the client once, with Troupe's approve-pattern as "always".
+    let asks = r["asks"].as_array().unwrap();
+    assert_eq!(asks.len(), 1, "{r:#}");
+    let ask = &asks[0];
+    assert_eq!(ask["sessionId"], r["sessionId"]);
+    assert!(
+        ask["toolCall"]["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("[writer] write_file"),
+        "{ask:#}"
+    );
+    let path = ask["toolCall"]["locations"][0]["path"].as_str().unwrap();
+    assert!(path.ends_with("/NOTES.md"), "{ask:#}");
+    let kinds_offered: Vec<&str> = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds_offered,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    let always = &ask["options"][1];
+    assert_eq!(always["optionId"], "approve_pattern");
+    assert!(
+        always["name"].as_str().unwrap().contains("NOTES.md"),
+        "{always}"
+    );
+
+    // The worker saw the client's answer, and Troupe recorded it as one decision.
+    let decision = Path::new(path).with_file_name("decision.txt");
+    assert_eq!(
+        std::fs::read_to_string(&decision).unwrap().trim(),
+        "approved"
+    );
+    let c = d.client().await;
+    let approvals = c
+        .call("list_approvals", json!({ "status": "approved" }))
+        .await
+        .unwrap();
+    let approvals = approvals["approvals"].as_array().unwrap();
+    assert_eq!(approvals.len(), 1);
+    assert_eq!(approvals[0]["decided_by"], "acp");
+    assert_eq!(approvals[0]["decision"], "approve");
+    let inbox = c
+        .call("list_inbox", json!({ "cwd": project }))
+        .await
+        .unwrap();
+    assert_eq!(inbox["items"], json!([]), "answered, it left the inbox");
+
+    // Closing stdin ends the door cleanly; a new connection lists and loads the session.
+    assert_eq!(r["exit"]["code"], 0, "{r:#}");
+    let listed = r["listed"].as_array().unwrap();
+    let mine = listed
+        .iter()
+        .find(|s| s["sessionId"] == r["sessionId"])
+        .unwrap_or_else(|| panic!("the session is listed: {listed:?}"));
+    assert_eq!(mine["title"], "notes: Write the notes");
+    assert_eq!(mine["cwd"], project.as_str());
+    let replay_kinds = r["replayKinds"].as_array().unwrap();
+    let replay_texts = r["replayTexts"].as_array().unwrap();
+    assert_eq!(replay_kinds[0], "user_message_chunk", "{r:#}");
+    assert_eq!(
+        replay_texts[0],
+        "user_message_chunk: /party notes Write the notes"
+    );
+    position(replay_texts, |t| t.contains("permission approved"));
+    position(replay_kinds, |k| k == "plan");
+    assert_eq!(
+        replay_kinds
+            .iter()
+            .filter(|k| *k == "user_message_chunk")
+            .count(),
+        1,
+        "one prompt, replayed once (its member's run is not a prompt): {replay_texts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_cancel_stops_the_party_and_a_closed_connection_leaves_one_running() {
+    let d = TestDaemon::start();
+    let project = setup(&d).await;
+    let c = d.client().await;
+    let r = scenario(&d, &project, "cancel", "waiter").await;
+    assert_eq!(r["stopReason"], "cancelled", "{r:#}");
+    let parties = c
+        .call(
+            "list_parties",
+            json!({ "created_by_session_id": r["sessionId"] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(parties["parties"][0]["status"], "cancelled", "{parties:#}");
+
+    // A prompt left running when the editor goes keeps its party (it can be loaded again).
+    let left = scenario(&d, &project, "leave", "waiter").await;
+    let parties = c
+        .call(
+            "list_parties",
+            json!({ "created_by_session_id": left["sessionId"] }),
+        )
+        .await
+        .unwrap();
+    let party = parties["parties"][0].clone();
+    assert_eq!(
+        party["status"], "running",
+        "closing the editor leaves it running"
+    );
+    c.call("cancel_party", json!({ "party_id": party["party_id"] }))
+        .await
+        .unwrap();
+    wait_for("the left party to end", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party["party_id"] }))
+            .await
+            .unwrap();
+        (s["party"]["status"] == "cancelled").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_out_of_order_acp_messages_get_protocol_errors_and_the_door_serves_on() {
+    let d = TestDaemon::start();
+    let project = setup(&d).await;
+    let r = scenario(&d, &project, "raw", "waiter").await;
+    let code = |k: &str| r[k]["error"]["code"].as_i64();
+    assert!(
+        r["parseErrors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["error"]["code"] == -32700),
+        "a line that is not JSON is a parse error: {r:#}"
+    );
+    assert_eq!(
+        code("beforeInit"),
+        Some(-32600),
+        "initialize comes first: {r:#}"
+    );
+    assert_eq!(code("unknown"), Some(-32601), "{r:#}");
+    assert_eq!(r["init"]["result"]["protocolVersion"], 1, "{r:#}");
+    assert_eq!(code("promptBeforeSession"), Some(-32002), "{r:#}");
+    let message = r["promptBeforeSession"]["error"].to_string();
+    assert!(message.contains("session/new"), "{message}");
+    assert_eq!(code("badParams"), Some(-32602), "{r:#}");
+    assert_eq!(code("secondPrompt"), Some(-32600), "{r:#}");
+    assert!(
+        r["secondPrompt"]["error"]
+            .to_string()
+            .contains("already running"),
+        "{r:#}"
+    );
+    assert_eq!(
+        r["firstPrompt"]["result"]["stopReason"], "cancelled",
+        "{r:#}"
+    );
+    assert!(r["after"]["result"]["sessionId"].is_string(), "{r:#}");
+    assert_eq!(r["exit"]["code"], 0, "{r:#}");
+    let c = d.client().await;
+    c.call("daemon_status", json!({})).await.unwrap();
+}
