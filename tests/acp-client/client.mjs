@@ -6,11 +6,13 @@
 //   party  initialize, session/new, commands advertised, a prompt that launches the project's
 //          default party (its permission request answered here), then a new connection:
 //          session/list and session/load (the replay);
+//   elsewhere  the same prompt, its forwarded request decided from another door (the CLI) while
+//          the editor holds it: the door withdraws it;
 //   cancel a prompt of `/party <TROUPE_PARTY> …`, cancelled after its first plan update;
 //   leave  the same prompt, then the connection closed under it;
 //   raw    malformed and out-of-order messages written by hand (no SDK): a line that is not
 //          JSON, an unknown method, a prompt before any session, a second prompt while one runs.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -66,6 +68,9 @@ const texts = (updates) =>
     updates
         .filter((u) => u.update.sessionUpdate.endsWith("_chunk") && u.update.content?.type === "text")
         .map((u) => `${u.update.sessionUpdate}: ${u.update.content.text}`);
+/// The text a tool call update carries.
+const callText = (u) =>
+    u.update.sessionUpdate === "tool_call_update" ? u.update.content?.[0]?.content?.text : undefined;
 const allowOnce = (params) => {
     const option = params.options.find((o) => o.kind === "allow_once");
     return { outcome: { outcome: "selected", optionId: option.optionId } };
@@ -118,6 +123,35 @@ async function party() {
         listed: listed.sessions,
         replayKinds: kinds(replay),
         replayTexts: texts(replay),
+    };
+}
+
+/// The request forwarded to this editor is decided from another door (the CLI) instead.
+async function elsewhere() {
+    let seen = null;
+    const a = connect(async (params) => {
+        const approval = params.toolCall.toolCallId.replace(/^approval\//, "");
+        execFileSync(env.TROUPE_BIN, ["--data-dir", env.TROUPE_DATA, "call", "decide_approval",
+            JSON.stringify({ approval_id: approval, decision: "approve", decided_by: "cli" })], { env });
+        // Withdrawn by the door once decided there: answer nothing meanwhile.
+        await seen.until((s) => s.updates.some((u) => callText(u) === "Decided elsewhere."));
+        return { outcome: { outcome: "cancelled" } };
+    });
+    seen = a;
+    await initialize(a.conn);
+    const { sessionId } = await a.conn.newSession({ cwd: env.TROUPE_PROJECT, mcpServers: [] });
+    const { stopReason } = await a.conn.prompt({
+        sessionId,
+        prompt: [{ type: "text", text: "Write the notes" }],
+    });
+    await a.close();
+    const updates = a.seen.updates.filter((u) => u.update.sessionUpdate === "tool_call_update");
+    return {
+        sessionId,
+        stopReason,
+        asks: a.seen.asks.length,
+        withdrawn: updates.map(callText),
+        texts: texts(a.seen.updates),
     };
 }
 
@@ -210,7 +244,7 @@ async function raw() {
     return out;
 }
 
-const scenarios = { party, cancel, leave, raw };
+const scenarios = { party, elsewhere, cancel, leave, raw };
 const run = scenarios[scenario];
 if (!run) {
     console.error(`unknown scenario ${scenario}: ${Object.keys(scenarios).join(", ")}`);

@@ -247,6 +247,29 @@ async fn an_acp_editor_launches_a_party_answers_its_permission_and_loads_the_ses
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_decided_from_another_door_is_withdrawn_from_the_acp_editor() {
+    let d = TestDaemon::start();
+    let project = setup(&d).await;
+    let r = scenario(&d, &project, "elsewhere", "").await;
+    assert_eq!(r["stopReason"], "end_turn", "{r:#}");
+    assert_eq!(r["asks"], 1, "{r:#}");
+    assert_eq!(r["withdrawn"], json!(["Decided elsewhere."]), "{r:#}");
+    let texts = r["texts"].as_array().unwrap();
+    position(texts, |t| {
+        t.contains("**[writer]** success: permission approved")
+    });
+    let c = d.client().await;
+    let approvals = c
+        .call("list_approvals", json!({ "status": "approved" }))
+        .await
+        .unwrap();
+    assert_eq!(
+        approvals["approvals"][0]["decided_by"], "cli",
+        "one decision, the CLI's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acp_cancel_stops_the_party_and_a_closed_connection_leaves_one_running() {
     let d = TestDaemon::start();
     let project = setup(&d).await;

@@ -503,3 +503,51 @@ async fn sensitive_paths_and_large_diffs_escalate_whatever_the_rules_say() {
         "approved"
     );
 }
+
+/// A request decided the moment it is stored (an editor that answers at once) wakes its asker,
+/// round after round. The asker reads the request again once it watches for the decision, so a
+/// decision taken in between is not missed (`bench acp-door` once saw an ask answer `pending`
+/// under load; this stresses the path, it cannot force that interleaving).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_decided_before_its_asker_waits_is_answered_at_once() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path().join("proj");
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    let worker = register(&c, "codex", dir.to_str().unwrap(), None).await;
+    let decider = d.client().await;
+    let mut pushes = decider
+        .subscribe("subscribe_approvals", json!({}), "unsubscribe_approvals")
+        .await
+        .unwrap();
+    let quick = tokio::spawn(async move {
+        while let Some(Ok(pushed)) = pushes.next().await {
+            for a in pushed["approvals"].as_array().into_iter().flatten() {
+                let _already_decided = decider
+                    .call(
+                        "decide_approval",
+                        json!({ "approval_id": a["approval_id"], "decision": "approve" }),
+                    )
+                    .await;
+            }
+        }
+    });
+    for i in 0..200 {
+        let asked = Instant::now();
+        let r = c
+            .call(
+                "request_permission",
+                json!({ "session_id": worker, "tool_name": "run_command",
+                        "input": { "command": format!("echo {i}") }, "wait_ms": 10000 }),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            r["status"],
+            "approved",
+            "ask {i} after {:?}: {r}",
+            asked.elapsed()
+        );
+    }
+    quick.abort();
+}

@@ -381,7 +381,12 @@ pub async fn request_permission(
     let key = wake_key(&approval.approval_id);
     let mut wake = d.hub.watch(&key);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-    let mut current = approval;
+    // Read again now that we watch: a decision taken since the request was stored (a quick
+    // editor, a rule) published before this watch existed.
+    let mut current = match approval.status.as_str() {
+        "pending" => d.store.get_approval(&approval.approval_id)?,
+        _ => approval,
+    };
     while current.status == "pending" {
         match tokio::time::timeout_at(deadline, wake.changed()).await {
             Ok(Ok(())) => current = d.store.get_approval(&current.approval_id)?,

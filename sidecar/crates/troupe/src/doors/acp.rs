@@ -238,19 +238,26 @@ impl Door for AcpDoor {
         text: String,
         peer: Peer,
     ) -> BoxFuture<Result<Stop, DoorError>> {
-        let d = self.0.clone();
-        Box::pin(async move {
-            let row = d.session(&session).await?;
-            let (cancel_tx, cancel) = watch::channel(false);
-            {
-                let mut turns = lock(&d.turns);
-                if turns.contains_key(&session) {
-                    return Err(DoorError::InvalidRequest(format!(
-                        "session {session} is already running a prompt: wait for its end or send session/cancel"
-                    )));
-                }
+        // The turn is registered before anything awaits: a `session/cancel` right behind the
+        // prompt finds it.
+        let (cancel_tx, cancel) = watch::channel(false);
+        let busy = {
+            let mut turns = lock(&self.0.turns);
+            let busy = turns.contains_key(&session);
+            if !busy {
                 turns.insert(session.clone(), cancel_tx);
             }
+            busy
+        };
+        let d = self.0.clone();
+        Box::pin(async move {
+            if busy {
+                return Err(DoorError::InvalidRequest(format!(
+                    "session {session} is already running a prompt: wait for its end or send session/cancel"
+                )));
+            }
+            let _registered = Registered(d.clone(), session.clone());
+            let row = d.session(&session).await?;
             let turn = Turn {
                 d: d.clone(),
                 session: session.clone(),
@@ -258,9 +265,7 @@ impl Door for AcpDoor {
                 peer,
                 cancel,
             };
-            let ended = turn.run(text.trim()).await;
-            lock(&d.turns).remove(&session);
-            ended
+            turn.run(text.trim()).await
         })
     }
 
@@ -323,6 +328,15 @@ fn project_default(cwd: &Path) -> Result<Default_, DoorError> {
         dir = d.parent();
     }
     Ok(Default_::Party(DEFAULT_PARTY.into()))
+}
+
+/// A running turn's entry in `Inner::turns`, removed when the turn ends (or fails).
+struct Registered(Arc<Inner>, String);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.0.turns).remove(&self.1);
+    }
 }
 
 /// One prompt's turn.
@@ -637,7 +651,7 @@ impl Turn {
             )
             .await?;
         let mut list = pending["approvals"].as_array().cloned().unwrap_or_default();
-        list.sort_by(|a, b| s(a, "created_at").cmp(&s(b, "created_at")));
+        list.sort_by_key(|a| s(a, "created_at"));
         if !all {
             list.truncate(1);
         }
@@ -764,18 +778,18 @@ impl Asks {
             .cloned()
             .collect();
         for id in gone {
-            if let Some(task) = self.waiting.remove(&id) {
-                if !task.is_finished() {
-                    task.abort();
-                    let update = ToolCallOut {
-                        id: id.clone(),
-                        status: Some("completed".into()),
-                        text: Some("Decided elsewhere.".into()),
-                        ..ToolCallOut::default()
-                    };
-                    if let Err(e) = peer.send(session, Out::ToolCall(update)) {
-                        tracing::debug!(error = %e, "withdrawal not shown");
-                    }
+            if let Some(task) = self.waiting.remove(&id)
+                && !task.is_finished()
+            {
+                task.abort();
+                let update = ToolCallOut {
+                    id: id.clone(),
+                    status: Some("completed".into()),
+                    text: Some("Decided elsewhere.".into()),
+                    ..ToolCallOut::default()
+                };
+                if let Err(e) = peer.send(session, Out::ToolCall(Box::new(update))) {
+                    tracing::debug!(error = %e, "withdrawal not shown");
                 }
             }
         }
@@ -816,7 +830,7 @@ impl Asks {
                     .or_else(|| a["danger_reason"].as_str().map(str::to_string)),
                 raw_input: Some(a["input"].clone()),
             };
-            if let Err(e) = peer.send(&session, Out::ToolCall(tool.clone())) {
+            if let Err(e) = peer.send(&session, Out::ToolCall(Box::new(tool.clone()))) {
                 tracing::debug!(error = %e, "request not shown");
                 return;
             }
@@ -868,7 +882,7 @@ impl Asks {
                 text: Some(text),
                 ..ToolCallOut::default()
             };
-            if let Err(e) = peer.send(&session, Out::ToolCall(update)) {
+            if let Err(e) = peer.send(&session, Out::ToolCall(Box::new(update))) {
                 tracing::debug!(error = %e, "decision not shown");
             }
         });
@@ -908,7 +922,10 @@ impl Asks {
                 text: detail,
                 ..ToolCallOut::default()
             };
-            if peer.send(&session, Out::ToolCall(tool.clone())).is_err() {
+            if peer
+                .send(&session, Out::ToolCall(Box::new(tool.clone())))
+                .is_err()
+            {
                 return;
             }
             let mut options: Vec<AskOption> = choices
@@ -957,7 +974,7 @@ impl Asks {
                 }),
                 ..ToolCallOut::default()
             };
-            if let Err(e) = peer.send(&session, Out::ToolCall(update)) {
+            if let Err(e) = peer.send(&session, Out::ToolCall(Box::new(update))) {
                 tracing::debug!(error = %e, "answer not shown");
             }
         });

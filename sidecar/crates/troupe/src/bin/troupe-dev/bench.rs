@@ -29,6 +29,8 @@ pub enum BenchCommand {
     Mcp(crate::bench_agents::McpArgs),
     /// ACP member spawn → first update (the scripted agent, or any ACP command).
     Acp(crate::bench_agents::AcpArgs),
+    /// `troupe acp` for ACP editors: prompt → first update, and the permission round trip.
+    AcpDoor(crate::bench_acp_door::AcpDoorArgs),
     /// The pattern layer's overhead per hop: a handoff chain and an advisor fan-out.
     Patterns(crate::bench_patterns::PatternArgs),
     /// The conflict radar's cost: N members × M changed files on a real repository.
@@ -117,6 +119,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Approvals(args) => return crate::bench_approvals::run(args, json).await,
         BenchCommand::Mcp(args) => return crate::bench_agents::mcp(args, json).await,
         BenchCommand::Acp(args) => return crate::bench_agents::acp(args, json).await,
+        BenchCommand::AcpDoor(args) => return crate::bench_acp_door::run(args, json).await,
         BenchCommand::Soak(cmd) => return crate::bench_soak::run(cmd, json).await,
         BenchCommand::Patterns(args) => return crate::bench_patterns::run(args, json).await,
         BenchCommand::Radar(args) => return crate::bench_radar::run(args, json).await,

@@ -41,15 +41,49 @@ pub struct AcpArgs {
     pub gateway: Option<String>,
 }
 
-/// One newline-delimited JSON-RPC peer on a child's stdio.
-struct StdioPeer {
+/// One newline-delimited JSON-RPC peer on a child's stdio: a stdio door of `troupe`.
+pub(crate) struct StdioPeer {
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
 }
 
 impl StdioPeer {
-    async fn send(&mut self, msg: &Value) -> anyhow::Result<()> {
+    /// Starts `troupe --data-dir … <door>` on `layout` with `env`.
+    pub(crate) fn start(
+        layout: &troupe_api::layout::Layout,
+        door: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<StdioPeer> {
+        let mut child = tokio::process::Command::new(crate::troupe_exe()?)
+            .arg("--data-dir")
+            .arg(&layout.data_dir)
+            .arg(door)
+            .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start troupe {door}"))?;
+        Ok(StdioPeer {
+            stdin: child.stdin.take().context("no stdin")?,
+            lines: BufReader::new(child.stdout.take().context("no stdout")?).lines(),
+            child,
+        })
+    }
+
+    /// The next message (waits at most 60 s).
+    pub(crate) async fn recv(&mut self) -> anyhow::Result<Value> {
+        let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+            .await
+            .context("the door said nothing for 60 s")??
+            .context("the door closed its output")?;
+        serde_json::from_str(&line).context("a line from the door")
+    }
+
+    pub(crate) async fn send(&mut self, msg: &Value) -> anyhow::Result<()> {
         let mut line = msg.to_string();
         line.push('\n');
         self.stdin.write_all(line.as_bytes()).await?;
@@ -58,17 +92,22 @@ impl StdioPeer {
     }
 
     /// Sends a request and waits for the answer with its id.
-    async fn call(&mut self, id: u64, method: &str, params: Value) -> anyhow::Result<Value> {
+    pub(crate) async fn call(
+        &mut self,
+        id: u64,
+        method: &str,
+        params: Value,
+    ) -> anyhow::Result<Value> {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await?;
+        self.answer(id, method).await
+    }
+
+    /// The answer to request `id` (what comes before it is dropped).
+    pub(crate) async fn answer(&mut self, id: u64, method: &str) -> anyhow::Result<Value> {
         loop {
-            let line = self
-                .lines
-                .next_line()
-                .await?
-                .context("troupe mcp closed its output")?;
-            let msg: Value = serde_json::from_str(&line).context("a line from troupe mcp")?;
-            if msg["id"] == json!(id) {
+            let msg = self.recv().await?;
+            if msg["id"] == json!(id) && msg.get("method").is_none() {
                 if let Some(e) = msg.get("error") {
                     bail!("{method}: {e}");
                 }
@@ -91,23 +130,7 @@ pub async fn mcp(args: McpArgs, json_out: bool) -> anyhow::Result<()> {
         .as_str()
         .context("no session_id")?
         .to_string();
-    let mut child = tokio::process::Command::new(crate::troupe_exe()?)
-        .arg("--data-dir")
-        .arg(&layout.data_dir)
-        .arg("mcp")
-        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
-        .env("TROUPE_SESSION_ID", &session)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .context("cannot start troupe mcp")?;
-    let mut peer = StdioPeer {
-        stdin: child.stdin.take().context("no stdin")?,
-        lines: BufReader::new(child.stdout.take().context("no stdout")?).lines(),
-        child,
-    };
+    let mut peer = StdioPeer::start(&layout, "mcp", &[("TROUPE_SESSION_ID", &session)])?;
     let started = Instant::now();
     peer.call(
         0,

@@ -3,6 +3,7 @@
 //! (`troupe-dev scripted-acp-agent`). It drives the `troupe` binary next to it.
 
 mod bench;
+mod bench_acp_door;
 mod bench_agents;
 mod bench_approvals;
 mod bench_parties;

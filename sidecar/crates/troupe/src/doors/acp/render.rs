@@ -94,7 +94,7 @@ impl Render {
                 let id = format!("{}/{call_id}", run.unwrap_or("run"));
                 let started = self.calls.insert(id.clone());
                 let who = self.label(session, run);
-                step.out.push(Out::ToolCall(ToolCallOut {
+                step.out.push(Out::ToolCall(Box::new(ToolCallOut {
                     id,
                     started,
                     title: str_of(&data, "title").map(|t| format!("[{who}] {t}")),
@@ -123,7 +123,7 @@ impl Render {
                         .collect(),
                     text: None,
                     raw_input: None,
-                }));
+                })));
             }
             "agent_usage" => {
                 let n = |k: &str| data.get(k).and_then(Value::as_u64);

@@ -101,7 +101,7 @@ pub enum Out {
     User(String),
     Text(String),
     Thought(String),
-    ToolCall(ToolCallOut),
+    ToolCall(Box<ToolCallOut>),
     /// The whole plan (each update replaces it).
     Plan(Vec<PlanOut>),
     Usage {
@@ -278,7 +278,7 @@ fn update_of(out: Out) -> SessionUpdate {
             }
             SessionUpdate::ToolCall(call)
         }
-        Out::ToolCall(t) => SessionUpdate::ToolCallUpdate(tool_update(t)),
+        Out::ToolCall(t) => SessionUpdate::ToolCallUpdate(tool_update(*t)),
         Out::Plan(entries) => SessionUpdate::Plan(Plan::new(
             entries
                 .into_iter()
