@@ -2,14 +2,17 @@
 // (@agentclientprotocol/sdk, pinned in package.json), driving `troupe acp` as an editor such as
 // Zed would. tests/it/acp_door.rs runs it; it prints one JSON report on stdout and the Rust test
 // checks it. Usage: node client.mjs <scenario>, with TROUPE_BIN, TROUPE_DATA (the data dir),
-// TROUPE_PROJECT (the session's cwd) and TROUPE_RUNTIME_DIR in the environment.
+// TROUPE_PROJECT (the session's cwd), TROUPE_TARGET (the party or agent a scenario names) and
+// TROUPE_RUNTIME_DIR in the environment.
 //   party  initialize, session/new, commands advertised, a prompt that launches the project's
 //          default party (its permission request answered here), then a new connection:
 //          session/list and session/load (the replay);
 //   elsewhere  the same prompt, its forwarded request decided from another door (the CLI) while
 //          the editor holds it: the door withdraws it;
-//   cancel a prompt of `/party <TROUPE_PARTY> …`, cancelled after its first plan update;
-//   leave  the same prompt, then the connection closed under it;
+//   agent  a prompt of `/agent <TROUPE_TARGET> …` (one run, its request answered here);
+//   cancel a prompt of `/party <TROUPE_TARGET> …`, cancelled after its first plan update;
+//   leave  the same prompt, then the connection closed under it; another connection loads the
+//          session (the replay, then the party followed live) and cancels it;
 //   raw    malformed and out-of-order messages written by hand (no SDK): a line that is not
 //          JSON, an unknown method, a prompt before any session, a second prompt while one runs.
 import { execFileSync, spawn } from "node:child_process";
@@ -155,13 +158,26 @@ async function elsewhere() {
     };
 }
 
+/// `/agent <TROUPE_TARGET> …`: one agent run, its request answered here.
+async function agent() {
+    const a = connect(allowOnce);
+    await initialize(a.conn);
+    const { sessionId } = await a.conn.newSession({ cwd: env.TROUPE_PROJECT, mcpServers: [] });
+    const { stopReason } = await a.conn.prompt({
+        sessionId,
+        prompt: [{ type: "text", text: `/agent ${env.TROUPE_TARGET} Write the notes` }],
+    });
+    await a.close();
+    return { sessionId, stopReason, asks: a.seen.asks.length, texts: texts(a.seen.updates) };
+}
+
 async function cancel() {
     const a = connect(allowOnce);
     await initialize(a.conn);
     const { sessionId } = await a.conn.newSession({ cwd: env.TROUPE_PROJECT, mcpServers: [] });
     const turn = a.conn.prompt({
         sessionId,
-        prompt: [{ type: "text", text: `/party ${env.TROUPE_PARTY} wait for me` }],
+        prompt: [{ type: "text", text: `/party ${env.TROUPE_TARGET} wait for me` }],
     });
     await a.until((s) => kinds(s.updates).includes("plan"));
     await a.conn.cancel({ sessionId });
@@ -176,13 +192,28 @@ async function leave() {
     const { sessionId } = await a.conn.newSession({ cwd: env.TROUPE_PROJECT, mcpServers: [] });
     const turn = a.conn.prompt({
         sessionId,
-        prompt: [{ type: "text", text: `/party ${env.TROUPE_PARTY} keep going` }],
+        prompt: [{ type: "text", text: `/party ${env.TROUPE_TARGET} keep going` }],
     });
     // The turn never ends here: the connection closes under it.
     turn.catch(() => {});
     await a.until((s) => kinds(s.updates).includes("plan"));
     const exit = await a.close();
-    return { sessionId, exit };
+
+    // Another connection loads the session: the replay, then the party followed live, until
+    // this editor cancels it.
+    const b = connect(allowOnce);
+    await initialize(b.conn);
+    await b.conn.loadSession({ sessionId, cwd: env.TROUPE_PROJECT, mcpServers: [] });
+    const replayed = b.seen.updates.length;
+    await b.conn.cancel({ sessionId });
+    await b.until((s) => texts(s.updates).some((t) => t.includes("Party cancelled")));
+    await b.close();
+    return {
+        sessionId,
+        exit,
+        replayKinds: kinds(b.seen.updates.slice(0, replayed)),
+        liveTexts: texts(b.seen.updates.slice(replayed)),
+    };
 }
 
 /// Hand-written lines: what the SDK would never send.
@@ -223,7 +254,7 @@ async function raw() {
         jsonrpc: "2.0",
         id: 6,
         method: "session/prompt",
-        params: { sessionId, prompt: [{ type: "text", text: `/party ${env.TROUPE_PARTY} wait` }] },
+        params: { sessionId, prompt: [{ type: "text", text: `/party ${env.TROUPE_TARGET} wait` }] },
     });
     // The first prompt has started once its plan is out.
     while (!notes.some((n) => n.params?.update?.sessionUpdate === "plan")) {
@@ -244,7 +275,7 @@ async function raw() {
     return out;
 }
 
-const scenarios = { party, elsewhere, cancel, leave, raw };
+const scenarios = { party, elsewhere, agent, cancel, leave, raw };
 const run = scenarios[scenario];
 if (!run) {
     console.error(`unknown scenario ${scenario}: ${Object.keys(scenarios).join(", ")}`);

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, TestDaemon, define, executable, repo, wait_for, workspace_root};
+use crate::support::{BIN, TestDaemon, define, executable, repo, workspace_root};
 
 /// The member that asks to write NOTES.md, writes what it was told, and says it.
 const WRITER: &str = r#"#!/bin/sh
@@ -37,10 +37,10 @@ fn client_dir() -> PathBuf {
 }
 
 /// Runs a scenario of the client against `d`'s data dir; its JSON report.
-async fn scenario(d: &TestDaemon, project: &str, name: &str, party: &str) -> Value {
+async fn scenario(d: &TestDaemon, project: &str, name: &str, target: &str) -> Value {
     let dir = client_dir();
     let (data, runtime) = (d.layout.data_dir.clone(), d.layout.runtime_dir.clone());
-    let (project, name, party) = (project.to_string(), name.to_string(), party.to_string());
+    let (project, name, target) = (project.to_string(), name.to_string(), target.to_string());
     let out = tokio::task::spawn_blocking(move || {
         Command::new("node")
             .arg(dir.join("client.mjs"))
@@ -49,7 +49,7 @@ async fn scenario(d: &TestDaemon, project: &str, name: &str, party: &str) -> Val
             .env("TROUPE_DATA", &data)
             .env("TROUPE_RUNTIME_DIR", &runtime)
             .env("TROUPE_PROJECT", &project)
-            .env("TROUPE_PARTY", &party)
+            .env("TROUPE_TARGET", &target)
             .env("TROUPE_LOG", "warn")
             .output()
             .expect("node runs")
@@ -270,6 +270,23 @@ async fn a_request_decided_from_another_door_is_withdrawn_from_the_acp_editor() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_prompt_runs_one_agent_with_slash_agent() {
+    let d = TestDaemon::start();
+    let project = setup(&d).await;
+    let r = scenario(&d, &project, "agent", "notes-writer").await;
+    assert_eq!(r["stopReason"], "end_turn", "{r:#}");
+    assert_eq!(r["asks"], 1, "{r:#}");
+    let texts = r["texts"].as_array().unwrap();
+    assert!(
+        texts[0].as_str().unwrap().contains("Started notes-writer"),
+        "{r:#}"
+    );
+    position(texts, |t| {
+        t.contains("**[notes-writer]** success: permission approved")
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acp_cancel_stops_the_party_and_a_closed_connection_leaves_one_running() {
     let d = TestDaemon::start();
     let project = setup(&d).await;
@@ -285,8 +302,15 @@ async fn acp_cancel_stops_the_party_and_a_closed_connection_leaves_one_running()
         .unwrap();
     assert_eq!(parties["parties"][0]["status"], "cancelled", "{parties:#}");
 
-    // A prompt left running when the editor goes keeps its party (it can be loaded again).
+    // A prompt left running when the editor goes keeps its party; loaded again, the session
+    // replays and follows it live, and a cancel from the new connection stops it.
     let left = scenario(&d, &project, "leave", "waiter").await;
+    assert_eq!(left["exit"]["code"], 0, "{left:#}");
+    let replay = left["replayKinds"].as_array().unwrap();
+    assert_eq!(replay[0], "user_message_chunk", "{left:#}");
+    assert!(replay.contains(&json!("plan")), "{left:#}");
+    let live = left["liveTexts"].as_array().unwrap();
+    position(live, |t| t.contains("Party cancelled"));
     let parties = c
         .call(
             "list_parties",
@@ -294,22 +318,7 @@ async fn acp_cancel_stops_the_party_and_a_closed_connection_leaves_one_running()
         )
         .await
         .unwrap();
-    let party = parties["parties"][0].clone();
-    assert_eq!(
-        party["status"], "running",
-        "closing the editor leaves it running"
-    );
-    c.call("cancel_party", json!({ "party_id": party["party_id"] }))
-        .await
-        .unwrap();
-    wait_for("the left party to end", 60, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party["party_id"] }))
-            .await
-            .unwrap();
-        (s["party"]["status"] == "cancelled").then_some(())
-    })
-    .await;
+    assert_eq!(parties["parties"][0]["status"], "cancelled", "{parties:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

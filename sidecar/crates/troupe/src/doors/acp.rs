@@ -189,8 +189,34 @@ impl Door for AcpDoor {
     ) -> BoxFuture<Result<(), DoorError>> {
         let d = self.0.clone();
         Box::pin(async move {
-            d.session(&session).await?;
-            replay(&d, &session, &peer).await
+            let row = d.session(&session).await?;
+            let Some((party, since)) = replay(&d, &session, &peer).await? else {
+                return Ok(());
+            };
+            // Its party still runs: follow it on, as the turn that launched it did (a cancel
+            // stops it; a prompt waits for its end).
+            let (cancel_tx, cancel) = watch::channel(false);
+            {
+                let mut turns = lock(&d.turns);
+                if turns.contains_key(&session) {
+                    return Ok(());
+                }
+                turns.insert(session.clone(), cancel_tx);
+            }
+            let turn = Turn {
+                d: d.clone(),
+                session: session.clone(),
+                row,
+                peer,
+                cancel,
+            };
+            tokio::spawn(async move {
+                let _registered = Registered(turn.d.clone(), turn.session.clone());
+                if let Err(e) = turn.resume(party, since).await {
+                    tracing::debug!(error = %e, "a loaded party no longer followed");
+                }
+            });
+            Ok(())
         })
     }
 
@@ -290,14 +316,14 @@ fn first_line(text: &str) -> String {
 
 /// What a prompt without a slash command starts.
 #[derive(Debug, Clone, PartialEq)]
-enum Default_ {
+enum Start {
     Party(String),
     Agent(String),
 }
 
 /// The project's `.troupe/config.toml` `[default]` (`party = "…"` or `agent = "…"`), looked up
 /// from `cwd` up to the repository's root; the built-in party without one.
-fn project_default(cwd: &Path) -> Result<Default_, DoorError> {
+fn project_default(cwd: &Path) -> Result<Start, DoorError> {
     let mut dir = Some(cwd);
     while let Some(d) = dir {
         let path = d.join(".troupe/config.toml");
@@ -314,8 +340,8 @@ fn project_default(cwd: &Path) -> Result<Default_, DoorError> {
                     .map(str::to_string)
             };
             return match (pick("party"), pick("agent")) {
-                (Some(party), None) => Ok(Default_::Party(party)),
-                (None, Some(agent)) => Ok(Default_::Agent(agent)),
+                (Some(party), None) => Ok(Start::Party(party)),
+                (None, Some(agent)) => Ok(Start::Agent(agent)),
                 _ => Err(DoorError::InvalidParams(format!(
                     "{}: [default] must set exactly one of party = \"…\" or agent = \"…\"",
                     path.display()
@@ -327,7 +353,7 @@ fn project_default(cwd: &Path) -> Result<Default_, DoorError> {
         }
         dir = d.parent();
     }
-    Ok(Default_::Party(DEFAULT_PARTY.into()))
+    Ok(Start::Party(DEFAULT_PARTY.into()))
 }
 
 /// A running turn's entry in `Inner::turns`, removed when the turn ends (or fails).
@@ -365,8 +391,8 @@ impl Turn {
         let Some(command) = text.strip_prefix('/') else {
             let cwd = PathBuf::from(s(&self.row, "cwd"));
             return match project_default(&cwd)? {
-                Default_::Party(name) => self.party(&name, text).await,
-                Default_::Agent(name) => self.agent(&name, text).await,
+                Start::Party(name) => self.party(&name, text).await,
+                Start::Agent(name) => self.agent(&name, text).await,
             };
         };
         let (name, rest) = command
@@ -413,6 +439,20 @@ impl Turn {
         Ok((c, sub))
     }
 
+    /// Follows a party the session launched earlier, from the event after `since`.
+    async fn resume(mut self, party: String, since: i64) -> Result<Stop, DoorError> {
+        let c = self.d.daemon().await?;
+        let events = c
+            .subscribe(
+                "subscribe_events",
+                json!({ "party_id": party, "since": since }),
+                "unsubscribe_events",
+            )
+            .await
+            .map_err(|e| failed("subscribe_events", e))?;
+        self.follow(c, events, Scope::Party(party)).await
+    }
+
     async fn party(&mut self, name: &str, task: &str) -> Result<Stop, DoorError> {
         let (c, events) = self.events().await?;
         let launched = c
@@ -444,8 +484,12 @@ impl Turn {
             .await
             .map_err(|e| failed("start_agent", e))?;
         let sessions = HashSet::from([s(&started, "session_id")]);
-        self.follow(c, events, Scope::Run(s(&started, "run_id"), sessions))
-            .await
+        let run = s(&started, "run_id");
+        self.peer.send(
+            &self.session,
+            Out::Thought(format!("Started {name} ({run}).\n")),
+        )?;
+        self.follow(c, events, Scope::Run(run, sessions)).await
     }
 
     /// Streams what `scope` does until it ends; forwards what waits for the person.
@@ -471,6 +515,8 @@ impl Turn {
         let mut render = Render::default();
         let mut asks = Asks::default();
         let mut cancelled = false;
+        // A feed that ended (the daemon dropped it) is not polled again.
+        let (mut approvals_open, mut inbox_open) = (true, true);
         let mut plan = Vec::new();
         if let Scope::Party(party) = &scope {
             self.send_plan(&c, party, &mut plan).await?;
@@ -515,8 +561,18 @@ impl Turn {
                         break if cancelled { Stop::Cancelled } else { Stop::EndTurn };
                     }
                 }
-                pushed = approvals.next(), if !cancelled => {
-                    let Some(Ok(pushed)) = pushed else { continue };
+                pushed = approvals.next(), if approvals_open && !cancelled => {
+                    let pushed = match pushed {
+                        Some(Ok(pushed)) => pushed,
+                        Some(Err(e)) => {
+                            tracing::debug!(error = %e, "an approvals push unread");
+                            continue;
+                        }
+                        None => {
+                            approvals_open = false;
+                            continue;
+                        }
+                    };
                     let pending: Vec<Value> = pushed["approvals"]
                         .as_array()
                         .into_iter()
@@ -530,8 +586,18 @@ impl Turn {
                         asks.forward_approval(&c, &self.peer, &self.session, a, label);
                     }
                 }
-                pushed = inbox.next(), if !cancelled => {
-                    let Some(Ok(pushed)) = pushed else { continue };
+                pushed = inbox.next(), if inbox_open && !cancelled => {
+                    let pushed = match pushed {
+                        Some(Ok(pushed)) => pushed,
+                        Some(Err(e)) => {
+                            tracing::debug!(error = %e, "an inbox push unread");
+                            continue;
+                        }
+                        None => {
+                            inbox_open = false;
+                            continue;
+                        }
+                    };
                     let party = match &scope {
                         Scope::Party(p) => Some(p.as_str()),
                         Scope::Run(..) => None,
@@ -991,14 +1057,21 @@ impl Asks {
 }
 
 /// `session/load`: each prompt of the session (the parties it launched, the agents it ran),
-/// oldest first, with what followed from the timeline, as the editor first saw it.
-async fn replay(d: &Inner, session: &str, peer: &Peer) -> Result<(), DoorError> {
+/// oldest first, with what followed from the timeline, as the editor first saw it. Its newest
+/// party, if it still runs, and the last event replayed of it.
+async fn replay(d: &Inner, session: &str, peer: &Peer) -> Result<Option<(String, i64)>, DoorError> {
     let parties = d
         .call("list_parties", json!({ "created_by_session_id": session }))
         .await?;
     let runs = d
         .call("list_agents", json!({ "parent_session_id": session }))
         .await?;
+    let running = parties["parties"]
+        .as_array()
+        .and_then(|p| p.first())
+        .filter(|p| matches!(p["status"].as_str(), Some("pending" | "running")))
+        .map(|p| s(p, "party_id"));
+    let mut live = None;
     // (when, prompt, filter of its events)
     let mut turns: Vec<(String, String, Value, Option<String>)> = Vec::new();
     for p in parties["parties"].as_array().into_iter().flatten() {
@@ -1043,10 +1116,13 @@ async fn replay(d: &Inner, session: &str, peer: &Peer) -> Result<(), DoorError> 
                     peer.send(session, out)?;
                 }
             }
+            since = page["next_since"].as_i64().unwrap_or(since);
             if events.len() < REPLAY_BATCH as usize {
                 break;
             }
-            since = page["next_since"].as_i64().unwrap_or(since);
+        }
+        if party.is_some() && party == running {
+            live = party.clone().map(|p| (p, since));
         }
         if let Some(party) = party {
             let status = d
@@ -1059,7 +1135,7 @@ async fn replay(d: &Inner, session: &str, peer: &Peer) -> Result<(), DoorError> 
             }
         }
     }
-    Ok(())
+    Ok(live)
 }
 
 #[cfg(test)]
@@ -1074,7 +1150,7 @@ mod tests {
         std::fs::create_dir_all(root.join("src/deep")).unwrap();
         assert_eq!(
             project_default(&root.join("src/deep")).unwrap(),
-            Default_::Party(DEFAULT_PARTY.into())
+            Start::Party(DEFAULT_PARTY.into())
         );
         std::fs::create_dir_all(root.join(".troupe")).unwrap();
         std::fs::write(
@@ -1084,7 +1160,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             project_default(&root.join("src/deep")).unwrap(),
-            Default_::Agent("reviewer".into())
+            Start::Agent("reviewer".into())
         );
         std::fs::write(
             root.join(".troupe/config.toml"),
