@@ -4,7 +4,7 @@
 //! the updates stream in order; a member's permission request reaches the client as
 //! `session/request_permission`, its answer reaches the worker through Troupe's approvals; cancel
 //! stops the party, a closed connection leaves one running, and a new connection lists and loads
-//! the session. Bad input (a line that is not JSON, a request before `initialize`, an unknown method, a prompt before a session,
+//! the session. An agent's question (`ask_person`) with choices is asked the same way. Bad input (a line that is not JSON, a request before `initialize`, an unknown method, a prompt before a session,
 //! a second prompt while one runs) gets the protocol's errors and the door serves on.
 
 use std::path::{Path, PathBuf};
@@ -21,6 +21,13 @@ R=$(troupe call request_permission "{\"tool_name\":\"write_file\",\"input\":{\"c
 S=$(echo "$R" | field status)
 echo "$S" > decision.txt
 troupe call complete "{\"output\":\"permission $S\"}" >/dev/null
+"#;
+
+/// A member that asks the person to choose, and says what it was told.
+const CHOOSER: &str = r#"#!/bin/sh
+R=$(troupe call ask_person '{"question":"Which color?","choices":["red","blue"],"wait_ms":60000}')
+A=$(echo "$R" | sed -n 's/.*"answer": "\([^"]*\)".*/\1/p' | head -1)
+troupe call complete "{\"output\":\"color $A\"}" >/dev/null
 "#;
 
 /// A member that waits until it is stopped.
@@ -84,7 +91,12 @@ async fn setup(d: &TestDaemon) -> String {
     .unwrap();
     let writer = executable(dir, "writer.sh", WRITER);
     let waiter = executable(dir, "waiter.sh", WAITER);
-    for (name, command) in [("notes-writer", writer), ("waiter", waiter)] {
+    let chooser = executable(dir, "chooser.sh", CHOOSER);
+    for (name, command) in [
+        ("notes-writer", writer),
+        ("waiter", waiter),
+        ("chooser", chooser),
+    ] {
         define(
             &c,
             "agent",
@@ -284,6 +296,24 @@ async fn an_acp_prompt_runs_one_agent_with_slash_agent() {
     position(texts, |t| {
         t.contains("**[notes-writer]** success: permission approved")
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_question_reaches_the_acp_editor_and_its_choice_the_agent() {
+    let d = TestDaemon::start();
+    let project = setup(&d).await;
+    let r = scenario(&d, &project, "agent", "chooser").await;
+    assert_eq!(r["stopReason"], "end_turn", "{r:#}");
+    assert_eq!(r["asks"], 1, "the question, asked once: {r:#}");
+    let texts = r["texts"].as_array().unwrap();
+    // The client picks the first option offered: the first choice.
+    position(texts, |t| t.contains("**[chooser]** success: color red"));
+    let c = d.client().await;
+    let inbox = c
+        .call("list_inbox", json!({ "cwd": project }))
+        .await
+        .unwrap();
+    assert_eq!(inbox["items"], json!([]), "answered, it left the inbox");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

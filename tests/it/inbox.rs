@@ -272,3 +272,141 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
         .expect_err("bad params");
     assert_eq!(e.kind(), Some("invalid_params"), "{e}");
 }
+
+/// A member's process that asks the person a question and exits without waiting for it.
+const QUICK_ASKER: &str = r#"#!/bin/sh
+troupe call ask_person '{"question":"Ship it on Friday?","wait_ms":0}' >/dev/null
+troupe call complete '{"output":"asked"}' >/dev/null
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_question_waits_in_the_inbox_until_answered_and_expires_with_its_run() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = repo(&d.dir.path().join("proj"));
+    let agent = register(&c, "codex", &project, None).await;
+
+    // Bad questions are named.
+    for (params, needle) in [
+        (json!({ "session_id": agent }), "question is required"),
+        (
+            json!({ "session_id": agent, "question": "?", "choices": [""] }),
+            "is empty",
+        ),
+        (
+            json!({ "session_id": agent, "question": "?", "wait_ms": 10_000_000 }),
+            "over the maximum",
+        ),
+    ] {
+        let e = c.call("ask_person", params).await.unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}");
+    }
+
+    // A question with choices: the asker long-polls; the item offers exactly those choices.
+    let asker = d.client().await;
+    let (who, a2) = (agent.clone(), asker);
+    let waiting = tokio::spawn(async move {
+        a2.call(
+            "ask_person",
+            json!({ "session_id": who, "question": "Which database?",
+                    "choices": ["SQLite", "PostgreSQL"], "wait_ms": 60_000 }),
+        )
+        .await
+        .unwrap()
+    });
+    let item = one_of(&c, &project, "question").await;
+    assert_eq!(item["answer"]["op"], "answer_question");
+    assert_eq!(item["answer"]["choice_field"], "answer");
+    assert_eq!(item["answer"]["choices"], json!(["SQLite", "PostgreSQL"]));
+    assert_eq!(item["session_id"], agent.as_str());
+    assert!(
+        item["title"].as_str().unwrap().contains("Which database?"),
+        "{item}"
+    );
+    let mut wrong = item["answer"]["params"].clone();
+    wrong["answer"] = json!("MongoDB");
+    let e = c
+        .call("answer_question", wrong)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not one of the question's choices"), "{e}");
+    // Answered from another door (the WebSocket): the asker hears it, the item goes.
+    let ws = troupe::client::connect_ws(&d.layout).await.unwrap();
+    answer(&ws, &item, Some(json!("SQLite"))).await;
+    let got = waiting.await.unwrap();
+    assert_eq!(got["status"], "answered", "{got}");
+    assert_eq!(got["answer"], "SQLite");
+    gone(&c, &project, item["item_id"].as_str().unwrap()).await;
+    let mut again = item["answer"]["params"].clone();
+    again["answer"] = json!("PostgreSQL");
+    let e = c
+        .call("answer_question", again)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("answered already"), "{e}");
+
+    // Free text: asked without waiting, resumed with its id, answered in the person's words.
+    let asked = c
+        .call(
+            "ask_person",
+            json!({ "session_id": agent, "question": "Name the release?", "wait_ms": 0 }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(asked["status"], "pending");
+    let item = one_of(&c, &project, "question").await;
+    assert_eq!(
+        item["answer"]["choices"],
+        Value::Null,
+        "no choices: free text"
+    );
+    let mut params = item["answer"]["params"].clone();
+    params["answer"] = json!("Aurora");
+    c.call("answer_question", params).await.unwrap();
+    let resumed = c
+        .call(
+            "ask_person",
+            json!({ "session_id": agent, "question_id": asked["question_id"], "wait_ms": 0 }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resumed["answer"], "Aurora");
+
+    // A run's unanswered question expires when the run ends.
+    let dir = d.dir.path();
+    let script = crate::support::executable(dir, "asker.sh", QUICK_ASKER);
+    define(
+        &c,
+        "agent",
+        json!({ "name": "asker", "runner": "process", "command": [script], "timeout_secs": 60 }),
+    )
+    .await;
+    let parent = register(&c, "claude", &project, None).await;
+    let run = c
+        .call(
+            "start_agent",
+            json!({ "agent": "asker", "prompt": "ask", "parent_session_id": parent }),
+        )
+        .await
+        .unwrap();
+    wait_for("the run's question to expire", 60, || async {
+        let events = c
+            .call(
+                "list_events",
+                json!({ "session_id": run["session_id"], "kind": "question_expired" }),
+            )
+            .await
+            .unwrap();
+        (!events["events"].as_array().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        inbox(&c, &project)
+            .await
+            .iter()
+            .all(|i| i["kind"] != "question"),
+        "an expired question leaves the inbox"
+    );
+}

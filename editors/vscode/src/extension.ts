@@ -218,12 +218,20 @@ class InboxTree implements vscode.TreeDataProvider<InboxItem> {
 }
 
 /** Answers an inbox item: its `answer.op` with its params, plus the choice picked when it has
- * choices (one with none, such as an escalation, is answered at once: dismissed). */
+ * choices, or the words typed when it has a `choice_field` and no choices (an agent's free-text
+ * question); one with neither, such as an escalation, is answered at once: dismissed. */
 async function answerInbox(item: InboxItem) {
   const { op, params, choice_field: field, choices = [] } = item.answer;
   let args: Record<string, unknown> = { ...params };
   let said = op === 'dismiss_inbox_item' ? 'dismissed' : 'answered';
-  if (field && choices.length) {
+  if (field && !choices.length) {
+    const typed = await vscode.window.showInputBox({ title: `Troupe: ${item.title}`, prompt: 'Your answer' });
+    if (!typed) {
+      return;
+    }
+    args = { ...args, [field]: typed };
+    said = 'answered:';
+  } else if (field && choices.length) {
     const picked: any = await vscode.window.showQuickPick(
       choices.map((c) => ({ label: String(c), c })),
       { title: `Troupe: ${item.title}` },

@@ -315,8 +315,9 @@ local function set(v)
 end
 
 --- Answers an inbox item: runs its `answer.op` with its params, plus the choice picked with
---- vim.ui.select in its `choice_field` when it has choices (one without, such as an escalation,
---- is answered at once: dismissed); `on_done()` once the daemon took it.
+--- vim.ui.select in its `choice_field` when it has choices, or the words typed with vim.ui.input
+--- when it has a `choice_field` and no choices (an agent's free-text question); one with neither,
+--- such as an escalation, is answered at once: dismissed. `on_done()` once the daemon took it.
 function M.answer(item, on_done)
   local a = item.answer or {}
   local function send(choice)
@@ -334,8 +335,15 @@ function M.answer(item, on_done)
     end)
   end
   local choices = set(a.choices) and a.choices or {}
-  if not set(a.choice_field) or #choices == 0 then
+  if not set(a.choice_field) then
     return send(nil)
+  end
+  if #choices == 0 then
+    return vim.ui.input({ prompt = item.title .. ' ' }, function(typed)
+      if typed ~= nil and typed ~= '' then
+        send(typed)
+      end
+    end)
   end
   vim.ui.select(choices, { prompt = item.title, format_item = tostring }, function(choice)
     if choice ~= nil then

@@ -284,6 +284,12 @@ macro_rules! for_each_operation {
         list_notifications(ListNotificationsParams) -> NotificationsResult;
         /// Ask a person for permission and wait (long-poll; resume with approval_id): approved by a matching rule, decided, or denied on timeout.
         request_permission(RequestPermissionParams) -> PermissionResult;
+        /// Ask a person a question and wait (long-poll; resume with question_id): one of
+        /// `choices`, or free text without them. It waits in the inbox; it expires when the
+        /// asking run ends.
+        ask_person(AskPersonParams) -> QuestionResult;
+        /// Answer an agent's question (one of its choices, if it offered some).
+        answer_question(AnswerQuestionParams) -> AnswerQuestionResult;
         /// Permission requests, by status, party, session or project.
         list_approvals(ListApprovalsParams) -> ApprovalsResult;
         /// Answer a pending request: approve, deny, abort (deny and stop the agent) or approve_pattern.

@@ -743,7 +743,50 @@ pub struct NotificationsResult {
 
 // ---- Approvals ----------------------------------------------------------------------------
 
-pub use troupe_model::{Approval, ApprovalRule};
+pub use troupe_model::{Approval, ApprovalRule, Question};
+
+/// `ask_person`: a question for a person, or (with `question_id`) waiting on for its answer.
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AskPersonParams {
+    /// The asking session (an agent's own, from `TROUPE_SESSION_ID`).
+    pub session_id: String,
+    /// What to ask (required unless `question_id` resumes waiting).
+    #[serde(default)]
+    pub question: Option<String>,
+    /// The answers to offer (at most 20); none: the person answers in their own words.
+    #[serde(default)]
+    pub choices: Vec<String>,
+    /// Wait on for the answer to this question.
+    #[serde(default)]
+    pub question_id: Option<String>,
+    /// How long to wait for the answer (ms; default 30000, max 300000; 0 answers at once).
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct QuestionResult {
+    pub question_id: String,
+    /// pending (call again with question_id to keep waiting), answered or expired.
+    pub status: String,
+    pub answer: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerQuestionParams {
+    pub question_id: String,
+    /// One of the question's choices if it offered some; else any text.
+    pub answer: String,
+    #[serde(default)]
+    pub answered_by: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct AnswerQuestionResult {
+    pub question: Question,
+}
 
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -1626,10 +1669,13 @@ pub struct InboxAnswer {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct InboxItem {
     pub item_id: String,
-    /// approval, paused_role, escalation, decision, pick, merge_conflict.
+    /// approval, question, paused_role, escalation, decision, pick, merge_conflict.
     pub kind: String,
     pub project_id: Option<String>,
     pub party_id: Option<String>,
+    /// The session it waits for, when one asked (a request, a question).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,

@@ -1,5 +1,5 @@
 //! One inbox: everything that waits for a person, whatever door it came from, derived from live
-//! state — pending approvals, paused roles (budget trips included), escalated tasks, decisions
+//! state — pending approvals, agents' questions (`ask_person`), paused roles (budget trips included), escalated tasks, decisions
 //! the person votes on or must break, best-of-N picks, merge conflicts left by a landing — each
 //! with a stable id and how it is answered. An item leaves when it is answered (the state it was
 //! derived from changed) or is dismissed. `subscribe_inbox` sends the whole list at each change
@@ -42,6 +42,7 @@ pub fn items(
     let dismissed = store.dismissed_inbox_items()?;
     let mut out = Vec::new();
     approvals(store, project.as_deref(), &mut out)?;
+    questions(store, project.as_deref(), &mut out)?;
     let parties = store.list_parties(project.as_deref(), None)?;
     for row in parties.iter().filter(|r| r.status == "running") {
         paused_roles(row, &mut out);
@@ -55,6 +56,7 @@ pub fn items(
                 kind: "escalation".into(),
                 project_id: Some(t.project_id.clone()),
                 party_id: t.party_id.clone(),
+                session_id: None,
                 title: format!("task \"{}\" needs you", t.title),
                 detail: t.escalation_reason.clone(),
                 since: t.updated_at.clone(),
@@ -89,6 +91,7 @@ pub fn items(
             kind: "decision".into(),
             project_id: Some(row.project_id.clone()),
             party_id: Some(d.party_id.clone()),
+            session_id: None,
             title,
             detail: d.evidence.clone(),
             since: d.created_at.clone(),
@@ -131,6 +134,7 @@ pub fn items(
             kind: "pick".into(),
             project_id: Some(row.project_id.clone()),
             party_id: Some(p.party_id.clone()),
+            session_id: None,
             title: format!(
                 "{}: pick the attempt of {} that lands",
                 row.name, p.role_name
@@ -178,6 +182,7 @@ fn approvals(
             kind: "approval".into(),
             project_id: Some(a.project_id.clone()),
             party_id: a.party_id.clone(),
+            session_id: Some(a.session_id.clone()),
             title: format!("{who} asks to use {}: {}", a.tool_name, a.subject),
             detail: a.danger_reason.clone().or(a.diff.clone()),
             since: a.created_at.clone(),
@@ -192,6 +197,37 @@ fn approvals(
     Ok(())
 }
 
+fn questions(
+    store: &Store,
+    project: Option<&str>,
+    out: &mut Vec<InboxItem>,
+) -> Result<(), ApiError> {
+    for q in store.pending_questions(project)? {
+        let who = q
+            .role_name
+            .clone()
+            .unwrap_or_else(|| format!("session {}", q.session_id));
+        out.push(InboxItem {
+            item_id: format!("question:{}", q.question_id),
+            kind: "question".into(),
+            project_id: Some(q.project_id.clone()),
+            party_id: q.party_id.clone(),
+            session_id: Some(q.session_id.clone()),
+            title: format!("{who} asks: {}", q.question),
+            detail: None,
+            since: q.created_at.clone(),
+            // Without choices the answer is the person's own words.
+            answer: answer(
+                "answer_question",
+                json!({ "question_id": q.question_id }),
+                Some("answer"),
+                q.choices.iter().map(|c| json!(c)).collect(),
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn paused_roles(row: &PartyRow, out: &mut Vec<InboxItem>) {
     let paused: Vec<String> = serde_json::from_value(row.paused.clone()).unwrap_or_default();
     for role in paused {
@@ -200,6 +236,7 @@ fn paused_roles(row: &PartyRow, out: &mut Vec<InboxItem>) {
             kind: "paused_role".into(),
             project_id: Some(row.project_id.clone()),
             party_id: Some(row.party_id.clone()),
+            session_id: None,
             title: format!("{}: role {role} is paused", row.name),
             detail: row.status_reason.clone(),
             since: row.created_at.clone(),
@@ -260,6 +297,7 @@ fn merge_conflicts(
             kind: "merge_conflict".into(),
             project_id: Some(row.project_id.clone()),
             party_id: Some(row.party_id.clone()),
+            session_id: None,
             title: format!(
                 "{}: {role}#{index} conflicts and was left out of the landing",
                 row.name

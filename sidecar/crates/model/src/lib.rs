@@ -283,7 +283,7 @@ pub struct RunEnd {
     pub run: AgentRun,
     /// Whether this call ended it (false: it had already ended, and nothing changed).
     pub changed: bool,
-    /// Its requests that were still waiting for a person and are now `expired`.
+    /// Its requests and questions that were still waiting for a person and are now `expired`.
     pub expired_approvals: Vec<String>,
 }
 
@@ -415,6 +415,38 @@ pub struct NewNotification {
     pub kind: String,
     pub text: String,
     pub data: Value,
+}
+
+/// A question an agent asked a person (`ask_person`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Question {
+    pub question_id: String,
+    pub project_id: String,
+    pub session_id: String,
+    pub run_id: Option<String>,
+    pub party_id: Option<String>,
+    pub role_name: Option<String>,
+    pub question: String,
+    /// The answers offered (none: free text).
+    pub choices: Vec<String>,
+    /// pending, answered, or expired (the run that asked ended first).
+    pub status: String,
+    pub answer: Option<String>,
+    pub answered_by: Option<String>,
+    pub created_at: String,
+    pub answered_at: Option<String>,
+}
+
+/// A question to store.
+#[derive(Debug, Clone, Default)]
+pub struct NewQuestion {
+    pub project_id: String,
+    pub session_id: String,
+    pub run_id: Option<String>,
+    pub party_id: Option<String>,
+    pub role_name: Option<String>,
+    pub question: String,
+    pub choices: Vec<String>,
 }
 
 /// A permission request.

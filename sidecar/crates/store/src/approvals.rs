@@ -105,6 +105,9 @@ pub(crate) fn expire_for_run(
             ),
         )?;
     }
+    // Its questions to a person wait no longer either.
+    let mut ids = ids;
+    ids.extend(crate::questions::expire_for_run(conn, run_id)?);
     Ok(ids)
 }
 

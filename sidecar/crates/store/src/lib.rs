@@ -14,6 +14,7 @@ mod floor;
 mod landing;
 mod messages;
 mod orchestration;
+mod questions;
 mod schema;
 mod sessions;
 mod writer;
@@ -36,9 +37,9 @@ pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
     AgentRun, Approval, ApprovalRule, Decision, DecisionRecord, DefinitionRow, Event, MemberPick,
     MemberRow, MemberState, Message, MessageType, NewApproval, NewEvent, NewMessage,
-    NewNotification, NewRun, NewSession, Notification, PartyRow, PartyState, PlanReview, PlanStep,
-    PlanVersion, Priority, Project, Recipients, RegisterOutcome, RunEnd, RunStatus, Session,
-    SessionFilter, SessionStatus, Task, Usage, Vote,
+    NewNotification, NewQuestion, NewRun, NewSession, Notification, PartyRow, PartyState,
+    PlanReview, PlanStep, PlanVersion, Priority, Project, Question, Recipients, RegisterOutcome,
+    RunEnd, RunStatus, Session, SessionFilter, SessionStatus, Task, Usage, Vote,
 };
 
 /// How many read connections are kept open between reads.

@@ -233,6 +233,22 @@ CREATE TABLE projects (
     name        TEXT NOT NULL,
     created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 ) STRICT;
+CREATE TABLE questions (
+    id          TEXT PRIMARY KEY,
+    project_id  TEXT NOT NULL REFERENCES projects(id),
+    session_id  TEXT NOT NULL REFERENCES sessions(id),
+    run_id      TEXT REFERENCES agent_runs(id),
+    party_id    TEXT,
+    role_name   TEXT,
+    question    TEXT NOT NULL,
+    choices     TEXT NOT NULL DEFAULT '[]',
+    status      TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'answered', 'expired')),
+    answer      TEXT,
+    answered_by TEXT,
+    created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    answered_at TEXT
+) STRICT;
 CREATE TABLE sessions (
     id                   TEXT PRIMARY KEY,
     project_id           TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
@@ -287,6 +303,8 @@ CREATE INDEX idx_ism_idempotency ON inter_session_messages(from_session_id, idem
 CREATE INDEX idx_ism_inbox ON inter_session_messages(to_session_id, seq);
 CREATE INDEX idx_ism_party ON inter_session_messages(party_id) WHERE party_id IS NOT NULL;
 CREATE INDEX idx_parties_project ON parties(project_id, status);
+CREATE INDEX idx_questions_pending ON questions(project_id, created_at) WHERE status = 'pending';
+CREATE INDEX idx_questions_run ON questions(run_id) WHERE status = 'pending';
 CREATE UNIQUE INDEX idx_sessions_external ON sessions(project_id, cli, external_id)
     WHERE external_id IS NOT NULL;
 CREATE INDEX idx_sessions_parent ON sessions(parent_session_id) WHERE parent_session_id IS NOT NULL;

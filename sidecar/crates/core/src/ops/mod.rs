@@ -9,6 +9,7 @@ mod inbox;
 mod landing;
 mod parties;
 mod plugins;
+mod questions;
 
 pub use agents::*;
 pub use approvals::{
@@ -21,6 +22,7 @@ pub use inbox::*;
 pub use landing::*;
 pub use parties::*;
 pub use plugins::*;
+pub use questions::*;
 
 use std::path::Path;
 use std::time::Duration;

@@ -83,6 +83,11 @@ const COMMANDS: &[SlashCommand] = &[
         hint: None,
     },
     SlashCommand {
+        name: "answer",
+        description: "Answer the oldest question an agent asks in your own words",
+        hint: Some("<your words>"),
+    },
+    SlashCommand {
         name: "cancel",
         description: "Cancel the last party this session launched",
         hint: None,
@@ -409,6 +414,7 @@ impl Turn {
             "approve" => self.decide("approve", first == "all").await,
             "deny" => self.decide("deny", false).await,
             "inbox" => self.inbox().await,
+            "answer" if !rest.is_empty() => self.answer(rest).await,
             "cancel" => self.cancel_last().await,
             "help" => {
                 self.say(help())?;
@@ -416,6 +422,10 @@ impl Turn {
             }
             "party" | "agent" => {
                 self.say(format!("Usage: /{name} <{name}> <task>\n"))?;
+                Ok(Stop::EndTurn)
+            }
+            "answer" => {
+                self.say("Usage: /answer <your words>\n")?;
                 Ok(Stop::EndTurn)
             }
             other => {
@@ -598,15 +608,10 @@ impl Turn {
                             continue;
                         }
                     };
-                    let party = match &scope {
-                        Scope::Party(p) => Some(p.as_str()),
-                        Scope::Run(..) => None,
-                    };
                     for item in pushed["items"].as_array().into_iter().flatten() {
-                        if item["kind"] == "approval" || party.is_none() || item["party_id"].as_str() != party {
-                            continue;
+                        if item["kind"] != "approval" && ours(&scope, item) {
+                            asks.forward_item(&c, &self.peer, &self.session, item.clone())?;
                         }
-                        asks.forward_item(&c, &self.peer, &self.session, item.clone())?;
                     }
                 }
             }
@@ -757,6 +762,31 @@ impl Turn {
         Ok(Stop::EndTurn)
     }
 
+    /// Answers the oldest question an agent of this project asks in its own words.
+    async fn answer(&self, words: &str) -> Result<Stop, DoorError> {
+        let listed = self
+            .d
+            .call(
+                "list_inbox",
+                json!({ "project_id": s(&self.row, "project_id") }),
+            )
+            .await?;
+        let open = listed["items"].as_array().into_iter().flatten().find(|i| {
+            i["answer"]["op"] == "answer_question"
+                && i["answer"]["choices"].as_array().is_none_or(Vec::is_empty)
+        });
+        let Some(item) = open else {
+            self.say("No question waits for an answer in your own words.\n")?;
+            return Ok(Stop::EndTurn);
+        };
+        let mut params = item["answer"]["params"].clone();
+        params["answer"] = json!(words);
+        params["answered_by"] = json!("acp");
+        self.d.call("answer_question", params).await?;
+        self.say(format!("Answered: {}\n", s(item, "title")))?;
+        Ok(Stop::EndTurn)
+    }
+
     async fn cancel_last(&self) -> Result<Stop, DoorError> {
         let Some(party) = self.last_party().await? else {
             self.say("This session has launched no party.\n")?;
@@ -807,7 +837,7 @@ fn belongs(scope: &mut Scope, e: &Value) -> bool {
     }
 }
 
-/// Whether a pending request is the turn's.
+/// Whether a pending request or an inbox item is the turn's.
 fn ours(scope: &Scope, a: &Value) -> bool {
     match scope {
         Scope::Party(p) => a["party_id"].as_str() == Some(p.as_str()),
@@ -974,7 +1004,12 @@ impl Asks {
         let choices = answer["choices"].as_array().cloned().unwrap_or_default();
         if choices.is_empty() {
             let detail = detail.map(|d| format!("\n{d}")).unwrap_or_default();
-            return peer.send(session, Out::Text(format!("⚑ {title}{detail}\n\n")));
+            let how = if answer["op"] == "answer_question" {
+                "\n(answer with `/answer <your words>`)"
+            } else {
+                ""
+            };
+            return peer.send(session, Out::Text(format!("⚑ {title}{detail}{how}\n\n")));
         }
         let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
         let call_id = id.clone();

@@ -46,6 +46,7 @@ const AGENT_TOOLS: &[&str] = &[
     "escalate_task",
     "list_tasks",
     "request_permission",
+    "ask_person",
     // The collaboration protocol (seed 004).
     "get_plan",
     "propose_plan",
