@@ -771,9 +771,10 @@ async fn the_editor_door_pushes_the_inbox_at_each_change() {
     crate::support::cli(&daemon.layout, &["stop"], None);
 }
 
-/// `:Troupe inbox` in a real headless Neovim, where a pending approval and an escalated task
-/// wait: both are offered (and pushed to the plugin); the approval is denied and the escalation
-/// dismissed from it, which leaves the inbox empty.
+/// `:Troupe inbox` in a real headless Neovim, where a pending approval, an escalated task and an
+/// agent's free-text question wait: all are offered (and pushed to the plugin); the approval is
+/// denied, the escalation dismissed and the question answered in words typed, which leaves the
+/// inbox empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neovim_inbox_denies_an_approval_and_dismisses_an_escalation() {
     let s = scenario();
@@ -788,15 +789,33 @@ async fn neovim_inbox_denies_an_approval_and_dismisses_an_escalation() {
         .await
         .unwrap();
     escalated_task(&c, &s.project, "Review the parser").await;
-    assert_eq!(inbox(&c, &s.project).await.len(), 2);
+    let question = c
+        .call(
+            "ask_person",
+            json!({ "session_id": worker, "question": "Name the release?", "wait_ms": 0 }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(inbox(&c, &s.project).await.len(), 3);
 
     let (status, report, stderr) =
         nvim_driver(&s, "inbox.lua", &[("TEST_DECISION", "deny".as_ref())]);
     assert!(
-        status.success() && report.starts_with("13 passed, 0 failed"),
+        status.success() && report.starts_with("17 passed, 0 failed"),
         "neovim: {status}\n{report}\nstderr: {stderr}"
     );
     assert_eq!(inbox(&c, &s.project).await, Vec::<Value>::new());
+    let answered = c
+        .call(
+            "ask_person",
+            json!({ "session_id": worker, "question_id": question["question_id"], "wait_ms": 0 }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        answered["answer"], "Aurora",
+        "the words typed in Neovim: {answered}"
+    );
     let all = c.call("list_approvals", json!({})).await.unwrap();
     let approval = all["approvals"]
         .as_array()
@@ -864,7 +883,7 @@ async fn neovim_shows_the_plan_and_timeline_and_votes_on_a_decision() {
         ],
     );
     assert!(
-        status.success() && report.starts_with("16 passed, 0 failed"),
+        status.success() && report.starts_with("17 passed, 0 failed"),
         "neovim: {status}\n{report}\nstderr: {stderr}"
     );
     let d = c

@@ -1,8 +1,9 @@
--- Headless Neovim test driver for `:Troupe inbox` in a project where a pending approval and an
--- escalated task wait: both are pushed by the server (`troupe/inbox`, kept in
--- require('troupe').inbox) and offered; the approval is answered with $TEST_DECISION (a second
--- pick among its choices), then the escalation is dismissed (nothing to choose), each leaving the
--- pushed inbox. Writes "N passed, N failed" (and failures) to $TEST_RESULT. Run by
+-- Headless Neovim test driver for `:Troupe inbox` in a project where a pending approval, an
+-- escalated task and an agent's free-text question wait: all are pushed by the server
+-- (`troupe/inbox`, kept in require('troupe').inbox) and offered; the approval is answered with
+-- $TEST_DECISION (a second pick among its choices), the escalation is dismissed (nothing to
+-- choose), and the question answered with words typed (vim.ui.input), each leaving the pushed
+-- inbox. Writes "N passed, N failed" (and failures) to $TEST_RESULT. Run by
 -- tests/it/editors.rs, which checks the daemon's inbox is empty and the approval's status.
 local harness = dofile(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)) .. '/harness.lua')
 local check, finish = harness.check, harness.finish
@@ -33,10 +34,15 @@ local function kinds()
   end, troupe.inbox), ' ')
 end
 
-local both = vim.wait(30000, function()
-  return #troupe.inbox == 2
+local all = vim.wait(30000, function()
+  return #troupe.inbox == 3
 end, 20)
-check(both, 'the server pushed both items: ' .. kinds())
+check(all, 'the server pushed the three items: ' .. kinds())
+local typed_for
+vim.ui.input = function(opts, on_confirm)
+  typed_for = opts.prompt
+  on_confirm('Aurora')
+end
 
 -- The inbox picker takes the item of kind `wanted`; the choice picker takes $TEST_DECISION.
 local wanted, offered, choices
@@ -83,21 +89,30 @@ end
 
 answer('approval', 'troupe: answered ' .. decision .. ': session ')
 offered = offered or {}
-check(#offered == 2, 'both items are offered: ' .. table.concat(offered, ' | '))
+check(#offered == 3, 'the three items are offered: ' .. table.concat(offered, ' | '))
 check(vim.tbl_contains(offered, 'escalation: task "Review the parser" needs you'),
   'the escalation is shown with its kind and title: ' .. table.concat(offered, ' | '))
 check(offered[1] and offered[1]:find('approval: session .* asks to use shell: make') == 1,
   'the approval is shown with its kind and title: ' .. table.concat(offered, ' | '))
 check(choices and choices[1] == 'approve' and choices[2] == 'deny' and choices[#choices] == 'abort',
   'the approval\'s decisions are offered: ' .. table.concat(choices or {}, ' | '))
-local one = vim.wait(30000, function()
-  return #troupe.inbox == 1 and troupe.inbox[1].kind == 'escalation'
+local two = vim.wait(30000, function()
+  return #troupe.inbox == 2
 end, 20)
-check(one, 'the answered approval leaves the pushed inbox: ' .. kinds())
+check(two, 'the answered approval leaves the pushed inbox: ' .. kinds())
 
 answer('escalation', 'troupe: dismissed task "Review the parser" needs you')
-check(offered and #offered == 1, 'only the escalation is left to offer')
+check(offered and #offered == 2, 'the escalation and the question are left to offer')
 check(choices == nil, 'an escalation has nothing to choose')
+local one = vim.wait(30000, function()
+  return #troupe.inbox == 1 and troupe.inbox[1].kind == 'question'
+end, 20)
+check(one, 'the dismissed escalation leaves the pushed inbox: ' .. kinds())
+
+answer('question', 'troupe: answered Aurora: session ')
+check(choices == nil, 'a free-text question has nothing to choose')
+check(typed_for and typed_for:find('Name the release?', 1, true) ~= nil,
+  'the words are asked for with the question: ' .. tostring(typed_for))
 local empty = vim.wait(30000, function()
   return #troupe.inbox == 0
 end, 20)
