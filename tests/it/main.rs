@@ -31,4 +31,5 @@ mod patterns;
 mod plugins;
 mod real_clis;
 mod reliability;
+mod remote;
 mod tidy;

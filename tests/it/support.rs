@@ -21,6 +21,7 @@ pub struct TestDaemon {
     pub layout: Layout,
     pub child: Option<Child>,
     extra_args: Vec<String>,
+    extra_env: Vec<(String, String)>,
 }
 
 impl TestDaemon {
@@ -29,6 +30,11 @@ impl TestDaemon {
     }
 
     pub fn start_with(args: &[&str]) -> TestDaemon {
+        Self::start_with_env(args, &[])
+    }
+
+    /// With extra arguments to `troupe serve` and extra environment.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestDaemon {
         let dir = tempfile::Builder::new()
             .prefix("troupe-it-")
             .tempdir()
@@ -42,6 +48,10 @@ impl TestDaemon {
             layout,
             child: None,
             extra_args: args.iter().map(|s| s.to_string()).collect(),
+            extra_env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         daemon.spawn();
         daemon
@@ -56,6 +66,7 @@ impl TestDaemon {
             .args(&self.extra_args)
             .env("TROUPE_RUNTIME_DIR", &self.layout.runtime_dir)
             .env("TROUPE_LOG", "warn")
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             // A provider key only plugins' requests to granted hosts may carry.
             .env("TROUPE_TEST_PROVIDER_KEY", "sk-test-troupe")
             .stdin(Stdio::null())
@@ -157,7 +168,7 @@ impl Drop for TestDaemon {
     }
 }
 
-fn signal(pid: u32, sig: rustix::process::Signal) {
+pub fn signal(pid: u32, sig: rustix::process::Signal) {
     if let Some(pid) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
@@ -546,4 +557,19 @@ pub fn executable(dir: &Path, name: &str, body: &str) -> String {
     std::fs::write(&path, body).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path.display().to_string()
+}
+
+/// Whether any live process (not a zombie) is in process group `pgid`, read from /proc.
+pub fn group_alive(pgid: i32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // After "pid (comm) ": state, ppid, pgrp.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            return false;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
+    })
 }

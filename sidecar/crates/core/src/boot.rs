@@ -31,12 +31,14 @@ pub fn open_store(layout: &Layout) -> anyhow::Result<Store> {
 }
 
 /// Builds the daemon's core on an open store: seeds the built-ins, starts the orchestrator and
-/// the plugins. `ws_addr` is where the JSON-RPC door listens (reported by `daemon_status`).
+/// the plugins. `ws_addr` is where the JSON-RPC door listens (reported by `daemon_status`);
+/// `pools`, remote workers' (installed before recovery, which may start remote members).
 pub async fn start(
     store: Store,
     config: Config,
     ws_addr: SocketAddr,
     started: Instant,
+    pools: Option<Arc<dyn crate::runners::remote::Pools>>,
 ) -> anyhow::Result<Arc<Daemon>> {
     let layout = config.layout.clone();
     let (shutdown, _) = watch::channel(false);
@@ -58,7 +60,13 @@ pub async fn start(
         started,
         shutdown,
         started_event: Mutex::new(None),
+        pools: std::sync::OnceLock::new(),
     });
+    if let Some(pools) = pools
+        && daemon.pools.set(pools).is_err()
+    {
+        tracing::debug!("the pools were already set");
+    }
     let host: Arc<dyn RunnerHost> = daemon.clone();
     if cell.set(Arc::downgrade(&host)).is_err() {
         tracing::debug!("the runners' host was already set");
@@ -245,6 +253,10 @@ impl RunnerHost for Daemon {
         p: RequestPermissionParams,
     ) -> BoxFuture<'_, Result<PermissionResult, ApiError>> {
         crate::ops::request_permission_decided(self, p).boxed()
+    }
+
+    fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>> {
+        self.pools.get().cloned()
     }
 
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict {

@@ -41,6 +41,8 @@ pub struct Daemon {
     /// The `daemon_started` event's write, awaited before `daemon_stopped` is written.
     pub(crate) started_event:
         Mutex<Option<tokio::task::JoinHandle<Result<i64, troupe_store::StoreError>>>>,
+    /// The pools of remote workers (`troupe serve --nats`), installed once at start.
+    pub pools: std::sync::OnceLock<Arc<dyn crate::runners::remote::Pools>>,
 }
 
 impl crate::collab::Ctx {

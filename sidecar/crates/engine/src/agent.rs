@@ -147,6 +147,11 @@ pub struct AgentDefinition {
     /// the final answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team: Option<TeamSpec>,
+    /// Run on a remote worker of this pool (`troupe worker --pool <name>`, through the hub's
+    /// NATS), not on this machine: a process runner in its own checkout (isolation worktree or
+    /// clone), whose code travels as git bundles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
     /// Set by the daemon on a router's step (its only tool is `route_to`, with these
     /// candidates); never in a stored definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -425,6 +430,25 @@ impl AgentDefinition {
                 return Err(format!(
                     "unknown runner {other:?} (expected process, land, wasm:<plugin> or acp:<agent>)"
                 ));
+            }
+        }
+        if let Some(pool) = &self.pool {
+            if !crate::spec::is_safe_name(pool) {
+                return Err(format!(
+                    "pool {pool:?} is not allowed (use letters, digits, '-' and '_')"
+                ));
+            }
+            if self.runner != "process" {
+                return Err(format!(
+                    "a pool runs process members; runner {:?} runs on this machine only",
+                    self.runner
+                ));
+            }
+            if self.isolation == Isolation::None {
+                return Err(
+                    "a pool's member works in its own checkout: set isolation to worktree or clone"
+                        .into(),
+                );
             }
         }
         if self.land.is_some() && self.runner != "land" {

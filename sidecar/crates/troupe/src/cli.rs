@@ -73,6 +73,8 @@ pub enum Command {
     /// Serve the Agent Client Protocol on stdin/stdout: Troupe as an agent for ACP editors
     /// (Zed, JetBrains, Neovim, Emacs).
     Acp,
+    /// Run a pool's members on this machine for a hub elsewhere (`troupe serve --nats`).
+    Worker(WorkerArgs),
     /// Set up an agent CLI in this project: its MCP config (and Claude Code's hooks).
     Init {
         #[arg(value_parser = ["claude", "codex", "gemini"])]
@@ -100,6 +102,26 @@ pub struct ServeArgs {
     /// Largest message content accepted, in bytes.
     #[arg(long, env = "TROUPE_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
+    /// Be the hub of remote workers through this NATS server (JetStream), e.g.
+    /// nats://127.0.0.1:4222: agents with a `pool` run on `troupe worker`s elsewhere.
+    #[arg(long, env = "TROUPE_NATS")]
+    pub nats: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The hub's NATS server (JetStream), e.g. nats://hub.example:4222.
+    #[arg(long, env = "TROUPE_NATS")]
+    pub nats: String,
+    /// The pool whose runs this worker takes (agents name it in `pool`).
+    #[arg(long)]
+    pub pool: String,
+    /// Its name on the timeline (default: host name and pid).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Runs at once.
+    #[arg(long, default_value_t = 4)]
+    pub slots: usize,
 }
 
 #[derive(Debug, Subcommand)]
@@ -291,12 +313,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => {
-                crate::serve::serve(Config {
-                    layout,
-                    ws_addr: args.ws_addr,
-                    allow_non_loopback: args.allow_non_loopback,
-                    max_message_bytes: args.max_message_bytes,
-                })
+                crate::serve::serve(
+                    Config {
+                        layout,
+                        ws_addr: args.ws_addr,
+                        allow_non_loopback: args.allow_non_loopback,
+                        max_message_bytes: args.max_message_bytes,
+                    },
+                    args.nats,
+                )
                 .await
             }
             Command::Stop => stop(&layout, cli.json).await,
@@ -320,6 +345,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Demo => crate::demo::run().await,
             Command::Lsp => crate::doors::lsp::run(layout).await,
             Command::Acp => crate::doors::acp::run(layout).await,
+            Command::Worker(args) => {
+                crate::remote::worker::run(
+                    layout,
+                    crate::remote::worker::WorkerArgs {
+                        nats: args.nats,
+                        pool: args.pool,
+                        name: args.name,
+                        slots: args.slots,
+                    },
+                )
+                .await
+            }
             Command::Mcp => crate::doors::mcp::serve_stdio(&layout).await,
             Command::Hook { event } => hook(&layout, &event).await,
             Command::Init { cli } => {

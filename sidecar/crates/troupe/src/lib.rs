@@ -10,7 +10,9 @@ pub mod demo;
 pub mod demo_member;
 pub mod doors;
 pub mod init;
+pub mod remote;
 pub mod serve;
+pub mod socket;
 
 /// Exit status of `troupe serve` when another daemon already holds the data dir.
 pub const EXIT_ALREADY_RUNNING: i32 = 3;

@@ -3,14 +3,12 @@
 //! (`troupe_core::boot`), serves the JSON-RPC and MCP doors until asked to stop, then drains the
 //! connections and stops the core. Operation logic lives in `troupe_core`.
 
-use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use jsonrpsee::server::stop_channel;
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use troupe_api::layout::{Endpoint, current_uid, write_private_file};
 use troupe_core::Config;
@@ -21,8 +19,9 @@ use crate::doors::rpc;
 /// How long open connections get to finish when the daemon stops.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Runs the daemon until it is asked to stop (operation, SIGTERM or SIGINT).
-pub async fn serve(config: Config) -> anyhow::Result<()> {
+/// Runs the daemon until it is asked to stop (operation, SIGTERM or SIGINT); with `nats`, it is
+/// also the hub of remote workers (a NATS it cannot reach is an error at start).
+pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     let started = Instant::now();
     if !config.ws_addr.ip().is_loopback() && !config.allow_non_loopback {
         bail!(
@@ -35,27 +34,25 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let _lock = boot::take_lock(&layout)?;
 
     let store = boot::open_store(&layout)?;
+    let hub = match &nats {
+        Some(url) => Some(crate::remote::hub::connect(url, &layout).await?),
+        None => None,
+    };
     let token = crate::auth::new_token()?;
     write_private_file(&layout.token_path(), token.as_bytes())?;
 
     let socket_path = layout.socket_path();
-    remove_if_present(&socket_path)?;
-    // Bind under a temporary name, make it private, then rename it into place: a client never
-    // sees the socket with any other mode.
-    let staging = socket_path.with_extension("sock.new");
-    remove_if_present(&staging)?;
-    let unix = UnixListener::bind(&staging)
-        .with_context(|| format!("cannot listen on {}", staging.display()))?;
-    fs::set_permissions(&staging, fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("cannot chmod {}", staging.display()))?;
-    fs::rename(&staging, &socket_path)
-        .with_context(|| format!("cannot move the socket to {}", socket_path.display()))?;
+    let unix = crate::socket::bind_private_socket(&socket_path)?;
     let tcp = TcpListener::bind(config.ws_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.ws_addr))?;
     let ws_addr = tcp.local_addr()?;
 
-    let daemon = boot::start(store, config.clone(), ws_addr, started).await?;
+    let pools = hub.as_ref().map(|h| h.pools());
+    let daemon = boot::start(store, config.clone(), ws_addr, started, pools).await?;
+    if let Some(hub) = &hub {
+        hub.attach(&daemon).await?;
+    }
     let mut shutdown_rx = daemon.shutdown_requested();
     let methods = rpc::build_module(&daemon)?;
     let server_config = rpc::server_config(config.max_message_bytes);
@@ -135,8 +132,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Stop accepting, let open connections finish, then flush the store.
     drop(unix);
     drop(tcp);
-    remove_if_present(&layout.endpoint_path())?;
-    remove_if_present(&socket_path)?;
+    crate::socket::remove_if_present(&layout.endpoint_path())?;
+    crate::socket::remove_if_present(&socket_path)?;
     if server_handle.stop().is_err() {
         tracing::debug!("server already stopped");
     }
@@ -155,15 +152,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Agents that cannot be adopted by the next daemon go now, with every process of theirs;
     // then the store is flushed and closed.
     boot::stop(&daemon).await?;
-    remove_if_present(&layout.token_path())?;
+    crate::socket::remove_if_present(&layout.token_path())?;
     tracing::info!("troupe daemon stopped");
     Ok(())
-}
-
-fn remove_if_present(path: &std::path::Path) -> anyhow::Result<()> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
-    }
 }

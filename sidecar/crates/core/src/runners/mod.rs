@@ -1,7 +1,8 @@
 //! The runners: how an agent run executes, each behind the one `Runner` trait. `process` starts a
 //! command in its own process group, `wasm` runs an executor plugin's model loop inside the
 //! daemon, `acp` drives an agent CLI over the Agent Client Protocol, `land` is a party's merge
-//! queue and `attached` a session already there. The orchestrator picks one per run (`runner_for`), records where the run lives, lets it
+//! queue, `remote` a process member on a worker of its pool (elsewhere) and `attached` a session
+//! already there. The orchestrator picks one per run (`runner_for`), records where the run lives, lets it
 //! go, and hears back an `Exit` through the `RunTable`. A runner reaches the daemon only through
 //! `RunnerHost`: the store, the plugins and the operations an agent's tools call; it knows nothing
 //! of parties.
@@ -10,6 +11,7 @@ pub mod acp;
 pub mod attached;
 pub mod land;
 pub mod process;
+pub mod remote;
 pub mod wasm;
 
 use std::path::PathBuf;
@@ -70,6 +72,8 @@ pub trait RunnerHost: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<LandResult, ApiError>>;
     /// What the tool policy of the step a session works on says of a tool (seed 004).
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict;
+    /// The pools of remote workers, when the daemon has some (`troupe serve --nats`).
+    fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>>;
 }
 
 /// A runner's handle on the daemon: weak, so a run never keeps a stopped daemon alive.
@@ -117,6 +121,7 @@ pub fn runner_for(agent: &AgentDefinition) -> &'static dyn Runner {
         Kind::Land => &land::LandRunner,
         Kind::Wasm => &wasm::WasmRunner,
         Kind::Acp => &acp::AcpRunner,
+        Kind::Remote => &remote::RemoteRunner,
         Kind::Process => &process::ProcessRunner,
     }
 }
@@ -134,6 +139,8 @@ pub enum Kind {
     Attached,
     /// The party's merge queue, in the daemon (`runner: "land"`).
     Land,
+    /// A process member on a remote worker of its `pool`.
+    Remote,
 }
 
 /// The runner of a session that leads the party it launched (`launch_party {mode: "self"}`).
@@ -154,6 +161,8 @@ pub fn kind_of(agent: &AgentDefinition) -> Kind {
         Kind::Wasm
     } else if acp::agent_of(agent).is_some() {
         Kind::Acp
+    } else if agent.pool.is_some() {
+        Kind::Remote
     } else {
         Kind::Process
     }

@@ -117,6 +117,47 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
     Ok(module.into())
 }
 
+/// What answers an operation somewhere else (a remote worker's way to the hub): name, params →
+/// the result, or a JSON-RPC error (code, message, data).
+pub type Forward = Arc<
+    dyn Fn(
+            &'static str,
+            Option<Value>,
+        )
+            -> futures_util::future::BoxFuture<'static, Result<Value, (i32, String, Option<Value>)>>
+        + Send
+        + Sync,
+>;
+
+/// Registers every operation as a call of `forward`; subscriptions are refused (they need the
+/// daemon itself).
+pub fn build_forwarding_module(forward: Forward) -> anyhow::Result<Methods> {
+    let mut module = RpcModule::new(());
+    for op in OPERATIONS {
+        let forward = forward.clone();
+        let name = op.name;
+        module.register_async_method(name, move |params, _, _| {
+            let forward = forward.clone();
+            async move {
+                let params: Option<Value> = match params.as_str() {
+                    None => None,
+                    Some(raw) => Some(serde_json::from_str(raw).map_err(|e| {
+                        ErrorObjectOwned::owned(
+                            troupe_api::error::codes::PARSE_ERROR,
+                            format!("params are not JSON: {e}"),
+                            None::<()>,
+                        )
+                    })?),
+                };
+                forward(name, params)
+                    .await
+                    .map_err(|(code, message, data)| ErrorObjectOwned::owned(code, message, data))
+            }
+        })?;
+    }
+    Ok(module.into())
+}
+
 /// Server limits: the request body must hold the largest allowed message, JSON-escaped.
 pub fn server_config(max_message_bytes: usize) -> ServerConfig {
     let body = max_message_bytes

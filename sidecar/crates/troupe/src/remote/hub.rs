@@ -1,0 +1,467 @@
+//! The hub's side of remote workers: `troupe serve --nats` installs these `Pools` in the core.
+//! A remote member's attempt goes out as a `RunSpec` on its pool's work queue (stored once per
+//! run id), its branch's base as a git bundle in the code bucket; the hub then follows its lease
+//! (taken by the worker that claims it, renewed by heartbeat) and waits for its exit on the
+//! exits stream. Its calls (`troupe call` on the worker) come back on `CALLS`, are checked
+//! against the run's secret and served by the registry like any door's; a `complete` first
+//! brings the member's commits into its checkout here. A lease that lapses ends the attempt as
+//! a crash (recovery may start it again, on any worker); a stop or the timeout tells the worker.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use anyhow::Context;
+use async_nats::jetstream::consumer::{AckPolicy, pull};
+use async_nats::jetstream::kv::Operation;
+use async_nats::jetstream::message::PublishMessage;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use troupe_core::Daemon;
+use troupe_core::runners::Exit;
+use troupe_core::runners::remote::{Pools, RemoteRun};
+
+use super::{
+    CALLS, CallReply, CallRequest, EXITS_STREAM, Jet, RunExit, RunSpec, download, git, jet,
+    lease_ttl, runs_subject, stop_subject, upload,
+};
+
+/// The op a worker calls to claim a run (is the hub still waiting for it?).
+pub const CLAIM: &str = "__claim";
+
+/// How long a stopped run's worker gets to report its end.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// A run the hub waits for.
+struct Live {
+    secret: String,
+    workdir: PathBuf,
+    branch: String,
+    exit: Option<oneshot::Sender<RunExit>>,
+    /// The worker that claimed it (it holds the lease from then on).
+    claimed_by: Option<String>,
+    /// The run's timeline: where its remote events go.
+    run: RemoteRun,
+}
+
+struct Hub {
+    client: async_nats::Client,
+    jet: Jet,
+    /// Set once the daemon is built (calls before that are refused as unavailable).
+    daemon: std::sync::OnceLock<Weak<Daemon>>,
+    runs: Mutex<HashMap<String, Live>>,
+    scratch: PathBuf,
+}
+
+fn lock(m: &Mutex<HashMap<String, Live>>) -> std::sync::MutexGuard<'_, HashMap<String, Live>> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The pools of this hub.
+pub struct NatsPools(Arc<Hub>);
+
+/// A hub connected to NATS, before and after the daemon is built.
+pub struct HubHandle(Arc<Hub>);
+
+impl HubHandle {
+    /// The pools to install in the daemon.
+    pub fn pools(&self) -> Arc<dyn Pools> {
+        Arc::new(NatsPools(self.0.clone()))
+    }
+
+    /// Gives the hub its daemon (for remote calls and the timeline).
+    pub async fn attach(&self, daemon: &Arc<Daemon>) -> anyhow::Result<()> {
+        self.0
+            .daemon
+            .set(Arc::downgrade(daemon))
+            .map_err(|_| anyhow::anyhow!("the hub has a daemon already"))
+    }
+}
+
+/// Connects to NATS (a clear error when it cannot be reached), makes the streams and buckets,
+/// and starts reading exits and serving remote calls.
+pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::Result<HubHandle> {
+    let client = super::connect(url).await?;
+    let jet = jet(&client).await?;
+    let scratch = layout.data_dir.join("remote");
+    std::fs::create_dir_all(&scratch)
+        .with_context(|| format!("cannot make {}", scratch.display()))?;
+    let hub = Arc::new(Hub {
+        client,
+        jet,
+        daemon: std::sync::OnceLock::new(),
+        runs: Mutex::new(HashMap::new()),
+        scratch,
+    });
+    let exits = hub
+        .jet
+        .js
+        .get_stream(EXITS_STREAM)
+        .await?
+        .get_or_create_consumer(
+            "hub",
+            pull::Config {
+                durable_name: Some("hub".into()),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(30),
+                ..Default::default()
+            },
+        )
+        .await
+        .context("cannot read the exits stream")?;
+    let mut messages = exits.messages().await?;
+    let h = hub.clone();
+    tokio::spawn(async move {
+        while let Some(msg) = messages.next().await {
+            let Ok(msg) = msg else { continue };
+            match serde_json::from_slice::<RunExit>(&msg.payload) {
+                Ok(exit) => {
+                    let waiter = lock(&h.runs)
+                        .get_mut(&exit.run_id)
+                        .and_then(|l| l.exit.take());
+                    match waiter {
+                        Some(tx) => {
+                            let _ = tx.send(exit);
+                        }
+                        // A run the hub no longer waits for (stopped, or before a restart).
+                        None => tracing::debug!(run = %exit.run_id, "an exit nobody waits for"),
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "an unreadable exit message"),
+            }
+            if let Err(e) = msg.double_ack().await {
+                tracing::debug!(error = %e, "exit not acknowledged");
+            }
+        }
+    });
+    let mut calls = hub
+        .client
+        .queue_subscribe(CALLS, "hub".into())
+        .await
+        .context("cannot serve remote calls")?;
+    let h = hub.clone();
+    tokio::spawn(async move {
+        while let Some(msg) = calls.next().await {
+            let h = h.clone();
+            tokio::spawn(async move {
+                let reply = match serde_json::from_slice::<CallRequest>(&msg.payload) {
+                    Ok(call) => h.call(call).await,
+                    Err(e) => CallReply::Error {
+                        code: troupe_api::error::codes::INVALID_PARAMS,
+                        message: format!("an unreadable remote call: {e}"),
+                        data: None,
+                    },
+                };
+                if let (Some(to), Ok(body)) = (msg.reply, serde_json::to_vec(&reply))
+                    && let Err(e) = h.client.publish(to, body.into()).await
+                {
+                    tracing::debug!(error = %e, "remote call reply not sent");
+                }
+            });
+        }
+    });
+    tracing::info!(nats = %url, "remote pools ready");
+    Ok(HubHandle(hub))
+}
+
+fn refused(code: i32, message: String) -> CallReply {
+    CallReply::Error {
+        code,
+        message,
+        data: None,
+    }
+}
+
+impl Hub {
+    /// Serves one remote call: the run must be one the hub waits for, with its secret.
+    async fn call(&self, call: CallRequest) -> CallReply {
+        let live = lock(&self.runs).get(&call.run_id).map(|l| {
+            (
+                l.secret.clone(),
+                l.workdir.clone(),
+                l.branch.clone(),
+                l.run.clone(),
+            )
+        });
+        let Some((secret, workdir, branch, run)) = live else {
+            return refused(
+                troupe_api::error::codes::NOT_FOUND,
+                format!(
+                    "run {} is not waited for by this hub (it ended or was stopped)",
+                    call.run_id
+                ),
+            );
+        };
+        if !crate::auth::token_matches(&call.secret, &secret) {
+            return refused(
+                troupe_api::error::codes::UNAUTHORIZED,
+                format!("unauthorized: a wrong secret for run {}", call.run_id),
+            );
+        }
+        if call.op == CLAIM {
+            let worker = call
+                .params
+                .as_ref()
+                .and_then(|p| p.get("worker"))
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
+            if let Some(l) = lock(&self.runs).get_mut(&call.run_id) {
+                l.claimed_by = Some(worker.clone());
+            }
+            self.event(&run, "remote_started", json!({ "worker": worker }))
+                .await;
+            return CallReply::Result(json!({ "claimed": true }));
+        }
+        if let Some(bundle) = &call.result_bundle
+            && let Err(e) = self
+                .bring_back(&call.run_id, bundle, &workdir, &branch)
+                .await
+        {
+            return refused(
+                troupe_api::error::codes::INTERNAL,
+                format!("the member's commits could not be brought back: {e:#}"),
+            );
+        }
+        let Some(handler) = troupe_core::registry::handler(&call.op) else {
+            return refused(
+                troupe_api::error::codes::METHOD_NOT_FOUND,
+                format!("unknown operation {:?}", call.op),
+            );
+        };
+        let Some(daemon) = self.daemon() else {
+            return refused(
+                troupe_api::error::codes::UNAVAILABLE,
+                "the hub is starting or stopping".into(),
+            );
+        };
+        match handler(daemon, call.params).await {
+            Ok(v) => CallReply::Result(v),
+            Err(e) => {
+                let (code, _) = e.code_and_kind();
+                CallReply::Error {
+                    code,
+                    message: e.to_string(),
+                    data: Some(e.data()),
+                }
+            }
+        }
+    }
+
+    /// Fetches the member's commits into its branch here (a fast-forward of its checkout).
+    async fn bring_back(
+        &self,
+        run_id: &str,
+        bundle: &str,
+        workdir: &std::path::Path,
+        branch: &str,
+    ) -> anyhow::Result<()> {
+        let file = self.scratch.join(format!("{run_id}.result.bundle"));
+        download(&self.jet.code, bundle, &file).await?;
+        let path = file.display().to_string();
+        let fetched = git(workdir, &["fetch", "--no-tags", &path, branch]).await;
+        let merged = match fetched {
+            Ok(_) => git(workdir, &["merge", "--ff-only", "FETCH_HEAD"]).await,
+            Err(e) => Err(e),
+        };
+        let _ = tokio::fs::remove_file(&file).await;
+        if let Err(e) = self.jet.code.delete(bundle).await {
+            tracing::debug!(error = %e, "result bundle not deleted");
+        }
+        merged.map(|_| ())
+    }
+
+    fn daemon(&self) -> Option<Arc<Daemon>> {
+        self.daemon.get().and_then(Weak::upgrade)
+    }
+
+    async fn event(&self, run: &RemoteRun, kind: &str, data: Value) {
+        let Some(d) = self.daemon() else {
+            return;
+        };
+        let mut data = data;
+        data["run_id"] = json!(run.run_id);
+        let event = troupe_store::NewEvent {
+            kind: kind.into(),
+            project_id: Some(run.project_id.clone()),
+            session_id: Some(run.session_id.clone()),
+            party_id: run.party_id.clone(),
+            data,
+        };
+        if let Err(e) = d.store.append_event(event).await {
+            tracing::debug!(error = %e, "remote event not recorded");
+        }
+    }
+
+    /// Tells the run's worker to stop it (a message, and its lease dropped: the next renewal
+    /// fails even if the message was missed); waits a little for its end if a worker has it.
+    async fn stop(&self, run_id: &str, exit: &mut oneshot::Receiver<RunExit>, claimed: bool) {
+        if let Err(e) = self
+            .client
+            .publish(stop_subject(run_id), "stop".into())
+            .await
+        {
+            tracing::debug!(error = %e, "stop not sent");
+        }
+        if let Err(e) = self.jet.leases.delete(run_id).await {
+            tracing::debug!(error = %e, "lease not dropped");
+        }
+        if claimed {
+            let _ended = tokio::time::timeout(STOP_GRACE, exit).await;
+        }
+    }
+
+    async fn dispatch(
+        self: &Arc<Self>,
+        run: RemoteRun,
+        mut stop: oneshot::Receiver<()>,
+    ) -> anyhow::Result<Exit> {
+        let command = run
+            .agent
+            .command
+            .clone()
+            .context("a remote member needs a command")?;
+        let branch = git(&run.workdir, &["rev-parse", "--abbrev-ref", "HEAD"]).await?;
+        let base = git(&run.workdir, &["rev-parse", "HEAD"]).await?;
+        let file = self.scratch.join(format!("{}.base.bundle", run.run_id));
+        let path = file.display().to_string();
+        git(&run.workdir, &["bundle", "create", &path, &branch]).await?;
+        let bundle = format!("{}/base", run.run_id);
+        let uploaded = upload(&self.jet.code, &bundle, &file).await;
+        let _ = tokio::fs::remove_file(&file).await;
+        uploaded?;
+        let secret = crate::auth::new_token()?;
+        let (tx, mut exit) = oneshot::channel();
+        lock(&self.runs).insert(
+            run.run_id.clone(),
+            Live {
+                secret: secret.clone(),
+                workdir: run.workdir.clone(),
+                branch: branch.clone(),
+                exit: Some(tx),
+                claimed_by: None,
+                run: run.clone(),
+            },
+        );
+        let _forget = Forget(self.clone(), run.run_id.clone(), bundle.clone());
+        let spec = RunSpec {
+            run_id: run.run_id.clone(),
+            session_id: run.session_id.clone(),
+            pool: run.pool.clone(),
+            command,
+            env: run.env.clone(),
+            branch,
+            base,
+            bundle,
+            secret,
+        };
+        self.jet
+            .js
+            .send_publish(
+                runs_subject(&run.pool),
+                PublishMessage::build()
+                    .payload(serde_json::to_vec(&spec)?.into())
+                    .message_id(run.run_id.clone()),
+            )
+            .await?
+            .await
+            .context("the run was not queued")?;
+        self.event(&run, "remote_queued", json!({ "pool": run.pool }))
+            .await;
+        let deadline = run.timeout.map(|t| tokio::time::Instant::now() + t);
+        let claimed = || {
+            lock(&self.runs)
+                .get(&run.run_id)
+                .and_then(|l| l.claimed_by.clone())
+        };
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tokio::select! {
+                ended = &mut exit => {
+                    return Ok(exit_of(ended.context("the hub stopped waiting")?));
+                }
+                _ = &mut stop => {
+                    self.stop(&run.run_id, &mut exit, claimed().is_some()).await;
+                    return Ok(Exit::Stopped);
+                }
+                () = sleep_until(deadline) => {
+                    self.stop(&run.run_id, &mut exit, claimed().is_some()).await;
+                    return Ok(Exit::TimedOut);
+                }
+                _ = tick.tick() => {
+                    // Only a claimed run has a lease to lose.
+                    let Some(worker) = claimed() else { continue };
+                    let held = match self.jet.leases.entry(&run.run_id).await {
+                        Ok(entry) => entry.is_some_and(|e| e.operation == Operation::Put),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "lease unread");
+                            continue;
+                        }
+                    };
+                    if held {
+                        continue;
+                    }
+                    // A worker ends by reporting its exit, then dropping its lease: give the
+                    // exit a moment to arrive.
+                    if let Ok(Ok(ended)) = tokio::time::timeout(Duration::from_secs(2), &mut exit).await {
+                        return Ok(exit_of(ended));
+                    }
+                    let why = format!(
+                        "the lease of worker {worker} lapsed ({} s without a heartbeat): the worker is gone",
+                        lease_ttl().as_secs_f64()
+                    );
+                    self.event(&run, "remote_lease_lapsed", json!({ "worker": worker })).await;
+                    return Ok(Exit::Failed(why));
+                }
+            }
+        }
+    }
+}
+
+fn exit_of(ended: RunExit) -> Exit {
+    match ended.error {
+        Some(e) => Exit::Failed(format!("on worker {}: {e}", ended.worker)),
+        None => Exit::Exited {
+            code: ended.code,
+            signal: ended.signal,
+        },
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Forgets a run the hub no longer waits for (its calls are refused from then on, and a worker
+/// that claims it late is told so), and its base bundle.
+struct Forget(Arc<Hub>, String, String);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        lock(&self.0.runs).remove(&self.1);
+        let (hub, bundle) = (self.0.clone(), self.2.clone());
+        tokio::spawn(async move {
+            if let Err(e) = hub.jet.code.delete(&bundle).await {
+                tracing::debug!(error = %e, "base bundle not deleted");
+            }
+        });
+    }
+}
+
+impl Pools for NatsPools {
+    fn run(&self, run: RemoteRun, stop: oneshot::Receiver<()>) -> BoxFuture<'static, Exit> {
+        let hub = self.0.clone();
+        Box::pin(async move {
+            match hub.dispatch(run, stop).await {
+                Ok(exit) => exit,
+                Err(e) => Exit::Failed(format!("{e:#}")),
+            }
+        })
+    }
+}

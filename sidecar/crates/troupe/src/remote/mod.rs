@@ -1,0 +1,226 @@
+//! Remote workers over NATS JetStream (docs/scale.md): the hub (`troupe serve --nats`, `hub.rs`)
+//! dispatches the runs of agents that name a `pool` to the workers of that pool (`troupe worker`,
+//! `worker.rs`), which run them in their own clones and call back through the hub. Both ends
+//! share what is here: the subjects, streams and buckets, the messages, the connection, and the
+//! git bundles code travels as. SQLite on the hub stays the source of truth; NATS only carries.
+
+pub mod hub;
+pub mod worker;
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use async_nats::jetstream::{self, kv, object_store, stream};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+/// The work queue of every pool (`troupe.pool.<pool>.runs`): a run is taken by one worker.
+pub const RUNS_STREAM: &str = "TROUPE_RUNS";
+/// How runs ended (`troupe.run.<run>.exit`), kept until the hub read them; a retried publish is
+/// stored once (`Nats-Msg-Id`).
+pub const EXITS_STREAM: &str = "TROUPE_EXITS";
+/// Leases: a worker's claim on a run, renewed by heartbeat; one that lapses is the run's crash.
+pub const LEASES: &str = "troupe_leases";
+/// Code: the base of a member's branch going out, its commits coming back (git bundles).
+pub const CODE: &str = "troupe_code";
+/// Calls of remote members to the hub's operations (request/reply, a queue group).
+pub const CALLS: &str = "troupe.hub.call";
+
+/// How long a lease lives without renewal (`TROUPE_LEASE_SECS` changes it, for tests).
+pub fn lease_ttl() -> Duration {
+    std::env::var("TROUPE_LEASE_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_secs(10))
+}
+
+/// How often a worker renews its leases.
+pub fn lease_beat() -> Duration {
+    (lease_ttl() / 4).max(Duration::from_millis(200))
+}
+
+pub fn runs_subject(pool: &str) -> String {
+    format!("troupe.pool.{pool}.runs")
+}
+
+pub fn exit_subject(run_id: &str) -> String {
+    format!("troupe.run.{run_id}.exit")
+}
+
+pub fn stop_subject(run_id: &str) -> String {
+    format!("troupe.run.{run_id}.stop")
+}
+
+/// A run sent to a pool.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSpec {
+    pub run_id: String,
+    pub session_id: String,
+    pub pool: String,
+    /// The member's command line (its agent's `command`).
+    pub command: Vec<String>,
+    /// Its environment (the prompt, `TROUPE_SESSION_ID`, …); the worker adds where to call.
+    pub env: Vec<(String, String)>,
+    /// The member's branch and the commit it starts from; the code is `CODE` object `bundle`.
+    pub branch: String,
+    pub base: String,
+    pub bundle: String,
+    /// Proves the run's calls to the hub are its own.
+    pub secret: String,
+}
+
+/// How a run ended on its worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunExit {
+    pub run_id: String,
+    pub worker: String,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// It could not be run (the code could not be fetched, the command not started, …).
+    pub error: Option<String>,
+}
+
+/// A remote member's call of an operation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CallRequest {
+    pub run_id: String,
+    pub secret: String,
+    pub op: String,
+    pub params: Option<Value>,
+    /// With `complete`: the `CODE` object holding the member's new commits, brought into its
+    /// checkout on the hub before the run completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_bundle: Option<String>,
+}
+
+/// The hub's answer: the result, or the error as the JSON-RPC door would send it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallReply {
+    Result(Value),
+    Error {
+        code: i32,
+        message: String,
+        data: Option<Value>,
+    },
+}
+
+/// Connects to NATS; a clear error when it cannot be reached.
+pub async fn connect(url: &str) -> anyhow::Result<async_nats::Client> {
+    async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(5))
+        .name("troupe")
+        .connect(url)
+        .await
+        .with_context(|| format!("cannot reach NATS at {url} (is nats-server running with -js?)"))
+}
+
+/// The streams and buckets, made if missing (so either end may start first).
+pub struct Jet {
+    pub js: jetstream::Context,
+    pub leases: kv::Store,
+    pub code: object_store::ObjectStore,
+}
+
+pub async fn jet(client: &async_nats::Client) -> anyhow::Result<Jet> {
+    let js = jetstream::new(client.clone());
+    js.get_or_create_stream(stream::Config {
+        name: RUNS_STREAM.into(),
+        subjects: vec!["troupe.pool.*.runs".into()],
+        retention: stream::RetentionPolicy::WorkQueue,
+        storage: stream::StorageType::File,
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    })
+    .await
+    .context("cannot make the runs stream (is JetStream enabled: nats-server -js?)")?;
+    js.get_or_create_stream(stream::Config {
+        name: EXITS_STREAM.into(),
+        subjects: vec!["troupe.run.*.exit".into()],
+        retention: stream::RetentionPolicy::WorkQueue,
+        storage: stream::StorageType::File,
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    })
+    .await
+    .context("cannot make the exits stream")?;
+    // The key-value bucket's own stream, made by hand: async-nats 0.50's create_key_value asks
+    // for account fields nats-server 2.9 does not send.
+    js.get_or_create_stream(stream::Config {
+        name: format!("KV_{LEASES}"),
+        subjects: vec![format!("$KV.{LEASES}.>")],
+        max_messages_per_subject: 1,
+        max_age: lease_ttl(),
+        storage: stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        ..Default::default()
+    })
+    .await
+    .context("cannot make the leases bucket")?;
+    let leases = js.get_key_value(LEASES).await?;
+    let code = js
+        .create_object_store(object_store::Config {
+            bucket: CODE.into(),
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .context("cannot make the code bucket")?;
+    Ok(Jet { js, leases, code })
+}
+
+/// Runs git in `dir`; its output, or an error naming the command and what git said.
+pub async fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = tokio::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .context("cannot run git")?;
+    if !out.status.success() {
+        bail!(
+            "git {} in {}: {}",
+            args.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Puts a file in the code bucket under `name`.
+pub async fn upload(
+    code: &object_store::ObjectStore,
+    name: &str,
+    file: &Path,
+) -> anyhow::Result<()> {
+    let mut f = tokio::fs::File::open(file).await?;
+    code.put(name, &mut f)
+        .await
+        .with_context(|| format!("cannot store {name} in NATS"))?;
+    Ok(())
+}
+
+/// Fetches `name` from the code bucket into `file`.
+pub async fn download(
+    code: &object_store::ObjectStore,
+    name: &str,
+    file: &Path,
+) -> anyhow::Result<()> {
+    let mut obj = code
+        .get(name)
+        .await
+        .with_context(|| format!("cannot fetch {name} from NATS"))?;
+    let mut bytes = Vec::new();
+    obj.read_to_end(&mut bytes).await?;
+    tokio::fs::write(file, bytes).await?;
+    Ok(())
+}

@@ -1,0 +1,517 @@
+//! `troupe worker --nats URL --pool NAME`: runs a pool's members on this machine for a hub
+//! elsewhere. It takes runs from the pool's work queue one at a time (up to `--slots` at once);
+//! for each it takes the run's lease (so no other worker runs it), asks the hub whether it still
+//! wants it, clones the member's branch from the base bundle, and runs the member's command in
+//! that clone, in its own process group, with its own `troupe` endpoint: a socket and token in
+//! the run's directory whose every operation is forwarded to the hub (`CALLS`), so the member's
+//! `troupe call` works as it does at home; a `complete` first sends the member's new commits back
+//! as a bundle. The lease is renewed while the run lives; a renewal that fails (the hub gave up
+//! on it) stops it, as does a stop from the hub. Its exit goes to the exits stream (stored once),
+//! then the lease is dropped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use async_nats::jetstream::consumer::{AckPolicy, pull};
+use async_nats::jetstream::kv;
+use async_nats::jetstream::message::PublishMessage;
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::sync::{Semaphore, watch};
+use troupe_api::layout::{Endpoint, Layout, write_private_file};
+
+use super::{
+    CALLS, CallReply, CallRequest, Jet, RUNS_STREAM, RunExit, RunSpec, download, exit_subject, git,
+    jet, lease_beat, runs_subject, stop_subject, upload,
+};
+use crate::doors::rpc;
+
+/// How long a remote call may take (a long-poll of the member included).
+const CALL_TIMEOUT: Duration = Duration::from_secs(330);
+
+/// What `troupe worker` was told.
+#[derive(Debug, Clone)]
+pub struct WorkerArgs {
+    pub nats: String,
+    pub pool: String,
+    pub name: Option<String>,
+    pub slots: usize,
+}
+
+struct Worker {
+    client: async_nats::Client,
+    jet: Jet,
+    name: String,
+    dir: PathBuf,
+    /// Turns true when the worker stops: every run is stopped.
+    stopping: watch::Receiver<bool>,
+}
+
+/// Runs the worker until SIGTERM or SIGINT.
+pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
+    if args.slots == 0 {
+        bail!("--slots must be at least 1");
+    }
+    if !troupe_engine::spec::is_safe_name(&args.pool) {
+        bail!(
+            "pool {:?} is not allowed (use letters, digits, '-' and '_')",
+            args.pool
+        );
+    }
+    layout.prepare_dirs()?;
+    let _lock = troupe_core::boot::take_lock(&layout)?;
+    let client = super::connect(&args.nats).await?;
+    let jet = jet(&client).await?;
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", host_name(), std::process::id()));
+    let dir = layout.data_dir.join("worker");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot make {}", dir.display()))?;
+    end_leftovers(&dir);
+    let consumer = jet
+        .js
+        .get_stream(RUNS_STREAM)
+        .await?
+        .get_or_create_consumer(
+            &format!("pool-{}", args.pool),
+            pull::Config {
+                durable_name: Some(format!("pool-{}", args.pool)),
+                filter_subject: runs_subject(&args.pool),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(60),
+                ..Default::default()
+            },
+        )
+        .await
+        .context("cannot read the pool's work queue")?;
+    let (stop_all, stopping) = watch::channel(false);
+    let worker = Arc::new(Worker {
+        client,
+        jet,
+        name,
+        dir,
+        stopping,
+    });
+    tracing::info!(pool = %args.pool, worker = %worker.name, "worker ready");
+    eprintln!("troupe worker {} ready for pool {}", worker.name, args.pool);
+    let slots = Arc::new(Semaphore::new(args.slots));
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit?,
+            _ = sigterm.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        let mut batch = match consumer
+            .batch()
+            .max_messages(1)
+            .expires(Duration::from_secs(5))
+            .messages()
+            .await
+        {
+            Ok(batch) => batch,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot ask for a run; trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let next = tokio::select! {
+            next = batch.next() => next,
+            _ = sigterm.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        let Some(Ok(msg)) = next else { continue };
+        let w = worker.clone();
+        running.spawn(async move {
+            let _permit = permit;
+            w.take(msg).await;
+        });
+        while running.try_join_next().is_some() {}
+    }
+    // Stop every run (each reports its end) before going.
+    stop_all.send_replace(true);
+    while running.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Ends what an earlier worker on this data dir left running (it was killed: its members'
+/// process groups outlived it, and their leases have lapsed, so they may be running elsewhere by
+/// now) and removes their directories.
+fn end_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let run = entry.path();
+        if let Some(pid) = std::fs::read_to_string(run.join("pgid"))
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            match rustix::process::kill_process_group(pid, rustix::process::Signal::KILL) {
+                Ok(()) => {
+                    tracing::warn!(run = %run.display(), "ended a run an earlier worker left running")
+                }
+                Err(e) => tracing::trace!(error = %e, "no process left of an earlier run"),
+            }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&run) {
+            tracing::debug!(error = %e, "an earlier run's directory not removed");
+        }
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into())
+}
+
+impl Worker {
+    /// One message of the work queue: a run to claim and run, or to drop.
+    async fn take(self: &Arc<Self>, msg: async_nats::jetstream::Message) {
+        let spec: RunSpec = match serde_json::from_slice(&msg.payload) {
+            Ok(spec) => spec,
+            Err(e) => {
+                tracing::warn!(error = %e, "an unreadable run; dropped");
+                let _ = msg.double_ack().await;
+                return;
+            }
+        };
+        // The lease first: whoever holds it runs it.
+        let revision = match self
+            .jet
+            .leases
+            .create(&spec.run_id, self.name.clone().into())
+            .await
+        {
+            Ok(r) => r,
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                tracing::info!(run = %spec.run_id, "another worker has this run");
+                let _ = msg.double_ack().await;
+                return;
+            }
+            Err(e) => {
+                // Left unacknowledged: it comes back after the ack wait.
+                tracing::warn!(run = %spec.run_id, error = %e, "cannot take the run's lease");
+                return;
+            }
+        };
+        let claimed = self
+            .call(
+                &spec,
+                super::hub::CLAIM,
+                Some(serde_json::json!({ "worker": self.name })),
+                None,
+            )
+            .await;
+        if let Err(e) = msg.double_ack().await {
+            tracing::warn!(run = %spec.run_id, error = %e, "run not acknowledged");
+        }
+        if let Err((_, why, _)) = claimed {
+            tracing::info!(run = %spec.run_id, %why, "the hub no longer wants this run");
+            let _ = self.jet.leases.delete(&spec.run_id).await;
+            return;
+        }
+        let exit = self.execute(&spec, revision).await;
+        let body = match serde_json::to_vec(&exit) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "exit unencodable");
+                return;
+            }
+        };
+        // Stored once however often this is retried; the lease goes after it.
+        for attempt in 0..5 {
+            let sent = self
+                .jet
+                .js
+                .send_publish(
+                    exit_subject(&spec.run_id),
+                    PublishMessage::build()
+                        .payload(body.clone().into())
+                        .message_id(format!("{}:exit", spec.run_id)),
+                )
+                .await;
+            let acked = match sent {
+                Ok(ack) => ack.await.map(|_| ()).map_err(anyhow::Error::from),
+                Err(e) => Err(e.into()),
+            };
+            match acked {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(run = %spec.run_id, attempt, error = %e, "exit not stored; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+        if let Err(e) = self.jet.leases.delete(&spec.run_id).await {
+            tracing::debug!(error = %e, "lease not dropped");
+        }
+        let _ = tokio::fs::remove_dir_all(self.dir.join(&spec.run_id)).await;
+    }
+
+    /// Calls an operation of the hub as run `spec`.
+    async fn call(
+        &self,
+        spec: &RunSpec,
+        op: &str,
+        params: Option<Value>,
+        result_bundle: Option<String>,
+    ) -> Result<Value, (i32, String, Option<Value>)> {
+        let request = CallRequest {
+            run_id: spec.run_id.clone(),
+            secret: spec.secret.clone(),
+            op: op.into(),
+            params,
+            result_bundle,
+        };
+        let internal = |m: String| (troupe_api::error::codes::INTERNAL, m, None);
+        let body = serde_json::to_vec(&request).map_err(|e| internal(e.to_string()))?;
+        let reply = tokio::time::timeout(CALL_TIMEOUT, self.client.request(CALLS, body.into()))
+            .await
+            .map_err(|_| {
+                internal(format!(
+                    "the hub did not answer {op} within {} s",
+                    CALL_TIMEOUT.as_secs()
+                ))
+            })?
+            .map_err(|e| {
+                (
+                    troupe_api::error::codes::UNAVAILABLE,
+                    format!("the hub is unreachable: {e}"),
+                    None,
+                )
+            })?;
+        match serde_json::from_slice::<CallReply>(&reply.payload) {
+            Ok(CallReply::Result(v)) => Ok(v),
+            Ok(CallReply::Error {
+                code,
+                message,
+                data,
+            }) => Err((code, message, data)),
+            Err(e) => Err(internal(format!("an unreadable answer from the hub: {e}"))),
+        }
+    }
+
+    /// Fetches the code, serves the run's endpoint, runs the command; how it ended.
+    async fn execute(self: &Arc<Self>, spec: &RunSpec, revision: u64) -> RunExit {
+        let ended = |code, signal, error: Option<String>| RunExit {
+            run_id: spec.run_id.clone(),
+            worker: self.name.clone(),
+            code,
+            signal,
+            error,
+        };
+        let home = self.dir.join(&spec.run_id);
+        let code_dir = home.join("code");
+        if let Err(e) = self.checkout(spec, &home, &code_dir).await {
+            return ended(None, None, Some(format!("{e:#}")));
+        }
+        let layout = Layout {
+            data_dir: home.join("home"),
+            runtime_dir: home.join("run"),
+        };
+        let endpoint = match self.serve_endpoint(spec, &layout, &code_dir).await {
+            Ok(e) => e,
+            Err(e) => return ended(None, None, Some(format!("{e:#}"))),
+        };
+        let result = self
+            .spawn_and_wait(spec, &layout, &code_dir, revision)
+            .await;
+        endpoint.abort();
+        match result {
+            Ok((code, signal)) => ended(code, signal, None),
+            Err(e) => ended(None, None, Some(format!("{e:#}"))),
+        }
+    }
+
+    async fn checkout(&self, spec: &RunSpec, home: &Path, code_dir: &Path) -> anyhow::Result<()> {
+        tokio::fs::create_dir_all(home).await?;
+        let bundle = home.join("base.bundle");
+        download(&self.jet.code, &spec.bundle, &bundle).await?;
+        let (from, to) = (bundle.display().to_string(), code_dir.display().to_string());
+        git(
+            home,
+            &["clone", "--quiet", "--branch", &spec.branch, &from, &to],
+        )
+        .await?;
+        let _ = tokio::fs::remove_file(&bundle).await;
+        Ok(())
+    }
+
+    /// The run's own `troupe` endpoint: a private socket and token under the run's directory,
+    /// every operation forwarded to the hub as this run.
+    async fn serve_endpoint(
+        self: &Arc<Self>,
+        spec: &RunSpec,
+        layout: &Layout,
+        code_dir: &Path,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+        layout.prepare_dirs()?;
+        let token = crate::auth::new_token()?;
+        write_private_file(&layout.token_path(), token.as_bytes())?;
+        let socket = layout.socket_path();
+        let unix = crate::socket::bind_private_socket(&socket)?;
+        let endpoint = Endpoint {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            socket_path: socket.display().to_string(),
+            ws_url: String::new(),
+            mcp_url: None,
+        };
+        write_private_file(
+            &layout.endpoint_path(),
+            &serde_json::to_vec_pretty(&endpoint)?,
+        )?;
+        let (w, spec2, code_dir) = (self.clone(), spec.clone(), code_dir.to_path_buf());
+        let forward: rpc::Forward = Arc::new(move |op, params| {
+            let (w, spec, code_dir) = (w.clone(), spec2.clone(), code_dir.clone());
+            Box::pin(async move {
+                let bundle = if op == "complete" {
+                    w.send_back(&spec, &code_dir)
+                        .await
+                        .map_err(|e| (troupe_api::error::codes::INTERNAL, format!("{e:#}"), None))?
+                } else {
+                    None
+                };
+                w.call(&spec, op, params, bundle).await
+            })
+        });
+        let methods = rpc::build_forwarding_module(forward)?;
+        let config = rpc::server_config(troupe_core::daemon::DEFAULT_MAX_MESSAGE_BYTES);
+        let token: Arc<str> = token.into();
+        Ok(tokio::spawn(async move {
+            let (stop, _server) = jsonrpsee::server::stop_channel();
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = unix.accept() => match accepted {
+                        Ok((stream, _)) => rpc::serve_connection(
+                            &mut connections, stream, methods.clone(), config.clone(),
+                            token.clone(), stop.clone()),
+                        Err(e) => tracing::warn!(error = %e, "accept on a run's socket failed"),
+                    },
+                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                }
+            }
+        }))
+    }
+
+    /// The member's commits since its base, as a bundle in the code bucket (none if it made
+    /// none).
+    async fn send_back(&self, spec: &RunSpec, code_dir: &Path) -> anyhow::Result<Option<String>> {
+        let range = format!("{}..{}", spec.base, spec.branch);
+        let count = git(code_dir, &["rev-list", "--count", &range]).await?;
+        if count.trim() == "0" {
+            return Ok(None);
+        }
+        let file = code_dir.parent().unwrap_or(code_dir).join("result.bundle");
+        let path = file.display().to_string();
+        let exclude = format!("^{}", spec.base);
+        git(
+            code_dir,
+            &["bundle", "create", &path, &spec.branch, &exclude],
+        )
+        .await?;
+        let name = format!("{}/result", spec.run_id);
+        upload(&self.jet.code, &name, &file).await?;
+        let _ = tokio::fs::remove_file(&file).await;
+        Ok(Some(name))
+    }
+
+    /// Runs the command until it exits, the hub stops it, its lease is lost or the worker stops.
+    async fn spawn_and_wait(
+        &self,
+        spec: &RunSpec,
+        layout: &Layout,
+        code_dir: &Path,
+        mut revision: u64,
+    ) -> anyhow::Result<(Option<i32>, Option<i32>)> {
+        let (program, args) = spec
+            .command
+            .split_first()
+            .context("the run has an empty command")?;
+        let log = std::fs::File::create(layout.data_dir.join("member.log"))?;
+        let exe_dir = std::env::current_exe()?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let path = match std::env::var_os("PATH") {
+            Some(p) => {
+                let mut dirs = vec![exe_dir];
+                dirs.extend(std::env::split_paths(&p));
+                std::env::join_paths(dirs)?
+            }
+            None => exe_dir.into_os_string(),
+        };
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .current_dir(code_dir)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env("TROUPE_HOME", &layout.data_dir)
+            .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+            .env("TROUPE_WORKER", &self.name)
+            .env("PATH", path)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {program}"))?;
+        let group = child.id().and_then(|p| i32::try_from(p).ok());
+        if let Some(g) = group
+            && let Some(home) = layout.data_dir.parent()
+        {
+            // Read by the next worker on this data dir if this one is killed.
+            std::fs::write(home.join("pgid"), g.to_string())?;
+        }
+        let kill = || {
+            if let Some(pid) = group.and_then(rustix::process::Pid::from_raw)
+                && let Err(e) =
+                    rustix::process::kill_process_group(pid, rustix::process::Signal::KILL)
+            {
+                tracing::trace!(error = %e, "ending a run's process group");
+            }
+        };
+        let mut stops = self.client.subscribe(stop_subject(&spec.run_id)).await?;
+        let mut beat = tokio::time::interval(lease_beat());
+        let mut stopping = self.stopping.clone();
+        loop {
+            tokio::select! {
+                status = child.wait() => {
+                    let status = status?;
+                    use std::os::unix::process::ExitStatusExt;
+                    kill(); // what it left behind in its group
+                    return Ok((status.code(), status.signal()));
+                }
+                _ = stops.next() => {
+                    tracing::info!(run = %spec.run_id, "stopped by the hub");
+                    kill();
+                }
+                _ = stopping.changed() => {
+                    tracing::info!(run = %spec.run_id, "the worker is stopping");
+                    kill();
+                }
+                _ = beat.tick() => {
+                    match self.jet.leases.update(&spec.run_id, self.name.clone().into(), revision).await {
+                        Ok(r) => revision = r,
+                        Err(e) => {
+                            // The lease lapsed or was taken: the hub has given up on this attempt.
+                            tracing::warn!(run = %spec.run_id, error = %e, "lease lost: stopping the run");
+                            kill();
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! Remote workers over NATS JetStream, with a real `nats-server` (Debian's, started here on
+//! loopback with its own store): a hub (`troupe serve --nats`) and `troupe worker`s on their own
+//! data dirs. A party with one local and two remote members completes, a remote member's
+//! permission request is decided at the hub, and the remote members' commits come back as
+//! branches the merge queue lands; a worker killed with -9 mid-run loses its lease and the member
+//! is restarted on the other worker, and the killed worker, started again, ends what it left
+//! running; a pool without a worker keeps its run queued until the run's timeout; an unreachable
+//! NATS is a clear error at start.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use troupe::client::Client;
+
+use crate::support::{BIN, TestDaemon, define, executable, party_end, repo, wait_for};
+
+/// Lease lifetime in these tests (seconds): short, so a lost worker is noticed quickly.
+const LEASE_SECS: &str = "3";
+
+fn nats_server_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("TROUPE_TEST_NATS_SERVER") {
+        return PathBuf::from(p);
+    }
+    for dir in std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+    {
+        if dir.join("nats-server").is_file() {
+            return dir.join("nats-server");
+        }
+    }
+    panic!("nats-server is missing: scripts/test installs it (Debian package nats-server)");
+}
+
+/// A nats-server with JetStream on a free loopback port, its store in `dir`; killed on drop.
+struct Nats {
+    child: Child,
+    url: String,
+}
+
+impl Nats {
+    fn start(dir: &Path) -> Nats {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(nats_server_bin())
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        // Ready when it greets a connection with JetStream on.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let mut buf = [0u8; 512];
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                if let Ok(n) = s.read(&mut buf)
+                    && String::from_utf8_lossy(&buf[..n]).contains("\"jetstream\":true")
+                {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Nats {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `troupe worker` on its own data dir; killed on drop.
+struct Worker {
+    child: Option<Child>,
+}
+
+impl Worker {
+    fn start(data: &Path, nats: &str, pool: &str, name: &str) -> Worker {
+        let mut child = Command::new(BIN)
+            .arg("--data-dir")
+            .arg(data)
+            .args([
+                "worker", "--nats", nats, "--pool", pool, "--name", name, "--slots", "1",
+            ])
+            .env("TROUPE_RUNTIME_DIR", data.join("run"))
+            .env("TROUPE_LEASE_SECS", LEASE_SECS)
+            .env("TROUPE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Ready once it says so; the rest of its log is drained to the test's stderr.
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("worker {name} exited before it was ready"))
+                .unwrap();
+            eprintln!("[{name}] {line}");
+            if line.contains("ready for pool") {
+                break;
+            }
+        }
+        let tag = name.to_string();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                eprintln!("[{tag}] {line}");
+            }
+        });
+        Worker { child: Some(child) }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(c) = &self.child {
+            crate::support::signal(c.id(), rustix::process::Signal::TERM);
+        }
+        if let Some(mut c) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn hub(nats: &Nats) -> TestDaemon {
+    TestDaemon::start_with_env(&["--nats", &nats.url], &[("TROUPE_LEASE_SECS", LEASE_SECS)])
+}
+
+async fn events(c: &Client, kind: &str) -> Vec<Value> {
+    let r = c
+        .call("list_events", json!({ "kind": kind, "limit": 1000 }))
+        .await
+        .unwrap();
+    r["events"].as_array().unwrap().clone()
+}
+
+/// A remote member: asks permission (decided at the hub), writes its file, commits, completes.
+const REMOTE_DEV: &str = r#"#!/bin/sh
+set -e
+field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -1; }
+R=$(troupe call request_permission "{\"tool_name\":\"write_file\",\"input\":{\"content\":\"x\"},\"file_path\":\"$PWD/remote-$TROUPE_INSTANCE.txt\",\"wait_ms\":60000}")
+S=$(echo "$R" | field status)
+[ "$S" = approved ] || { troupe call complete "{\"output\":\"not allowed: $S\",\"status\":\"blocked\"}"; exit 0; }
+echo "made on $TROUPE_WORKER" > "remote-$TROUPE_INSTANCE.txt"
+git add -A && git -c user.name=remote -c user.email=remote@example.com commit -qm "remote $TROUPE_INSTANCE"
+troupe call complete "{\"output\":\"remote $TROUPE_INSTANCE on $TROUPE_WORKER\"}" >/dev/null
+"#;
+
+const LOCAL_DEV: &str = r#"#!/bin/sh
+set -e
+echo local > local.txt
+git add -A && git -c user.name=local -c user.email=local@example.com commit -qm local
+troupe call complete '{"output":"local done"}' >/dev/null
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_with_local_and_remote_members_lands_their_work_and_approvals_come_home() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&scratch.path().join("nats"));
+    let d = hub(&nats);
+    let c = d.client().await;
+    let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
+    let _w2 = Worker::start(&scratch.path().join("w2"), &nats.url, "gpu", "w2");
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let remote = executable(dir, "remote.sh", REMOTE_DEV);
+    let local = executable(dir, "local.sh", LOCAL_DEV);
+
+    // A pool's member works in its own checkout, as a process.
+    let bad = c
+        .call(
+            "create_agent_definition",
+            json!({ "definition": { "name": "x", "command": [remote], "pool": "gpu" } }),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("set isolation to worktree or clone"), "{bad}");
+
+    define(
+        &c,
+        "agent",
+        json!({ "name": "remote-dev", "command": [remote], "pool": "gpu",
+                "isolation": "worktree", "timeout_secs": 120 }),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "local-dev", "command": [local], "isolation": "worktree",
+                "timeout_secs": 120 }),
+    )
+    .await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "merger", "runner": "land", "land": { "strategy": "merge" },
+                "timeout_secs": 120 }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "far", "roles": {
+            "local": { "agent": "local-dev" },
+            "remote": { "agent": "remote-dev", "count": 2 },
+            "merger": { "agent": "merger" } },
+            "flow": { "merger": ["local", "remote"] } }),
+    )
+    .await;
+    let party = crate::support::launch(&c, "far", &project).await;
+
+    // Both remote members ask; each request is decided here, at the hub.
+    let mut decided = 0;
+    while decided < 2 {
+        let pending = wait_for("a remote member's request", 90, || async {
+            let r = c
+                .call(
+                    "list_approvals",
+                    json!({ "status": "pending", "party_id": party }),
+                )
+                .await
+                .unwrap();
+            r["approvals"].as_array().unwrap().first().cloned()
+        })
+        .await;
+        assert_eq!(pending["role_name"], "remote", "{pending}");
+        c.call(
+            "decide_approval",
+            json!({ "approval_id": pending["approval_id"], "decision": "approve" }),
+        )
+        .await
+        .unwrap();
+        decided += 1;
+    }
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    let outputs: Vec<String> = end["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "remote")
+        .map(|m| m["output"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(outputs.len(), 2, "{end:#}");
+    for (i, out) in outputs.iter().enumerate() {
+        assert!(out.starts_with(&format!("remote {i} on w")), "{out}");
+    }
+
+    // The remote commits came back to their branches and landed with the local one.
+    let head = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&project)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let files = head(&["ls-tree", "--name-only", "HEAD"]);
+    for f in ["local.txt", "remote-0.txt", "remote-1.txt"] {
+        assert!(files.lines().any(|l| l == f), "{f} landed: {files}");
+    }
+    let made = std::fs::read_to_string(Path::new(&project).join("remote-0.txt")).unwrap();
+    assert!(made.starts_with("made on w"), "{made}");
+
+    // The timeline says where each remote attempt went.
+    let started = events(&c, "remote_started").await;
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(events(&c, "remote_queued").await.len(), 2);
+}
+
+/// A remote member that hangs on its first attempt and completes on the next.
+const HANGS_ONCE: &str = r#"#!/bin/sh
+if [ "$TROUPE_ATTEMPT" = 1 ]; then exec sleep 600; fi
+troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}" >/dev/null
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_another() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&scratch.path().join("nats"));
+    let d = hub(&nats);
+    let c = d.client().await;
+    let w1_dir = scratch.path().join("w1");
+    let mut w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let script = executable(dir, "hangs.sh", HANGS_ONCE);
+    define(
+        &c,
+        "agent",
+        json!({ "name": "hangs", "command": [script], "pool": "gpu", "isolation": "worktree",
+                "timeout_secs": 300 }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "flaky", "roles": { "member": { "agent": "hangs",
+                "on_crash": "restart", "retry_attempts": 2 } } }),
+    )
+    .await;
+    let party = crate::support::launch(&c, "flaky", &project).await;
+    wait_for("the first attempt to run on w1", 60, || async {
+        (!events(&c, "remote_started").await.is_empty()).then_some(())
+    })
+    .await;
+    let left = std::fs::read_dir(w1_dir.join("worker"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let pgid: i32 = wait_for("the member's process group to be recorded", 30, || async {
+        std::fs::read_to_string(left.join("pgid"))
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+    })
+    .await;
+    w1.kill9();
+    // Its member lives on (it was killed with -9), but its lease lapses.
+    assert!(
+        crate::support::group_alive(pgid),
+        "the orphaned member still runs"
+    );
+    let _w2 = Worker::start(&scratch.path().join("w2"), &nats.url, "gpu", "w2");
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    let m = &end["members"][0];
+    assert_eq!(m["output"], "attempt 2 on w2", "{end:#}");
+    let lapsed = events(&c, "remote_lease_lapsed").await;
+    assert_eq!(lapsed.len(), 1, "{lapsed:?}");
+    assert_eq!(lapsed[0]["data"]["worker"], "w1");
+    // w1 comes back: it ends the attempt it left running, which no longer holds a lease.
+    let _w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
+    wait_for("the orphaned member to be ended", 30, || async {
+        (!crate::support::group_alive(pgid)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_without_a_worker_keeps_its_run_queued_until_its_timeout() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&scratch.path().join("nats"));
+    let d = hub(&nats);
+    let c = d.client().await;
+    let project = repo(&d.dir.path().join("proj"));
+    define(
+        &c,
+        "agent",
+        json!({ "name": "lonely", "command": ["true"], "pool": "nobody",
+                "isolation": "clone", "timeout_secs": 2 }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "alone", "roles": { "member": { "agent": "lonely" } } }),
+    )
+    .await;
+    let party = crate::support::launch(&c, "alone", &project).await;
+    wait_for("the run to be queued", 30, || async {
+        (!events(&c, "remote_queued").await.is_empty()).then_some(())
+    })
+    .await;
+    // Its timeout ends it (then the role's recovery decides: by default the party pauses).
+    let run = wait_for("the queued run to time out", 60, || async {
+        let runs = c
+            .call("list_agents", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        let run = runs["runs"][0].clone();
+        (run["status"] != "running" && run["status"] != "pending").then_some(run)
+    })
+    .await;
+    assert_eq!(run["status"], "timeout", "{run:#}");
+    assert!(events(&c, "remote_started").await.is_empty());
+}
+
+#[test]
+fn an_unreachable_nats_is_a_clear_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["serve", "--nats", "nats://127.0.0.1:1"],
+        vec!["worker", "--nats", "nats://127.0.0.1:1", "--pool", "gpu"],
+    ] {
+        let out = Command::new(BIN)
+            .arg("--data-dir")
+            .arg(dir.path().join(args[0]))
+            .args(&args)
+            .env(
+                "TROUPE_RUNTIME_DIR",
+                dir.path().join(format!("run-{}", args[0])),
+            )
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot reach NATS at nats://127.0.0.1:1"),
+            "{args:?}: {err}"
+        );
+    }
+}
