@@ -883,7 +883,7 @@ async fn neovim_shows_the_plan_and_timeline_and_votes_on_a_decision() {
         ],
     );
     assert!(
-        status.success() && report.starts_with("17 passed, 0 failed"),
+        status.success() && report.starts_with("16 passed, 0 failed"),
         "neovim: {status}\n{report}\nstderr: {stderr}"
     );
     let d = c

@@ -31,6 +31,8 @@ pub enum BenchCommand {
     Acp(crate::bench_agents::AcpArgs),
     /// `troupe acp` for ACP editors: prompt → first update, and the permission round trip.
     AcpDoor(crate::bench_acp_door::AcpDoorArgs),
+    /// Remote workers over NATS: dispatch latency and the calls per second of 8 remote members.
+    Remote(crate::bench_remote::RemoteArgs),
     /// The pattern layer's overhead per hop: a handoff chain and an advisor fan-out.
     Patterns(crate::bench_patterns::PatternArgs),
     /// The conflict radar's cost: N members × M changed files on a real repository.
@@ -120,6 +122,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Mcp(args) => return crate::bench_agents::mcp(args, json).await,
         BenchCommand::Acp(args) => return crate::bench_agents::acp(args, json).await,
         BenchCommand::AcpDoor(args) => return crate::bench_acp_door::run(args, json).await,
+        BenchCommand::Remote(args) => return crate::bench_remote::run(args, json).await,
         BenchCommand::Soak(cmd) => return crate::bench_soak::run(cmd, json).await,
         BenchCommand::Patterns(args) => return crate::bench_patterns::run(args, json).await,
         BenchCommand::Radar(args) => return crate::bench_radar::run(args, json).await,
@@ -329,11 +332,20 @@ pub(crate) fn scratch_layout(prefix: &str) -> anyhow::Result<(tempfile::TempDir,
 /// Starts a daemon on `layout` as a child process; returns it, a client, and the time from
 /// spawning it to its first answered call (ms).
 pub(crate) async fn start_daemon(layout: &Layout) -> anyhow::Result<(DaemonGuard, Client, f64)> {
+    start_daemon_with(layout, &[]).await
+}
+
+/// `start_daemon` with extra environment (`TROUPE_NATS` makes it a hub).
+pub(crate) async fn start_daemon_with(
+    layout: &Layout,
+    env: &[(&str, &str)],
+) -> anyhow::Result<(DaemonGuard, Client, f64)> {
     let spawned = Instant::now();
     let child = Command::new(crate::troupe_exe()?)
         .args(["serve", "--data-dir"])
         .arg(&layout.data_dir)
         .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+        .envs(env.iter().copied())
         .env(
             "TROUPE_LOG",
             std::env::var("TROUPE_DAEMON_LOG").unwrap_or_else(|_| "warn".into()),

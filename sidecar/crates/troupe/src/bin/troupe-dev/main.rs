@@ -9,6 +9,7 @@ mod bench_approvals;
 mod bench_parties;
 mod bench_patterns;
 mod bench_radar;
+mod bench_remote;
 mod bench_soak;
 mod lsp_client;
 mod scripted_agent;
