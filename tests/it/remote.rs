@@ -42,6 +42,8 @@ fn nats_server_bin() -> PathBuf {
 struct Nats {
     child: Child,
     url: String,
+    port: u16,
+    dir: PathBuf,
 }
 
 impl Nats {
@@ -51,6 +53,19 @@ impl Nats {
             .local_addr()
             .unwrap()
             .port();
+        Self::start_on(dir, port)
+    }
+
+    /// kill -9, then a new server on the same port and store.
+    fn kill9_and_restart(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        let again = Self::start_on(&self.dir, self.port);
+        let old = std::mem::replace(self, again);
+        std::mem::forget(old); // its process is reaped already
+    }
+
+    fn start_on(dir: &Path, port: u16) -> Nats {
         let child = Command::new(nats_server_bin())
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(dir)
@@ -76,6 +91,8 @@ impl Nats {
         Nats {
             child,
             url: format!("nats://127.0.0.1:{port}"),
+            port,
+            dir: dir.to_path_buf(),
         }
     }
 }
@@ -407,6 +424,66 @@ async fn a_pool_without_a_worker_keeps_its_run_queued_until_its_timeout() {
     .await;
     assert_eq!(run["status"], "timeout", "{run:#}");
     assert!(events(&c, "remote_started").await.is_empty());
+}
+
+/// A remote member that waits for the test's flag file, then completes.
+const WAITS_FOR_FLAG: &str = r#"#!/bin/sh
+while [ ! -f "$FLAG" ]; do sleep 0.05; done
+troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}" >/dev/null
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_killed_with_9_and_restarted_loses_nothing_and_runs_no_member_twice() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut nats = Nats::start(&scratch.path().join("nats"));
+    let d = hub(&nats);
+    let c = d.client().await;
+    let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let flag = dir.join("flag");
+    let script = executable(dir, "waits.sh", WAITS_FOR_FLAG);
+    define(
+        &c,
+        "agent",
+        json!({ "name": "waits", "command": [script], "pool": "gpu", "isolation": "worktree",
+                "timeout_secs": 300, "env": { "FLAG": flag.display().to_string() } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "steady", "roles": { "member": { "agent": "waits",
+                "on_crash": "restart", "retry_attempts": 2 } } }),
+    )
+    .await;
+    let party = crate::support::launch(&c, "steady", &project).await;
+    let w1_runs = scratch.path().join("w1/worker");
+    wait_for("the member to run on w1", 60, || async {
+        std::fs::read_dir(&w1_runs)
+            .ok()?
+            .flatten()
+            .any(|run| run.path().join("pgid").is_file())
+            .then_some(())
+    })
+    .await;
+    nats.kill9_and_restart();
+    std::fs::write(&flag, "go").unwrap();
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    assert_eq!(end["members"][0]["output"], "attempt 1 on w1", "{end:#}");
+    assert_eq!(
+        end["members"][0]["attempts"], 1,
+        "no second attempt: {end:#}"
+    );
+    assert_eq!(events(&c, "remote_started").await.len(), 1);
+    assert!(events(&c, "remote_lease_lapsed").await.is_empty());
+    let finished = events(&c, "agent_run_finished").await;
+    assert_eq!(
+        finished.len(),
+        1,
+        "the exit was recorded once: {finished:?}"
+    );
 }
 
 #[test]

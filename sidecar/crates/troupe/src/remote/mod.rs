@@ -209,18 +209,37 @@ pub async fn upload(
     Ok(())
 }
 
-/// Fetches `name` from the code bucket into `file`.
+/// Fetches `name` from the code bucket into `file`, trying again (three times) when NATS
+/// stumbles: async-nats 0.50's object reader panics on a timeout (a NATS restart), so each try
+/// reads in a task of its own and a panic is one failed try.
 pub async fn download(
     code: &object_store::ObjectStore,
     name: &str,
     file: &Path,
 ) -> anyhow::Result<()> {
-    let mut obj = code
-        .get(name)
-        .await
-        .with_context(|| format!("cannot fetch {name} from NATS"))?;
-    let mut bytes = Vec::new();
-    obj.read_to_end(&mut bytes).await?;
-    tokio::fs::write(file, bytes).await?;
-    Ok(())
+    let mut last = None;
+    for attempt in 0..3u32 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+        }
+        let (code, name) = (code.clone(), name.to_string());
+        let read = tokio::spawn(async move {
+            let mut obj = code.get(&name).await?;
+            let mut bytes = Vec::new();
+            obj.read_to_end(&mut bytes).await?;
+            anyhow::Ok(bytes)
+        })
+        .await;
+        match read {
+            Ok(Ok(bytes)) => {
+                tokio::fs::write(file, bytes).await?;
+                return Ok(());
+            }
+            Ok(Err(e)) => last = Some(e),
+            Err(e) => last = Some(anyhow::anyhow!("the read failed: {e}")),
+        }
+    }
+    Err(last
+        .unwrap_or_else(|| anyhow::anyhow!("no try"))
+        .context(format!("cannot fetch {name} from NATS")))
 }

@@ -24,7 +24,7 @@ use troupe_api::layout::{Endpoint, Layout, write_private_file};
 
 use super::{
     CALLS, CallReply, CallRequest, Jet, RUNS_STREAM, RunExit, RunSpec, download, exit_subject, git,
-    jet, lease_beat, runs_subject, stop_subject, upload,
+    jet, lease_beat, lease_ttl, runs_subject, stop_subject, upload,
 };
 use crate::doors::rpc;
 
@@ -484,6 +484,7 @@ impl Worker {
         };
         let mut stops = self.client.subscribe(stop_subject(&spec.run_id)).await?;
         let mut beat = tokio::time::interval(lease_beat());
+        let mut renewed = tokio::time::Instant::now();
         let mut stopping = self.stopping.clone();
         loop {
             tokio::select! {
@@ -503,12 +504,23 @@ impl Worker {
                 }
                 _ = beat.tick() => {
                     match self.jet.leases.update(&spec.run_id, self.name.clone().into(), revision).await {
-                        Ok(r) => revision = r,
-                        Err(e) => {
-                            // The lease lapsed or was taken: the hub has given up on this attempt.
+                        Ok(r) => {
+                            revision = r;
+                            renewed = tokio::time::Instant::now();
+                        }
+                        Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                            // The lease lapsed or was dropped: the hub has given up on this attempt.
                             tracing::warn!(run = %spec.run_id, error = %e, "lease lost: stopping the run");
                             kill();
                         }
+                        Err(e) if renewed.elapsed() > lease_ttl() => {
+                            // NATS has been out of reach for a whole lease: the hub may have
+                            // started this member again elsewhere.
+                            tracing::warn!(run = %spec.run_id, error = %e, "lease not renewed for its lifetime: stopping the run");
+                            kill();
+                        }
+                        // A blip (NATS restarting): the client reconnects by itself.
+                        Err(e) => tracing::info!(run = %spec.run_id, error = %e, "lease not renewed; trying again"),
                     }
                 }
             }
