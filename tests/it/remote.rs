@@ -486,6 +486,56 @@ async fn nats_killed_with_9_and_restarted_loses_nothing_and_runs_no_member_twice
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_killed_with_9_takes_back_the_remote_runs_still_alive() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&scratch.path().join("nats"));
+    let mut d = hub(&nats);
+    let c = d.client().await;
+    let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
+    let dir = d.dir.path().to_path_buf();
+    let project = repo(&dir.join("proj"));
+    let flag = dir.join("flag");
+    let script = executable(&dir, "waits.sh", WAITS_FOR_FLAG);
+    define(
+        &c,
+        "agent",
+        json!({ "name": "waits", "command": [script], "pool": "gpu", "isolation": "worktree",
+                "timeout_secs": 300, "env": { "FLAG": flag.display().to_string() } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "steady", "roles": { "member": { "agent": "waits",
+                "on_crash": "restart", "retry_attempts": 2 } } }),
+    )
+    .await;
+    let party = crate::support::launch(&c, "steady", &project).await;
+    wait_for("the member to run on w1", 60, || async {
+        (!events(&c, "remote_started").await.is_empty()).then_some(())
+    })
+    .await;
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    wait_for("the hub to take the run back", 60, || async {
+        (!events(&c, "remote_reattached").await.is_empty()).then_some(())
+    })
+    .await;
+    std::fs::write(&flag, "go").unwrap();
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    assert_eq!(end["members"][0]["output"], "attempt 1 on w1", "{end:#}");
+    assert_eq!(
+        end["members"][0]["attempts"], 1,
+        "no second attempt: {end:#}"
+    );
+    let reattached = events(&c, "remote_reattached").await;
+    assert_eq!(reattached[0]["data"]["worker"], "w1", "{reattached:?}");
+}
+
 #[test]
 fn an_unreachable_nats_is_a_clear_error_at_start() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
-//! Recovery at start-up: adopts the live processes an earlier daemon left, buries the runs that
-//! cannot be adopted (with every process of theirs), rebuilds every live party from the store and
+//! Recovery at start-up: adopts the live processes an earlier daemon left (and, through the
+//! pools, the remote runs it dispatched), buries the runs that cannot be adopted (with every process of theirs), rebuilds every live party from the store and
 //! re-consults the decisions that were pending when the daemon stopped, and resumes the pattern
 //! runs (`patterns.rs`).
 
@@ -23,6 +23,21 @@ impl Loop {
             if crate::runners::is_attached(&run.definition) && run.status == RunStatus::Running {
                 crate::runners::attached::hold(&self.runner, run.run_id.clone());
                 adopted.insert(run.run_id.clone());
+                continue;
+            }
+            // A remote member may still run on its worker: the pools take it back.
+            if run.status == RunStatus::Running
+                && let Some(remote) = crate::runners::remote::recorded(&run)
+                && let Some(pools) = self
+                    .daemon
+                    .get()
+                    .and_then(|h| h.upgrade())
+                    .and_then(|h| h.pools())
+            {
+                tracing::info!(run = %run.run_id, "re-attaching a remote run");
+                adopted.insert(run.run_id.clone());
+                self.runner
+                    .spawn_managed(run.run_id.clone(), move |stop| pools.adopt(remote, stop));
                 continue;
             }
             let alive = run

@@ -35,6 +35,27 @@ pub trait Pools: Send + Sync + 'static {
     /// Runs `run` on a worker of its pool until it ends, `stop` fires (the run is stopped on its
     /// worker) or its timeout passes (queued time included); how it ended.
     fn run(&self, run: RemoteRun, stop: oneshot::Receiver<()>) -> BoxFuture<'static, Exit>;
+    /// Takes back a run an earlier daemon (killed) dispatched and that may still run on its
+    /// worker: follows it as `run` does, or ends it at once when it cannot be re-attached.
+    fn adopt(&self, run: RemoteRun, stop: oneshot::Receiver<()>) -> BoxFuture<'static, Exit>;
+}
+
+/// A remote run as recorded, for adoption after a restart (its environment is not needed).
+pub fn recorded(run: &troupe_store::AgentRun) -> Option<RemoteRun> {
+    let agent: AgentDefinition = serde_json::from_value(run.definition.clone()).ok()?;
+    Some(RemoteRun {
+        run_id: run.run_id.clone(),
+        session_id: run.session_id.clone(),
+        project_id: run.project_id.clone(),
+        party_id: run.party_id.clone(),
+        pool: agent.pool.clone()?,
+        agent,
+        env: Vec::new(),
+        workdir: PathBuf::from(run.workdir.clone()?),
+        timeout: run
+            .timeout_ms
+            .map(|t| Duration::from_millis(u64::try_from(t).unwrap_or(0))),
+    })
 }
 
 pub struct RemoteRunner;

@@ -32,6 +32,9 @@ use super::{
 /// The op a worker calls to claim a run (is the hub still waiting for it?).
 pub const CLAIM: &str = "__claim";
 
+/// Exits kept for runs nobody waits for (a restarted hub's runs, before it takes them back).
+const MAX_ORPHANS: usize = 1024;
+
 /// How long a stopped run's worker gets to report its end.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -47,11 +50,23 @@ struct Live {
     run: RemoteRun,
 }
 
+/// What a restarted hub needs to take a run back: kept in `<data>/remote/<run>.json` (0600)
+/// while the hub waits for the run.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Record {
+    secret: String,
+    branch: String,
+}
+
 struct Hub {
     client: async_nats::Client,
     jet: Jet,
-    /// Set once the daemon is built (calls before that are refused as unavailable).
+    /// Exits of runs nobody waits for yet (read before a restarted hub took its runs back).
+    orphans: Mutex<HashMap<String, RunExit>>,
+    /// Set once the daemon is built (calls before that are refused as unavailable; the
+    /// timeline waits for it: runs are taken back while the daemon is being built).
     daemon: std::sync::OnceLock<Weak<Daemon>>,
+    attached: tokio::sync::watch::Sender<bool>,
     runs: Mutex<HashMap<String, Live>>,
     scratch: PathBuf,
 }
@@ -77,7 +92,9 @@ impl HubHandle {
         self.0
             .daemon
             .set(Arc::downgrade(daemon))
-            .map_err(|_| anyhow::anyhow!("the hub has a daemon already"))
+            .map_err(|_| anyhow::anyhow!("the hub has a daemon already"))?;
+        self.0.attached.send_replace(true);
+        Ok(())
     }
 }
 
@@ -93,6 +110,8 @@ pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::
         client,
         jet,
         daemon: std::sync::OnceLock::new(),
+        attached: tokio::sync::watch::channel(false).0,
+        orphans: Mutex::new(HashMap::new()),
         runs: Mutex::new(HashMap::new()),
         scratch,
     });
@@ -126,8 +145,16 @@ pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::
                         Some(tx) => {
                             let _ = tx.send(exit);
                         }
-                        // A run the hub no longer waits for (stopped, or before a restart).
-                        None => tracing::debug!(run = %exit.run_id, "an exit nobody waits for"),
+                        // Nobody waits yet (a restarted hub takes its runs back after this
+                        // starts reading), or any more (a stopped run): kept for an adopter.
+                        None => {
+                            let mut orphans = h.orphans.lock().unwrap_or_else(|p| p.into_inner());
+                            // Those of stopped runs are never claimed: keep a bounded number.
+                            if orphans.len() >= MAX_ORPHANS {
+                                orphans.clear();
+                            }
+                            orphans.insert(exit.run_id.clone(), exit);
+                        }
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "an unreadable exit message"),
@@ -279,6 +306,11 @@ impl Hub {
     }
 
     async fn event(&self, run: &RemoteRun, kind: &str, data: Value) {
+        let mut attached = self.attached.subscribe();
+        let ready = tokio::time::timeout(Duration::from_secs(60), attached.wait_for(|a| *a));
+        if !matches!(ready.await, Ok(Ok(_))) {
+            return;
+        }
         let Some(d) = self.daemon() else {
             return;
         };
@@ -317,7 +349,7 @@ impl Hub {
     async fn dispatch(
         self: &Arc<Self>,
         run: RemoteRun,
-        mut stop: oneshot::Receiver<()>,
+        stop: oneshot::Receiver<()>,
     ) -> anyhow::Result<Exit> {
         let command = run
             .agent
@@ -334,19 +366,8 @@ impl Hub {
         let _ = tokio::fs::remove_file(&file).await;
         uploaded?;
         let secret = crate::auth::new_token()?;
-        let (tx, mut exit) = oneshot::channel();
-        lock(&self.runs).insert(
-            run.run_id.clone(),
-            Live {
-                secret: secret.clone(),
-                workdir: run.workdir.clone(),
-                branch: branch.clone(),
-                exit: Some(tx),
-                claimed_by: None,
-                run: run.clone(),
-            },
-        );
-        let _forget = Forget(self.clone(), run.run_id.clone(), bundle.clone());
+        let (exit, _forget) =
+            self.wait_for(&run, secret.clone(), branch.clone(), Some(bundle.clone()))?;
         let spec = RunSpec {
             run_id: run.run_id.clone(),
             session_id: run.session_id.clone(),
@@ -371,6 +392,94 @@ impl Hub {
             .context("the run was not queued")?;
         self.event(&run, "remote_queued", json!({ "pool": run.pool }))
             .await;
+        self.follow(&run, exit, stop).await
+    }
+
+    /// Registers the run as waited for (its calls are served from now on) and records what a
+    /// restarted hub needs to take it back; forgotten when the guard drops.
+    fn wait_for(
+        self: &Arc<Self>,
+        run: &RemoteRun,
+        secret: String,
+        branch: String,
+        bundle: Option<String>,
+    ) -> anyhow::Result<(oneshot::Receiver<RunExit>, Forget)> {
+        let record = serde_json::to_vec(&Record {
+            secret: secret.clone(),
+            branch: branch.clone(),
+        })?;
+        troupe_api::layout::write_private_file(&self.record_path(&run.run_id), &record)?;
+        let (tx, exit) = oneshot::channel();
+        lock(&self.runs).insert(
+            run.run_id.clone(),
+            Live {
+                secret,
+                workdir: run.workdir.clone(),
+                branch,
+                exit: Some(tx),
+                claimed_by: None,
+                run: run.clone(),
+            },
+        );
+        Ok((exit, Forget(self.clone(), run.run_id.clone(), bundle)))
+    }
+
+    fn record_path(&self, run_id: &str) -> PathBuf {
+        self.scratch.join(format!("{run_id}.json"))
+    }
+
+    /// Takes back a run a killed hub dispatched: its record gives its secret; its lease (or an
+    /// exit read meanwhile) says whether it still lives.
+    async fn adopt(
+        self: &Arc<Self>,
+        run: RemoteRun,
+        stop: oneshot::Receiver<()>,
+    ) -> anyhow::Result<Exit> {
+        let record: Record = match std::fs::read(self.record_path(&run.run_id))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+        {
+            Some(r) => r,
+            None => anyhow::bail!("the remote run cannot be re-attached: its record is gone"),
+        };
+        let (exit, _forget) = self.wait_for(&run, record.secret, record.branch, None)?;
+        let orphan = self
+            .orphans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&run.run_id);
+        if let Some(ended) = orphan {
+            return Ok(exit_of(ended));
+        }
+        let holder = match self.jet.leases.entry(&run.run_id).await {
+            Ok(Some(e)) if e.operation == Operation::Put => {
+                Some(String::from_utf8_lossy(&e.value).into_owned())
+            }
+            _ => None,
+        };
+        match holder {
+            Some(worker) => {
+                if let Some(l) = lock(&self.runs).get_mut(&run.run_id) {
+                    l.claimed_by = Some(worker.clone());
+                }
+                self.event(&run, "remote_reattached", json!({ "worker": worker }))
+                    .await;
+                self.follow(&run, exit, stop).await
+            }
+            // Queued and not taken yet, or its worker is gone too: it starts again.
+            None => anyhow::bail!(
+                "the remote run could not be re-attached after a restart: no worker holds its lease"
+            ),
+        }
+    }
+
+    /// Waits for the run's end: its exit, a stop, its timeout, or its lease lapsing.
+    async fn follow(
+        self: &Arc<Self>,
+        run: &RemoteRun,
+        mut exit: oneshot::Receiver<RunExit>,
+        mut stop: oneshot::Receiver<()>,
+    ) -> anyhow::Result<Exit> {
         let deadline = run.timeout.map(|t| tokio::time::Instant::now() + t);
         let claimed = || {
             lock(&self.runs)
@@ -413,7 +522,7 @@ impl Hub {
                         "the lease of worker {worker} lapsed ({} s without a heartbeat): the worker is gone",
                         lease_ttl().as_secs_f64()
                     );
-                    self.event(&run, "remote_lease_lapsed", json!({ "worker": worker })).await;
+                    self.event(run, "remote_lease_lapsed", json!({ "worker": worker })).await;
                     return Ok(Exit::Failed(why));
                 }
             }
@@ -440,17 +549,20 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 
 /// Forgets a run the hub no longer waits for (its calls are refused from then on, and a worker
 /// that claims it late is told so), and its base bundle.
-struct Forget(Arc<Hub>, String, String);
+struct Forget(Arc<Hub>, String, Option<String>);
 
 impl Drop for Forget {
     fn drop(&mut self) {
         lock(&self.0.runs).remove(&self.1);
-        let (hub, bundle) = (self.0.clone(), self.2.clone());
-        tokio::spawn(async move {
-            if let Err(e) = hub.jet.code.delete(&bundle).await {
-                tracing::debug!(error = %e, "base bundle not deleted");
-            }
-        });
+        let _ = std::fs::remove_file(self.0.record_path(&self.1));
+        if let Some(bundle) = self.2.clone() {
+            let hub = self.0.clone();
+            tokio::spawn(async move {
+                if let Err(e) = hub.jet.code.delete(&bundle).await {
+                    tracing::debug!(error = %e, "base bundle not deleted");
+                }
+            });
+        }
     }
 }
 
@@ -459,6 +571,16 @@ impl Pools for NatsPools {
         let hub = self.0.clone();
         Box::pin(async move {
             match hub.dispatch(run, stop).await {
+                Ok(exit) => exit,
+                Err(e) => Exit::Failed(format!("{e:#}")),
+            }
+        })
+    }
+
+    fn adopt(&self, run: RemoteRun, stop: oneshot::Receiver<()>) -> BoxFuture<'static, Exit> {
+        let hub = self.0.clone();
+        Box::pin(async move {
+            match hub.adopt(run, stop).await {
                 Ok(exit) => exit,
                 Err(e) => Exit::Failed(format!("{e:#}")),
             }
