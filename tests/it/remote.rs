@@ -225,13 +225,28 @@ async fn a_party_with_local_and_remote_members_lands_their_work_and_approvals_co
         .to_string();
     assert!(bad.contains("set isolation to worktree or clone"), "{bad}");
 
+    // The role sends its members to the pool (the agent itself runs anywhere).
     define(
         &c,
         "agent",
-        json!({ "name": "remote-dev", "command": [remote], "pool": "gpu",
-                "isolation": "worktree", "timeout_secs": 120 }),
+        json!({ "name": "remote-dev", "command": [remote], "isolation": "worktree",
+                "timeout_secs": 120 }),
     )
     .await;
+    define(&c, "agent", json!({ "name": "plain", "command": ["true"] })).await;
+    let bad = c
+        .call(
+            "create_party_definition",
+            json!({ "definition": { "name": "bad", "roles": {
+                "r": { "agent": "plain", "pool": "gpu" } } } }),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("role r runs in pool \"gpu\"") && bad.contains("isolation"),
+        "{bad}"
+    );
     define(
         &c,
         "agent",
@@ -251,7 +266,7 @@ async fn a_party_with_local_and_remote_members_lands_their_work_and_approvals_co
         "party",
         json!({ "name": "far", "roles": {
             "local": { "agent": "local-dev" },
-            "remote": { "agent": "remote-dev", "count": 2 },
+            "remote": { "agent": "remote-dev", "count": 2, "pool": "gpu" },
             "merger": { "agent": "merger" } },
             "flow": { "merger": ["local", "remote"] } }),
     )

@@ -119,6 +119,10 @@ pub struct RoleDefinition {
     /// one is picked (by `judge`, or by the person) and only its branch is landed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pick: Option<PickSpec>,
+    /// Run this role's members on the remote workers of this pool (overrides the agent's own
+    /// `pool`; the agent must be a process runner in its own checkout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 /// Who picks the best of a role's attempts.

@@ -58,6 +58,19 @@ fn check(
     if let Some(e) = missing {
         return Err(e.into());
     }
+    for (name, role) in def.roles.iter() {
+        let (Some(pool), Some(agent)) = (&role.pool, agents.get(&role.agent)) else {
+            continue;
+        };
+        // The agent as the role runs it: checked like an agent naming the pool itself.
+        let remote = AgentDefinition {
+            pool: Some(pool.clone()),
+            ..agent.clone()
+        };
+        remote.validate().map_err(|e| {
+            ApiError::invalid(op, format!("role {name} runs in pool {pool:?}: {e}"))
+        })?;
+    }
     for (name, role) in def.roles.iter().filter(|(_, r)| r.pick.is_some()) {
         if agents
             .get(&role.agent)

@@ -397,6 +397,9 @@ impl Loop {
                 )
             })?
             .clone();
+        if let Some(pool) = &role_def.pool {
+            agent.pool = Some(pool.clone());
+        }
         // A party led by the session that launched it (`mode: self`): that session is the
         // leader's run; nothing is started and it works where it is.
         let attach = live
