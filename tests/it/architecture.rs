@@ -314,6 +314,7 @@ fn each_layer_depends_only_on_what_it_may() {
         "axum",
         "hyper",
         "http",
+        "async-nats",
     ];
     for dir in [
         "core",

@@ -288,6 +288,13 @@ async fn a_party_with_local_and_remote_members_lands_their_work_and_approvals_co
         })
         .await;
         assert_eq!(pending["role_name"], "remote", "{pending}");
+        // The path is the member's checkout here, not the worker's clone: inside its worktree.
+        let path = pending["file_path"].as_str().unwrap();
+        assert!(
+            path.starts_with(&d.layout.data_dir.display().to_string()),
+            "{pending}"
+        );
+        assert_eq!(pending["outside_worktree"], false, "{pending}");
         c.call(
             "decide_approval",
             json!({ "approval_id": pending["approval_id"], "decision": "approve" }),

@@ -378,6 +378,7 @@ impl Hub {
             base,
             bundle,
             secret,
+            workdir: run.workdir.display().to_string(),
         };
         self.jet
             .js

@@ -71,6 +71,9 @@ pub struct RunSpec {
     pub bundle: String,
     /// Proves the run's calls to the hub are its own.
     pub secret: String,
+    /// The member's checkout on the hub: paths in the worker's clone are told to the hub as
+    /// the same paths there (what approvals, editors and rules see).
+    pub workdir: String,
 }
 
 /// How a run ended on its worker.

@@ -139,6 +139,21 @@ pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The params as the hub must read them: a `cwd` or `file_path` in the run's clone becomes the
+/// same path in the member's checkout on the hub.
+fn on_hub(mut params: Value, clone: &Path, hub: &Path) -> Value {
+    if let Value::Object(map) = &mut params {
+        for key in ["cwd", "file_path"] {
+            if let Some(Value::String(path)) = map.get_mut(key)
+                && let Ok(rel) = Path::new(path.as_str()).strip_prefix(clone)
+            {
+                *path = hub.join(rel).display().to_string();
+            }
+        }
+    }
+    params
+}
+
 /// Ends what an earlier worker on this data dir left running (it was killed: its members'
 /// process groups outlived it, and their leases have lapsed, so they may be running elsewhere by
 /// now) and removes their directories.
@@ -382,6 +397,7 @@ impl Worker {
                 } else {
                     None
                 };
+                let params = params.map(|p| on_hub(p, &code_dir, Path::new(&spec.workdir)));
                 w.call(&spec, op, params, bundle).await
             })
         });
