@@ -2,7 +2,8 @@
 //! PATH or `/usr/sbin`) on loopback, a hub (`troupe serve` with `TROUPE_NATS`) and two
 //! `troupe worker`s. Two figures, medians:
 //! - dispatch: `start_agent` of a remote member → the run claimed by a worker (`remote_started`
-//!   on the timeline) and → its member's first call reaching the hub (its process running);
+//!   on the timeline) and → its member's one call recorded (its run finished), against the same
+//!   member run on the hub's machine (the floor);
 //! - calls per second into the hub from 8 remote members at once, each making `--calls`
 //!   `troupe call heartbeat`s (a durable write each), against the same 8 members run on the hub's
 //!   machine (the floor: the same calls without NATS in between).
@@ -149,6 +150,7 @@ pub async fn run(args: RemoteArgs, json_out: bool) -> anyhow::Result<()> {
     let first_call = "troupe call complete '{\"output\":\"ran\"}' >/dev/null";
     for (name, pool, script) in [
         ("remote-one", Some("bench"), first_call.to_string()),
+        ("local-one", None, first_call.to_string()),
         ("remote-calls", Some("bench"), calls.clone()),
         ("local-calls", None, calls),
     ] {
@@ -161,50 +163,59 @@ pub async fn run(args: RemoteArgs, json_out: bool) -> anyhow::Result<()> {
             .await?;
     }
 
-    // Dispatch: start → claimed, start → the member's call (its `complete`) recorded.
-    let (mut claimed, mut ran) = (Vec::new(), Vec::new());
+    // Dispatch: start → claimed, start → the member's call (its `complete`) recorded; the
+    // same member run here is the floor.
+    let (mut claimed, mut ran, mut floor) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..args.runs + 2 {
-        let t0 = Instant::now();
-        let started = c
-            .call(
-                "start_agent",
-                json!({ "agent": "remote-one", "prompt": "go", "parent_session_id": parent }),
-            )
-            .await?;
-        let session = started["session_id"]
-            .as_str()
-            .context("no session")?
-            .to_string();
-        let run = started["run_id"].as_str().context("no run")?.to_string();
-        let mut seen_claim = None;
-        let seen_call = loop {
-            let e = c
+        for agent in ["remote-one", "local-one"] {
+            let t0 = Instant::now();
+            let started = c
                 .call(
-                    "list_events",
-                    json!({ "session_id": session, "limit": 100 }),
+                    "start_agent",
+                    json!({ "agent": agent, "prompt": "go", "parent_session_id": parent }),
                 )
                 .await?;
-            let kinds: Vec<&str> = e["events"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|e| e["kind"].as_str())
-                .collect();
-            if seen_claim.is_none() && kinds.contains(&"remote_started") {
-                seen_claim = Some(t0.elapsed());
+            let session = started["session_id"]
+                .as_str()
+                .context("no session")?
+                .to_string();
+            let run = started["run_id"].as_str().context("no run")?.to_string();
+            let mut seen_claim = None;
+            let seen_call = loop {
+                let e = c
+                    .call(
+                        "list_events",
+                        json!({ "session_id": session, "limit": 100 }),
+                    )
+                    .await?;
+                let kinds: Vec<&str> = e["events"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e["kind"].as_str())
+                    .collect();
+                if seen_claim.is_none() && kinds.contains(&"remote_started") {
+                    seen_claim = Some(t0.elapsed());
+                }
+                if kinds.contains(&"agent_run_finished") {
+                    break t0.elapsed();
+                }
+                if t0.elapsed() > Duration::from_secs(60) {
+                    bail!("dispatch {i} of {agent}: the member did not run within 60 s");
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            };
+            run_end(&c, &run).await?;
+            if i < 2 {
+                continue;
             }
-            if kinds.contains(&"agent_completed") || kinds.contains(&"agent_run_finished") {
-                break t0.elapsed();
+            let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+            if agent == "local-one" {
+                floor.push(ms(seen_call));
+            } else {
+                claimed.push(ms(seen_claim.unwrap_or(seen_call)));
+                ran.push(ms(seen_call));
             }
-            if t0.elapsed() > Duration::from_secs(60) {
-                bail!("dispatch {i}: the member did not run within 60 s");
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        };
-        run_end(&c, &run).await?;
-        if i >= 2 {
-            claimed.push(seen_claim.unwrap_or(seen_call).as_secs_f64() * 1000.0);
-            ran.push(seen_call.as_secs_f64() * 1000.0);
         }
     }
 
@@ -239,6 +250,8 @@ pub async fn run(args: RemoteArgs, json_out: bool) -> anyhow::Result<()> {
         "runs": args.runs, "calls_per_member": args.calls,
         "dispatch_to_claimed_ms": median(claimed.clone()),
         "dispatch_to_member_call_ms": median(ran.clone()),
+        "local_start_to_member_call_ms": median(floor.clone()),
+        "dispatch_ratio_to_local": median(ran.clone()) / median(floor.clone()),
         "remote_calls_per_s_8_members": remote_rate,
         "local_calls_per_s_8_members": local_rate,
         "remote_to_local_ratio": remote_rate / local_rate,
@@ -249,12 +262,13 @@ pub async fn run(args: RemoteArgs, json_out: bool) -> anyhow::Result<()> {
         println!(
             "remote workers over NATS ({} dispatches; 8 members × {} calls):\n  \
              start_agent → claimed by a worker     median {:.1} ms\n  \
-             start_agent → the member's call in     median {:.1} ms\n  \
+             start_agent → the member's call in     median {:.1} ms  (the same member here: {:.1} ms)\n  \
              calls/s into the hub, 8 remote members {remote_rate:.0}  (the same 8 local: {local_rate:.0}, ×{:.2})",
             args.runs,
             args.calls,
             median(claimed),
             median(ran),
+            median(floor),
             remote_rate / local_rate
         );
     }
