@@ -384,7 +384,7 @@ async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_anot
     let pgid: i32 = wait_for("the member's process group to be recorded", 30, || async {
         std::fs::read_to_string(left.join("pgid"))
             .ok()
-            .and_then(|p| p.trim().parse().ok())
+            .and_then(|p| p.split_whitespace().next()?.parse().ok())
     })
     .await;
     w1.kill9();

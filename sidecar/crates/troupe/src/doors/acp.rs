@@ -36,6 +36,7 @@ pub async fn run(layout: Layout) -> anyhow::Result<()> {
         layout,
         daemon: tokio::sync::Mutex::new(None),
         turns: Mutex::new(HashMap::new()),
+        followers: Mutex::new(HashMap::new()),
     }));
     wire::serve(Arc::new(door)).await
 }
@@ -107,6 +108,9 @@ struct Inner {
     daemon: tokio::sync::Mutex<Option<Arc<Client>>>,
     /// The running turn of each session: its cancel switch.
     turns: Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// A loaded session following its running party (no prompt waits on it: a prompt may run
+    /// beside it); its cancel switch.
+    followers: Mutex<HashMap<String, watch::Sender<bool>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -199,14 +203,14 @@ impl Door for AcpDoor {
                 return Ok(());
             };
             // Its party still runs: follow it on, as the turn that launched it did (a cancel
-            // stops it; a prompt waits for its end).
+            // stops it; prompts run beside it).
             let (cancel_tx, cancel) = watch::channel(false);
             {
-                let mut turns = lock(&d.turns);
-                if turns.contains_key(&session) {
+                let mut followers = lock(&d.followers);
+                if followers.contains_key(&session) {
                     return Ok(());
                 }
-                turns.insert(session.clone(), cancel_tx);
+                followers.insert(session.clone(), cancel_tx);
             }
             let turn = Turn {
                 d: d.clone(),
@@ -216,7 +220,7 @@ impl Door for AcpDoor {
                 cancel,
             };
             tokio::spawn(async move {
-                let _registered = Registered(turn.d.clone(), turn.session.clone());
+                let _following = Following(turn.d.clone(), turn.session.clone());
                 if let Err(e) = turn.resume(party, since).await {
                     tracing::debug!(error = %e, "a loaded party no longer followed");
                 }
@@ -304,6 +308,9 @@ impl Door for AcpDoor {
         if let Some(tx) = lock(&self.0.turns).get(&session) {
             tx.send_replace(true);
         }
+        if let Some(tx) = lock(&self.0.followers).get(&session) {
+            tx.send_replace(true);
+        }
     }
 
     fn commands(&self) -> Vec<SlashCommand> {
@@ -367,6 +374,15 @@ struct Registered(Arc<Inner>, String);
 impl Drop for Registered {
     fn drop(&mut self) {
         lock(&self.0.turns).remove(&self.1);
+    }
+}
+
+/// A loaded session's follower, forgotten when it ends.
+struct Following(Arc<Inner>, String);
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        lock(&self.0.followers).remove(&self.1);
     }
 }
 
@@ -559,8 +575,11 @@ impl Turn {
                     for out in step.out {
                         self.peer.send(&self.session, out)?;
                     }
-                    if let (true, Scope::Party(party)) = (step.plan_changed, &scope) {
-                        self.send_plan(&c, party, &mut plan).await?;
+                    if let (true, Scope::Party(party)) = (step.plan_changed, &scope)
+                        && let Err(e) = self.send_plan(&c, party, &mut plan).await
+                    {
+                        // The plan comes again at the next change; the turn goes on.
+                        tracing::debug!(error = %e, "plan not sent");
                     }
                     let ended = match (&scope, &step.run_ended) {
                         (Scope::Party(_), _) => step.party_ended.is_some(),
@@ -592,7 +611,10 @@ impl Turn {
                         .collect();
                     asks.keep(pending.iter().map(|a| s(a, "approval_id")).collect(), &self.peer, &self.session);
                     for a in pending {
-                        let label = render.label(a["session_id"].as_str(), a["run_id"].as_str());
+                        let label = render
+                            .known(a["session_id"].as_str(), a["run_id"].as_str())
+                            .or_else(|| a["role_name"].as_str().map(str::to_string))
+                            .unwrap_or_else(|| "troupe".into());
                         asks.forward_approval(&c, &self.peer, &self.session, a, label);
                     }
                 }
@@ -856,7 +878,7 @@ fn describe(a: &Value) -> String {
 }
 
 /// The requests forwarded to the editor, each waiting in its own task (aborting one withdraws
-/// its `session/request_permission`).
+/// its `session/request_permission`); all are withdrawn when the turn ends, however it ends.
 #[derive(Default)]
 struct Asks {
     waiting: HashMap<String, JoinHandle<()>>,
@@ -1088,6 +1110,12 @@ impl Asks {
         for (_, task) in self.waiting.drain() {
             task.abort();
         }
+    }
+}
+
+impl Drop for Asks {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 

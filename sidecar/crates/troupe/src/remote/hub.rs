@@ -244,6 +244,17 @@ impl Hub {
             return CallReply::Result(json!({ "claimed": true }));
         }
         if let Some(bundle) = &call.result_bundle
+            && *bundle != format!("{}/result", call.run_id)
+        {
+            return refused(
+                troupe_api::error::codes::INVALID_PARAMS,
+                format!(
+                    "a run's result bundle is {}/result, not {bundle:?}",
+                    call.run_id
+                ),
+            );
+        }
+        if let Some(bundle) = &call.result_bundle
             && let Err(e) = self
                 .bring_back(&call.run_id, bundle, &workdir, &branch)
                 .await
@@ -443,7 +454,8 @@ impl Hub {
             Some(r) => r,
             None => anyhow::bail!("the remote run cannot be re-attached: its record is gone"),
         };
-        let (exit, _forget) = self.wait_for(&run, record.secret, record.branch, None)?;
+        let base = format!("{}/base", run.run_id);
+        let (exit, _forget) = self.wait_for(&run, record.secret, record.branch, Some(base))?;
         let orphan = self
             .orphans
             .lock()

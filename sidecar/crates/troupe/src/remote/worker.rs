@@ -139,6 +139,44 @@ pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+impl Worker {
+    /// Renews a run's lease until aborted; says so on `lost` when it is gone (the hub dropped
+    /// it, or it lapsed) or could not be renewed for a whole lease (NATS out of reach: the hub
+    /// may have started the member elsewhere).
+    async fn renew(self: Arc<Self>, run_id: String, mut revision: u64, lost: watch::Sender<bool>) {
+        let mut beat = tokio::time::interval(lease_beat());
+        let mut renewed = tokio::time::Instant::now();
+        loop {
+            beat.tick().await;
+            match self
+                .jet
+                .leases
+                .update(&run_id, self.name.clone().into(), revision)
+                .await
+            {
+                Ok(r) => {
+                    revision = r;
+                    renewed = tokio::time::Instant::now();
+                }
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    tracing::warn!(run = %run_id, error = %e, "the run's lease is gone");
+                    lost.send_replace(true);
+                    return;
+                }
+                Err(e) if renewed.elapsed() > lease_ttl() => {
+                    tracing::warn!(run = %run_id, error = %e, "lease not renewed for its lifetime");
+                    lost.send_replace(true);
+                    return;
+                }
+                // A blip (NATS restarting): the client reconnects by itself.
+                Err(e) => {
+                    tracing::info!(run = %run_id, error = %e, "lease not renewed; trying again")
+                }
+            }
+        }
+    }
+}
+
 /// The params as the hub must read them: a `cwd` or `file_path` in the run's clone becomes the
 /// same path in the member's checkout on the hub.
 fn on_hub(mut params: Value, clone: &Path, hub: &Path) -> Value {
@@ -163,9 +201,16 @@ fn end_leftovers(dir: &Path) {
     };
     for entry in entries.flatten() {
         let run = entry.path();
-        if let Some(pid) = std::fs::read_to_string(run.join("pgid"))
-            .ok()
-            .and_then(|p| p.trim().parse::<i32>().ok())
+        let recorded = std::fs::read_to_string(run.join("pgid")).unwrap_or_default();
+        let mut parts = recorded.split_whitespace();
+        let group = parts.next().and_then(|p| p.parse::<i32>().ok());
+        let start = parts.next().and_then(|s| s.parse::<i64>().ok());
+        // The same process as recorded (its start time matches), still leading its group.
+        let same = group.and_then(|g| u32::try_from(g).ok()).is_some_and(|g| {
+            start.is_some() && troupe_core::runners::process::process_start_time(g) == start
+        });
+        if let Some(pid) = group
+            .filter(|_| same)
             .and_then(rustix::process::Pid::from_raw)
         {
             match rustix::process::kill_process_group(pid, rustix::process::Signal::KILL) {
@@ -219,6 +264,9 @@ impl Worker {
                 return;
             }
         };
+        // Renewed from now on, through the claim and the checkout too.
+        let (lost_tx, lost) = watch::channel(false);
+        let beat = tokio::spawn(self.clone().renew(spec.run_id.clone(), revision, lost_tx));
         let claimed = self
             .call(
                 &spec,
@@ -227,15 +275,31 @@ impl Worker {
                 None,
             )
             .await;
-        if let Err(e) = msg.double_ack().await {
-            tracing::warn!(run = %spec.run_id, error = %e, "run not acknowledged");
+        match claimed {
+            Ok(_) => {
+                if let Err(e) = msg.double_ack().await {
+                    tracing::warn!(run = %spec.run_id, error = %e, "run not acknowledged");
+                }
+            }
+            Err((code, why, _)) => {
+                beat.abort();
+                let _ = self.jet.leases.delete(&spec.run_id).await;
+                let gone = code == troupe_api::error::codes::NOT_FOUND
+                    || code == troupe_api::error::codes::UNAUTHORIZED;
+                if gone {
+                    tracing::info!(run = %spec.run_id, %why, "the hub no longer wants this run");
+                    let _ = msg.double_ack().await;
+                } else {
+                    // The hub is out of reach for now: the run comes back to the queue.
+                    tracing::warn!(run = %spec.run_id, %why, "cannot claim the run; it goes back to the queue");
+                    let nak = async_nats::jetstream::AckKind::Nak(Some(Duration::from_secs(1)));
+                    let _ = msg.ack_with(nak).await;
+                }
+                return;
+            }
         }
-        if let Err((_, why, _)) = claimed {
-            tracing::info!(run = %spec.run_id, %why, "the hub no longer wants this run");
-            let _ = self.jet.leases.delete(&spec.run_id).await;
-            return;
-        }
-        let exit = self.execute(&spec, revision).await;
+        let exit = self.execute(&spec, lost).await;
+        beat.abort();
         let body = match serde_json::to_vec(&exit) {
             Ok(b) => b,
             Err(e) => {
@@ -290,18 +354,18 @@ impl Worker {
         };
         let internal = |m: String| (troupe_api::error::codes::INTERNAL, m, None);
         let body = serde_json::to_vec(&request).map_err(|e| internal(e.to_string()))?;
-        let reply = tokio::time::timeout(CALL_TIMEOUT, self.client.request(CALLS, body.into()))
+        // The client's own request timeout (10 s) would cut a member's long-poll short.
+        let request = async_nats::Request::new()
+            .payload(body.into())
+            .timeout(Some(CALL_TIMEOUT));
+        let reply = self
+            .client
+            .send_request(CALLS, request)
             .await
-            .map_err(|_| {
-                internal(format!(
-                    "the hub did not answer {op} within {} s",
-                    CALL_TIMEOUT.as_secs()
-                ))
-            })?
             .map_err(|e| {
                 (
                     troupe_api::error::codes::UNAVAILABLE,
-                    format!("the hub is unreachable: {e}"),
+                    format!("the hub did not answer {op}: {e}"),
                     None,
                 )
             })?;
@@ -317,7 +381,7 @@ impl Worker {
     }
 
     /// Fetches the code, serves the run's endpoint, runs the command; how it ended.
-    async fn execute(self: &Arc<Self>, spec: &RunSpec, revision: u64) -> RunExit {
+    async fn execute(self: &Arc<Self>, spec: &RunSpec, lost: watch::Receiver<bool>) -> RunExit {
         let ended = |code, signal, error: Option<String>| RunExit {
             run_id: spec.run_id.clone(),
             worker: self.name.clone(),
@@ -338,9 +402,15 @@ impl Worker {
             Ok(e) => e,
             Err(e) => return ended(None, None, Some(format!("{e:#}"))),
         };
-        let result = self
-            .spawn_and_wait(spec, &layout, &code_dir, revision)
-            .await;
+        if *lost.borrow() {
+            endpoint.abort();
+            return ended(
+                None,
+                None,
+                Some("the run's lease was lost before it started".into()),
+            );
+        }
+        let result = self.spawn_and_wait(spec, &layout, &code_dir, lost).await;
         endpoint.abort();
         match result {
             Ok((code, signal)) => ended(code, signal, None),
@@ -449,7 +519,7 @@ impl Worker {
         spec: &RunSpec,
         layout: &Layout,
         code_dir: &Path,
-        mut revision: u64,
+        mut lost: watch::Receiver<bool>,
     ) -> anyhow::Result<(Option<i32>, Option<i32>)> {
         let (program, args) = spec
             .command
@@ -487,8 +557,13 @@ impl Worker {
         if let Some(g) = group
             && let Some(home) = layout.data_dir.parent()
         {
-            // Read by the next worker on this data dir if this one is killed.
-            std::fs::write(home.join("pgid"), g.to_string())?;
+            // Read by the next worker on this data dir if this one is killed: the group, and
+            // its leader's start, so that a number reused since (a reboot) is left alone.
+            let start = u32::try_from(g)
+                .ok()
+                .and_then(troupe_core::runners::process::process_start_time)
+                .unwrap_or(-1);
+            std::fs::write(home.join("pgid"), format!("{g} {start}"))?;
         }
         let kill = || {
             if let Some(pid) = group.and_then(rustix::process::Pid::from_raw)
@@ -499,9 +574,8 @@ impl Worker {
             }
         };
         let mut stops = self.client.subscribe(stop_subject(&spec.run_id)).await?;
-        let mut beat = tokio::time::interval(lease_beat());
-        let mut renewed = tokio::time::Instant::now();
         let mut stopping = self.stopping.clone();
+        let mut watching = true;
         loop {
             tokio::select! {
                 status = child.wait() => {
@@ -514,30 +588,17 @@ impl Worker {
                     tracing::info!(run = %spec.run_id, "stopped by the hub");
                     kill();
                 }
+                changed = lost.changed(), if watching => {
+                    // Once: the renewals have ended (lost, or stopped with the run).
+                    watching = false;
+                    if changed.is_ok() && *lost.borrow() {
+                        tracing::warn!(run = %spec.run_id, "lease lost: stopping the run");
+                        kill();
+                    }
+                }
                 _ = stopping.changed() => {
                     tracing::info!(run = %spec.run_id, "the worker is stopping");
                     kill();
-                }
-                _ = beat.tick() => {
-                    match self.jet.leases.update(&spec.run_id, self.name.clone().into(), revision).await {
-                        Ok(r) => {
-                            revision = r;
-                            renewed = tokio::time::Instant::now();
-                        }
-                        Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                            // The lease lapsed or was dropped: the hub has given up on this attempt.
-                            tracing::warn!(run = %spec.run_id, error = %e, "lease lost: stopping the run");
-                            kill();
-                        }
-                        Err(e) if renewed.elapsed() > lease_ttl() => {
-                            // NATS has been out of reach for a whole lease: the hub may have
-                            // started this member again elsewhere.
-                            tracing::warn!(run = %spec.run_id, error = %e, "lease not renewed for its lifetime: stopping the run");
-                            kill();
-                        }
-                        // A blip (NATS restarting): the client reconnects by itself.
-                        Err(e) => tracing::info!(run = %spec.run_id, error = %e, "lease not renewed; trying again"),
-                    }
                 }
             }
         }

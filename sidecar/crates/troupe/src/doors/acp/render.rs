@@ -50,10 +50,15 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 impl Render {
     /// A member's label, known from its run's creation.
     pub fn label(&self, session: Option<&str>, run: Option<&str>) -> String {
+        self.known(session, run).unwrap_or_else(|| "troupe".into())
+    }
+
+    /// A member's label if this turn has seen its run start (a request can come before the
+    /// event does: the two feeds are apart).
+    pub fn known(&self, session: Option<&str>, run: Option<&str>) -> Option<String> {
         run.and_then(|r| self.labels.get(r))
             .or_else(|| session.and_then(|s| self.labels.get(s)))
             .cloned()
-            .unwrap_or_else(|| "troupe".into())
     }
 
     /// One timeline event (as `list_events` and `subscribe_events` give it).
