@@ -32,6 +32,9 @@ use super::{
 /// The op a worker calls to claim a run (is the hub still waiting for it?).
 pub const CLAIM: &str = "__claim";
 
+/// What a refused call names when the hub no longer waits for its run.
+pub const RUN_GONE: &str = "remote run";
+
 /// Exits kept for runs nobody waits for (a restarted hub's runs, before it takes them back).
 const MAX_ORPHANS: usize = 1024;
 
@@ -214,13 +217,15 @@ impl Hub {
             )
         });
         let Some((secret, workdir, branch, run)) = live else {
-            return refused(
-                troupe_api::error::codes::NOT_FOUND,
-                format!(
+            // Said so that the worker stops the member (`RUN_GONE`).
+            return CallReply::Error {
+                code: troupe_api::error::codes::NOT_FOUND,
+                message: format!(
                     "run {} is not waited for by this hub (it ended or was stopped)",
                     call.run_id
                 ),
-            );
+                data: Some(json!({ "kind": "not_found", "what": RUN_GONE, "id": call.run_id })),
+            };
         };
         if !crate::auth::token_matches(&call.secret, &secret) {
             return refused(

@@ -143,7 +143,12 @@ impl Worker {
     /// Renews a run's lease until aborted; says so on `lost` when it is gone (the hub dropped
     /// it, or it lapsed) or could not be renewed for a whole lease (NATS out of reach: the hub
     /// may have started the member elsewhere).
-    async fn renew(self: Arc<Self>, run_id: String, mut revision: u64, lost: watch::Sender<bool>) {
+    async fn renew(
+        self: Arc<Self>,
+        run_id: String,
+        mut revision: u64,
+        lost: Arc<watch::Sender<bool>>,
+    ) {
         let mut beat = tokio::time::interval(lease_beat());
         let mut renewed = tokio::time::Instant::now();
         loop {
@@ -266,7 +271,11 @@ impl Worker {
         };
         // Renewed from now on, through the claim and the checkout too.
         let (lost_tx, lost) = watch::channel(false);
-        let beat = tokio::spawn(self.clone().renew(spec.run_id.clone(), revision, lost_tx));
+        let lost_tx = Arc::new(lost_tx);
+        let beat = tokio::spawn(
+            self.clone()
+                .renew(spec.run_id.clone(), revision, lost_tx.clone()),
+        );
         let claimed = self
             .call(
                 &spec,
@@ -298,7 +307,7 @@ impl Worker {
                 return;
             }
         }
-        let exit = self.execute(&spec, lost).await;
+        let exit = self.execute(&spec, lost, lost_tx).await;
         beat.abort();
         let body = match serde_json::to_vec(&exit) {
             Ok(b) => b,
@@ -381,7 +390,12 @@ impl Worker {
     }
 
     /// Fetches the code, serves the run's endpoint, runs the command; how it ended.
-    async fn execute(self: &Arc<Self>, spec: &RunSpec, lost: watch::Receiver<bool>) -> RunExit {
+    async fn execute(
+        self: &Arc<Self>,
+        spec: &RunSpec,
+        lost: watch::Receiver<bool>,
+        lose: Arc<watch::Sender<bool>>,
+    ) -> RunExit {
         let ended = |code, signal, error: Option<String>| RunExit {
             run_id: spec.run_id.clone(),
             worker: self.name.clone(),
@@ -398,7 +412,7 @@ impl Worker {
             data_dir: home.join("home"),
             runtime_dir: home.join("run"),
         };
-        let endpoint = match self.serve_endpoint(spec, &layout, &code_dir).await {
+        let endpoint = match self.serve_endpoint(spec, &layout, &code_dir, lose).await {
             Ok(e) => e,
             Err(e) => return ended(None, None, Some(format!("{e:#}"))),
         };
@@ -439,6 +453,7 @@ impl Worker {
         spec: &RunSpec,
         layout: &Layout,
         code_dir: &Path,
+        lose: Arc<watch::Sender<bool>>,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         layout.prepare_dirs()?;
         let token = crate::auth::new_token()?;
@@ -458,7 +473,8 @@ impl Worker {
         )?;
         let (w, spec2, code_dir) = (self.clone(), spec.clone(), code_dir.to_path_buf());
         let forward: rpc::Forward = Arc::new(move |op, params| {
-            let (w, spec, code_dir) = (w.clone(), spec2.clone(), code_dir.clone());
+            let (w, spec, code_dir, lose) =
+                (w.clone(), spec2.clone(), code_dir.clone(), lose.clone());
             Box::pin(async move {
                 let bundle = if op == "complete" {
                     w.send_back(&spec, &code_dir)
@@ -468,7 +484,16 @@ impl Worker {
                     None
                 };
                 let params = params.map(|p| on_hub(p, &code_dir, Path::new(&spec.workdir)));
-                w.call(&spec, op, params, bundle).await
+                let answer = w.call(&spec, op, params, bundle).await;
+                // The hub no longer waits for this run (it was restarted without it, or gave
+                // it up): the member stops here too.
+                if let Err((_, _, Some(data))) = &answer
+                    && data["what"] == super::hub::RUN_GONE
+                {
+                    tracing::warn!(run = %spec.run_id, "the hub no longer waits for this run: stopping it");
+                    lose.send_replace(true);
+                }
+                answer
             })
         });
         let methods = rpc::build_forwarding_module(forward)?;
