@@ -558,6 +558,75 @@ async fn a_hub_killed_with_9_takes_back_the_remote_runs_still_alive() {
     assert_eq!(reattached[0]["data"]["worker"], "w1", "{reattached:?}");
 }
 
+/// A remote member that keeps calling the hub (ignoring refusals) on its first attempt, and
+/// completes on the next.
+const KEEPS_CALLING: &str = r#"#!/bin/sh
+if [ "$TROUPE_ATTEMPT" = 1 ]; then
+  while true; do troupe call heartbeat "{\"session_id\":\"$TROUPE_SESSION_ID\"}" >/dev/null 2>&1; sleep 0.1; done
+fi
+troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}" >/dev/null
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_hub_gave_up_its_run_is_stopped_by_its_worker() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&scratch.path().join("nats"));
+    let mut d = hub(&nats);
+    let c = d.client().await;
+    let w1_dir = scratch.path().join("w1");
+    let _w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
+    let dir = d.dir.path().to_path_buf();
+    let project = repo(&dir.join("proj"));
+    let script = executable(&dir, "calls.sh", KEEPS_CALLING);
+    define(
+        &c,
+        "agent",
+        json!({ "name": "caller", "command": [script], "pool": "gpu", "isolation": "worktree",
+                "timeout_secs": 300 }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "chatty", "roles": { "member": { "agent": "caller",
+                "on_crash": "restart", "retry_attempts": 2 } } }),
+    )
+    .await;
+    let party = crate::support::launch(&c, "chatty", &project).await;
+    let runs = w1_dir.join("worker");
+    let pgid: i32 = wait_for("the first attempt to run on w1", 60, || async {
+        std::fs::read_dir(&runs).ok()?.flatten().find_map(|run| {
+            std::fs::read_to_string(run.path().join("pgid"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+    })
+    .await;
+    // The hub dies and loses what it needed to take the run back: it gives the attempt up.
+    drop(c);
+    d.kill9();
+    for record in std::fs::read_dir(d.layout.data_dir.join("remote"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::remove_file(record.path()).unwrap();
+    }
+    d.spawn();
+    let c = d.client().await;
+    // The first attempt's calls are refused as a run gone: its worker stops it, and (its one
+    // slot free again) runs the next attempt.
+    wait_for("the given-up attempt to be stopped", 60, || async {
+        (!crate::support::group_alive(pgid)).then_some(())
+    })
+    .await;
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    assert_eq!(end["members"][0]["output"], "attempt 2 on w1", "{end:#}");
+}
+
 #[test]
 fn an_unreachable_nats_is_a_clear_error_at_start() {
     let dir = tempfile::tempdir().unwrap();

@@ -139,6 +139,9 @@ impl Client {
 /// Connects to the daemon of `layout` over its Unix socket, starting it first if it is not
 /// running and `autostart` is set.
 pub async fn connect(layout: &Layout, autostart: bool) -> anyhow::Result<Client> {
+    // A remote member's endpoint is its worker's, never a daemon of its own to start.
+    let autostart =
+        autostart && std::env::var_os("TROUPE_NO_AUTOSTART").is_none_or(|v| v.is_empty());
     match try_connect(layout).await {
         Ok(client) => return Ok(client),
         Err(NotRunning::Refused(e)) => return Err(e),

@@ -570,6 +570,7 @@ impl Worker {
             .env("TROUPE_HOME", &layout.data_dir)
             .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
             .env("TROUPE_WORKER", &self.name)
+            .env("TROUPE_NO_AUTOSTART", "1")
             .env("PATH", path)
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
