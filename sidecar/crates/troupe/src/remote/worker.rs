@@ -28,8 +28,14 @@ use super::{
 };
 use crate::doors::rpc;
 
-/// How long a remote call may take (a long-poll of the member included).
-const CALL_TIMEOUT: Duration = Duration::from_secs(330);
+/// How long a remote call may wait for the hub's answer beyond what it asks to wait for (a
+/// long-poll's `wait_ms`): a request the hub took and never answered (it died meanwhile) fails
+/// after this, and the member's next call finds the hub as it is now.
+const CALL_GRACE: Duration = Duration::from_secs(30);
+/// What the hub's long-polls wait when a call does not say (`wait_ms`).
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// The merge queue's calls run tests: they may take as long as those.
+const LANDING_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// What `troupe worker` was told.
 #[derive(Debug, Clone)]
@@ -364,9 +370,22 @@ impl Worker {
         let internal = |m: String| (troupe_api::error::codes::INTERNAL, m, None);
         let body = serde_json::to_vec(&request).map_err(|e| internal(e.to_string()))?;
         // The client's own request timeout (10 s) would cut a member's long-poll short.
+        let waits = request
+            .params
+            .as_ref()
+            .and_then(|p| p.get("wait_ms"))
+            .and_then(Value::as_u64)
+            .map(Duration::from_millis)
+            // The hub's own default for a long-poll that does not say.
+            .unwrap_or(DEFAULT_WAIT);
+        let timeout = if op == "land_party" {
+            LANDING_TIMEOUT
+        } else {
+            waits + CALL_GRACE
+        };
         let request = async_nats::Request::new()
             .payload(body.into())
-            .timeout(Some(CALL_TIMEOUT));
+            .timeout(Some(timeout));
         let reply = self
             .client
             .send_request(CALLS, request)
