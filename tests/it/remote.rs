@@ -182,6 +182,44 @@ async fn events(c: &Client, kind: &str) -> Vec<Value> {
     r["events"].as_array().unwrap().clone()
 }
 
+/// One remote member in pool `gpu` (its program `body`, restarted on a crash, twice at most)
+/// as the only role of a party launched in a new repository under `dir`; the party's id.
+async fn one_remote_member(c: &Client, dir: &Path, body: &str, env: Value) -> String {
+    let project = repo(&dir.join("proj"));
+    let script = executable(dir, "member.sh", body);
+    define(
+        c,
+        "agent",
+        json!({ "name": "member", "command": [script], "pool": "gpu", "isolation": "worktree",
+                "timeout_secs": 300, "env": env }),
+    )
+    .await;
+    define(
+        c,
+        "party",
+        json!({ "name": "one", "roles": { "member": { "agent": "member",
+                "on_crash": "restart", "retry_attempts": 2 } } }),
+    )
+    .await;
+    crate::support::launch(c, "one", &project).await
+}
+
+/// The process group of the member running on the worker whose data dir is `worker`.
+async fn member_group(worker: &Path) -> i32 {
+    let runs = worker.join("worker");
+    wait_for("a member to run on the worker", 60, || async {
+        std::fs::read_dir(&runs).ok()?.flatten().find_map(|run| {
+            std::fs::read_to_string(run.path().join("pgid"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+    })
+    .await
+}
+
 /// A remote member: asks permission (decided at the hub), writes its file, commits, completes.
 const REMOTE_DEV: &str = r#"#!/bin/sh
 set -e
@@ -353,40 +391,8 @@ async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_anot
     let c = d.client().await;
     let w1_dir = scratch.path().join("w1");
     let mut w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
-    let dir = d.dir.path();
-    let project = repo(&dir.join("proj"));
-    let script = executable(dir, "hangs.sh", HANGS_ONCE);
-    define(
-        &c,
-        "agent",
-        json!({ "name": "hangs", "command": [script], "pool": "gpu", "isolation": "worktree",
-                "timeout_secs": 300 }),
-    )
-    .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "flaky", "roles": { "member": { "agent": "hangs",
-                "on_crash": "restart", "retry_attempts": 2 } } }),
-    )
-    .await;
-    let party = crate::support::launch(&c, "flaky", &project).await;
-    wait_for("the first attempt to run on w1", 60, || async {
-        (!events(&c, "remote_started").await.is_empty()).then_some(())
-    })
-    .await;
-    let left = std::fs::read_dir(w1_dir.join("worker"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
-    let pgid: i32 = wait_for("the member's process group to be recorded", 30, || async {
-        std::fs::read_to_string(left.join("pgid"))
-            .ok()
-            .and_then(|p| p.split_whitespace().next()?.parse().ok())
-    })
-    .await;
+    let party = one_remote_member(&c, d.dir.path(), HANGS_ONCE, json!({})).await;
+    let pgid = member_group(&w1_dir).await;
     w1.kill9();
     // Its member lives on (it was killed with -9), but its lease lapses.
     assert!(
@@ -461,34 +467,10 @@ async fn nats_killed_with_9_and_restarted_loses_nothing_and_runs_no_member_twice
     let d = hub(&nats);
     let c = d.client().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
-    let dir = d.dir.path();
-    let project = repo(&dir.join("proj"));
-    let flag = dir.join("flag");
-    let script = executable(dir, "waits.sh", WAITS_FOR_FLAG);
-    define(
-        &c,
-        "agent",
-        json!({ "name": "waits", "command": [script], "pool": "gpu", "isolation": "worktree",
-                "timeout_secs": 300, "env": { "FLAG": flag.display().to_string() } }),
-    )
-    .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "steady", "roles": { "member": { "agent": "waits",
-                "on_crash": "restart", "retry_attempts": 2 } } }),
-    )
-    .await;
-    let party = crate::support::launch(&c, "steady", &project).await;
-    let w1_runs = scratch.path().join("w1/worker");
-    wait_for("the member to run on w1", 60, || async {
-        std::fs::read_dir(&w1_runs)
-            .ok()?
-            .flatten()
-            .any(|run| run.path().join("pgid").is_file())
-            .then_some(())
-    })
-    .await;
+    let flag = d.dir.path().join("flag");
+    let env = json!({ "FLAG": flag.display().to_string() });
+    let party = one_remote_member(&c, d.dir.path(), WAITS_FOR_FLAG, env).await;
+    member_group(&scratch.path().join("w1")).await;
     nats.kill9_and_restart();
     std::fs::write(&flag, "go").unwrap();
     let end = party_end(&c, &party, 120).await;
@@ -515,25 +497,9 @@ async fn a_hub_killed_with_9_takes_back_the_remote_runs_still_alive() {
     let mut d = hub(&nats);
     let c = d.client().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
-    let dir = d.dir.path().to_path_buf();
-    let project = repo(&dir.join("proj"));
-    let flag = dir.join("flag");
-    let script = executable(&dir, "waits.sh", WAITS_FOR_FLAG);
-    define(
-        &c,
-        "agent",
-        json!({ "name": "waits", "command": [script], "pool": "gpu", "isolation": "worktree",
-                "timeout_secs": 300, "env": { "FLAG": flag.display().to_string() } }),
-    )
-    .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "steady", "roles": { "member": { "agent": "waits",
-                "on_crash": "restart", "retry_attempts": 2 } } }),
-    )
-    .await;
-    let party = crate::support::launch(&c, "steady", &project).await;
+    let flag = d.dir.path().join("flag");
+    let env = json!({ "FLAG": flag.display().to_string() });
+    let party = one_remote_member(&c, d.dir.path(), WAITS_FOR_FLAG, env).await;
     wait_for("the member to run on w1", 60, || async {
         (!events(&c, "remote_started").await.is_empty()).then_some(())
     })
@@ -575,36 +541,8 @@ async fn a_member_whose_hub_gave_up_its_run_is_stopped_by_its_worker() {
     let c = d.client().await;
     let w1_dir = scratch.path().join("w1");
     let _w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
-    let dir = d.dir.path().to_path_buf();
-    let project = repo(&dir.join("proj"));
-    let script = executable(&dir, "calls.sh", KEEPS_CALLING);
-    define(
-        &c,
-        "agent",
-        json!({ "name": "caller", "command": [script], "pool": "gpu", "isolation": "worktree",
-                "timeout_secs": 300 }),
-    )
-    .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "chatty", "roles": { "member": { "agent": "caller",
-                "on_crash": "restart", "retry_attempts": 2 } } }),
-    )
-    .await;
-    let party = crate::support::launch(&c, "chatty", &project).await;
-    let runs = w1_dir.join("worker");
-    let pgid: i32 = wait_for("the first attempt to run on w1", 60, || async {
-        std::fs::read_dir(&runs).ok()?.flatten().find_map(|run| {
-            std::fs::read_to_string(run.path().join("pgid"))
-                .ok()?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-    })
-    .await;
+    let party = one_remote_member(&c, d.dir.path(), KEEPS_CALLING, json!({})).await;
+    let pgid = member_group(&w1_dir).await;
     // The hub dies and loses what it needed to take the run back: it gives the attempt up.
     drop(c);
     d.kill9();
@@ -618,8 +556,8 @@ async fn a_member_whose_hub_gave_up_its_run_is_stopped_by_its_worker() {
     let c = d.client().await;
     // The first attempt's calls are refused as a run gone: its worker stops it, and (its one
     // slot free again) runs the next attempt.
-    // (A call the dead hub had taken when it was killed is given up after its grace, 60 s.)
-    wait_for("the given-up attempt to be stopped", 150, || async {
+    // (A call the dead hub had taken when it was killed is given up after its grace, 30 s.)
+    wait_for("the given-up attempt to be stopped", 120, || async {
         (!crate::support::group_alive(pgid)).then_some(())
     })
     .await;

@@ -158,6 +158,14 @@ impl Inner {
             .map_err(|e| failed(op, e))
     }
 
+    /// The parties a session launched, newest first.
+    async fn parties_of(&self, session: &str) -> Result<Vec<Value>, DoorError> {
+        let listed = self
+            .call("list_parties", json!({ "created_by_session_id": session }))
+            .await?;
+        Ok(listed["parties"].as_array().cloned().unwrap_or_default())
+    }
+
     /// The session, or a clear error for an id no `session/new` gave.
     async fn session(&self, id: &str) -> Result<Value, DoorError> {
         match self.call("get_session", json!({ "session_id": id })).await {
@@ -246,16 +254,14 @@ impl Door for AcpDoor {
                     continue;
                 }
                 let id = s(session, "session_id");
-                let parties = d
-                    .call("list_parties", json!({ "created_by_session_id": id }))
-                    .await?;
-                let title = parties["parties"]
-                    .as_array()
-                    .and_then(|p| p.first())
-                    .map(|p| match p["inputs"]["task"].as_str() {
-                        Some(task) => format!("{}: {}", s(p, "name"), first_line(task)),
-                        None => s(p, "name"),
-                    });
+                let title =
+                    d.parties_of(&id)
+                        .await?
+                        .first()
+                        .map(|p| match p["inputs"]["task"].as_str() {
+                            Some(task) => format!("{}: {}", s(p, "name"), first_line(task)),
+                            None => s(p, "name"),
+                        });
                 out.push(SessionEntry {
                     id,
                     cwd: PathBuf::from(s(session, "cwd")),
@@ -591,17 +597,7 @@ impl Turn {
                     }
                 }
                 pushed = approvals.next(), if approvals_open && !cancelled => {
-                    let pushed = match pushed {
-                        Some(Ok(pushed)) => pushed,
-                        Some(Err(e)) => {
-                            tracing::debug!(error = %e, "an approvals push unread");
-                            continue;
-                        }
-                        None => {
-                            approvals_open = false;
-                            continue;
-                        }
-                    };
+                    let Some(pushed) = push_of(pushed, &mut approvals_open) else { continue };
                     let pending: Vec<Value> = pushed["approvals"]
                         .as_array()
                         .into_iter()
@@ -619,17 +615,7 @@ impl Turn {
                     }
                 }
                 pushed = inbox.next(), if inbox_open && !cancelled => {
-                    let pushed = match pushed {
-                        Some(Ok(pushed)) => pushed,
-                        Some(Err(e)) => {
-                            tracing::debug!(error = %e, "an inbox push unread");
-                            continue;
-                        }
-                        None => {
-                            inbox_open = false;
-                            continue;
-                        }
-                    };
+                    let Some(pushed) = push_of(pushed, &mut inbox_open) else { continue };
                     for item in pushed["items"].as_array().into_iter().flatten() {
                         if item["kind"] != "approval" && ours(&scope, item) {
                             asks.forward_item(&c, &self.peer, &self.session, item.clone())?;
@@ -664,28 +650,11 @@ impl Turn {
     }
 
     async fn last_party(&self) -> Result<Option<Value>, DoorError> {
-        let listed = self
-            .d
-            .call(
-                "list_parties",
-                json!({ "created_by_session_id": self.session }),
-            )
-            .await?;
-        Ok(listed["parties"]
-            .as_array()
-            .and_then(|p| p.first())
-            .cloned())
+        Ok(self.d.parties_of(&self.session).await?.into_iter().next())
     }
 
     async fn status(&self) -> Result<Stop, DoorError> {
-        let listed = self
-            .d
-            .call(
-                "list_parties",
-                json!({ "created_by_session_id": self.session }),
-            )
-            .await?;
-        let parties = listed["parties"].as_array().cloned().unwrap_or_default();
+        let parties = self.d.parties_of(&self.session).await?;
         if parties.is_empty() {
             self.say("This session has launched no party yet.\n")?;
         }
@@ -840,6 +809,25 @@ fn help() -> String {
 }
 
 type Subscription = jsonrpsee_core::client::Subscription<Value>;
+
+/// A subscription's next push; none when it is unreadable, or when the feed ended (then `open`
+/// turns false: it is not polled again).
+fn push_of<E: std::fmt::Display>(
+    pushed: Option<Result<Value, E>>,
+    open: &mut bool,
+) -> Option<Value> {
+    match pushed {
+        Some(Ok(pushed)) => Some(pushed),
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "a push unread");
+            None
+        }
+        None => {
+            *open = false;
+            None
+        }
+    }
+}
 
 /// Whether an event is the turn's; follows the runs an agent run starts.
 fn belongs(scope: &mut Scope, e: &Value) -> bool {
@@ -1123,21 +1111,18 @@ impl Drop for Asks {
 /// oldest first, with what followed from the timeline, as the editor first saw it. Its newest
 /// party, if it still runs, and the last event replayed of it.
 async fn replay(d: &Inner, session: &str, peer: &Peer) -> Result<Option<(String, i64)>, DoorError> {
-    let parties = d
-        .call("list_parties", json!({ "created_by_session_id": session }))
-        .await?;
+    let parties = d.parties_of(session).await?;
     let runs = d
         .call("list_agents", json!({ "parent_session_id": session }))
         .await?;
-    let running = parties["parties"]
-        .as_array()
-        .and_then(|p| p.first())
+    let running = parties
+        .first()
         .filter(|p| matches!(p["status"].as_str(), Some("pending" | "running")))
         .map(|p| s(p, "party_id"));
     let mut live = None;
     // (when, prompt, filter of its events)
     let mut turns: Vec<(String, String, Value, Option<String>)> = Vec::new();
-    for p in parties["parties"].as_array().into_iter().flatten() {
+    for p in &parties {
         let task = p["inputs"]["task"].as_str().unwrap_or_default();
         let prompt = format!("/party {} {task}", s(p, "name"));
         let party = s(p, "party_id");
@@ -1202,35 +1187,4 @@ async fn replay(d: &Inner, session: &str, peer: &Peer) -> Result<Option<(String,
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_default_is_read_from_the_project_config_up_to_the_repository() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join(".git")).unwrap();
-        std::fs::create_dir_all(root.join("src/deep")).unwrap();
-        assert_eq!(
-            project_default(&root.join("src/deep")).unwrap(),
-            Start::Party(DEFAULT_PARTY.into())
-        );
-        std::fs::create_dir_all(root.join(".troupe")).unwrap();
-        std::fs::write(
-            root.join(".troupe/config.toml"),
-            "[default]\nagent = \"reviewer\"\n",
-        )
-        .unwrap();
-        assert_eq!(
-            project_default(&root.join("src/deep")).unwrap(),
-            Start::Agent("reviewer".into())
-        );
-        std::fs::write(
-            root.join(".troupe/config.toml"),
-            "[default]\nagent = \"a\"\nparty = \"b\"\n",
-        )
-        .unwrap();
-        let err = project_default(root).unwrap_err().to_string();
-        assert!(err.contains("exactly one of"), "{err}");
-    }
-}
+mod tests;

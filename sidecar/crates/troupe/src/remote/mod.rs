@@ -185,6 +185,8 @@ pub async fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
         .args(args)
         .current_dir(dir)
         .stdin(std::process::Stdio::null())
+        // A run stopped mid-bundle takes its git with it.
+        .kill_on_drop(true)
         .output()
         .await
         .context("cannot run git")?;

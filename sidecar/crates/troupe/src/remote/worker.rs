@@ -376,8 +376,13 @@ impl Worker {
             .and_then(|p| p.get("wait_ms"))
             .and_then(Value::as_u64)
             .map(Duration::from_millis)
-            // The hub's own default for a long-poll that does not say.
-            .unwrap_or(DEFAULT_WAIT);
+            .unwrap_or_else(|| {
+                // A long-poll that does not say waits the hub's own default; others not at all.
+                match troupe_api::param_field(op, "wait_ms") {
+                    troupe_api::Field::Absent => Duration::ZERO,
+                    _ => DEFAULT_WAIT,
+                }
+            });
         let timeout = if op == "land_party" {
             LANDING_TIMEOUT
         } else {
