@@ -123,12 +123,20 @@ pub async fn list_member_commits(
     crate::collab::caller(&party, p.session_id.as_deref())?;
     let c = checkout_of(&party, &p.role, p.index)?;
     blocking(move || {
-        let worktree = measure(&party, &c, p.target.as_deref())?;
-        let (_, commits) = troupe_worktree::review::branch_commits(
-            Path::new(&party.row.repo_root),
-            &c.branch,
-            p.target.as_deref(),
-        )?;
+        // The member may commit between the two reads: read again until both name one tip.
+        let mut reads = 0;
+        let (worktree, commits) = loop {
+            reads += 1;
+            let worktree = measure(&party, &c, p.target.as_deref())?;
+            let (state, commits) = troupe_worktree::review::branch_commits(
+                Path::new(&party.row.repo_root),
+                &c.branch,
+                p.target.as_deref(),
+            )?;
+            if worktree.head.as_deref() == Some(state.head.as_str()) || reads == 5 {
+                break (worktree, commits);
+            }
+        };
         Ok(MemberCommitsResult {
             worktree,
             commits: commits
