@@ -238,6 +238,25 @@ pub fn measure(
     Ok(info)
 }
 
+/// A checkout measured together with a read of its branch (`read` gives the branch state it
+/// saw): read again while the member committed between the two, so both name one tip.
+pub fn measure_with<T>(
+    party: &PartyView,
+    c: &Checkout,
+    target: Option<&str>,
+    read: impl Fn() -> Result<(troupe_worktree::review::BranchState, T), WorktreeError>,
+) -> Result<(WorktreeInfo, T), WorktreeError> {
+    let mut reads = 0;
+    loop {
+        reads += 1;
+        let info = measure(party, c, target)?;
+        let (state, value) = read()?;
+        if info.head.as_deref() == Some(state.head.as_str()) || reads == 5 {
+            return Ok((info, value));
+        }
+    }
+}
+
 fn strategy(s: LandStrategy) -> Strategy {
     match s {
         LandStrategy::Merge => Strategy::Merge,

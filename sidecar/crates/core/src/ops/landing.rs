@@ -10,7 +10,7 @@ use troupe_store::{AgentRun, NewEvent};
 
 use crate::collab::{Ctx, PartyView};
 use crate::daemon::Daemon;
-use crate::landing::{blocking, checkout_of, checkouts, measure, tell_member};
+use crate::landing::{blocking, checkout_of, checkouts, measure, measure_with, tell_member};
 
 pub async fn list_worktrees(
     d: &Daemon,
@@ -66,14 +66,15 @@ pub async fn get_member_diff(
     crate::collab::caller(&party, p.session_id.as_deref())?;
     let c = checkout_of(&party, &p.role, p.index)?;
     blocking(move || {
-        let worktree = measure(&party, &c, p.target.as_deref())?;
         let root = Path::new(&party.row.repo_root);
-        let (_, files) = troupe_worktree::review::branch_diff(
-            root,
-            &c.branch,
-            p.target.as_deref(),
-            p.path.as_deref(),
-        )?;
+        let (worktree, files) = measure_with(&party, &c, p.target.as_deref(), || {
+            troupe_worktree::review::branch_diff(
+                root,
+                &c.branch,
+                p.target.as_deref(),
+                p.path.as_deref(),
+            )
+        })?;
         let mut views: Vec<FileDiffView> = files
             .into_iter()
             .map(|f| FileDiffView {
@@ -123,20 +124,13 @@ pub async fn list_member_commits(
     crate::collab::caller(&party, p.session_id.as_deref())?;
     let c = checkout_of(&party, &p.role, p.index)?;
     blocking(move || {
-        // The member may commit between the two reads: read again until both name one tip.
-        let mut reads = 0;
-        let (worktree, commits) = loop {
-            reads += 1;
-            let worktree = measure(&party, &c, p.target.as_deref())?;
-            let (state, commits) = troupe_worktree::review::branch_commits(
+        let (worktree, commits) = measure_with(&party, &c, p.target.as_deref(), || {
+            troupe_worktree::review::branch_commits(
                 Path::new(&party.row.repo_root),
                 &c.branch,
                 p.target.as_deref(),
-            )?;
-            if worktree.head.as_deref() == Some(state.head.as_str()) || reads == 5 {
-                break (worktree, commits);
-            }
-        };
+            )
+        })?;
         Ok(MemberCommitsResult {
             worktree,
             commits: commits
