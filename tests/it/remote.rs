@@ -590,4 +590,44 @@ fn an_unreachable_nats_is_a_clear_error_at_start() {
             "{args:?}: {err}"
         );
     }
+    // Without the flag, `nats` in the data dir's config.toml (what an autostarted daemon is
+    // told); a worker told nothing says where to tell it; a config.toml with a typo is named.
+    let run = |data: &Path, args: &[&str]| {
+        let out = Command::new(BIN)
+            .arg("--data-dir")
+            .arg(data)
+            .args(args)
+            .env_remove("TROUPE_NATS")
+            .env("TROUPE_RUNTIME_DIR", data.join("run"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let configured = dir.path().join("configured");
+    std::fs::create_dir_all(&configured).unwrap();
+    std::fs::write(
+        configured.join("config.toml"),
+        "nats = \"nats://127.0.0.1:1\"\n",
+    )
+    .unwrap();
+    for args in [&["serve"][..], &["worker", "--pool", "gpu"]] {
+        let err = run(&configured, args);
+        assert!(
+            err.contains("cannot reach NATS at nats://127.0.0.1:1"),
+            "{args:?}: {err}"
+        );
+    }
+    let bare = dir.path().join("bare");
+    let err = run(&bare, &["worker", "--pool", "gpu"]);
+    assert!(
+        err.contains("a worker needs its hub's NATS: pass --nats"),
+        "{err}"
+    );
+    let typo = dir.path().join("typo");
+    std::fs::create_dir_all(&typo).unwrap();
+    std::fs::write(typo.join("config.toml"), "nat = \"nats://127.0.0.1:1\"\n").unwrap();
+    let err = run(&typo, &["serve"]);
+    assert!(err.contains("config.toml is not valid"), "{err}");
+    assert!(err.contains("unknown field `nat`"), "{err}");
 }

@@ -103,16 +103,18 @@ pub struct ServeArgs {
     #[arg(long, env = "TROUPE_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
     /// Be the hub of remote workers through this NATS server (JetStream), e.g.
-    /// nats://127.0.0.1:4222: agents with a `pool` run on `troupe worker`s elsewhere.
+    /// nats://127.0.0.1:4222: agents with a `pool` run on `troupe worker`s elsewhere (else `nats`
+    /// in `<data dir>/config.toml`).
     #[arg(long, env = "TROUPE_NATS")]
     pub nats: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// The hub's NATS server (JetStream), e.g. nats://hub.example:4222.
+    /// The hub's NATS server (JetStream), e.g. nats://hub.example:4222 (else `nats` in
+    /// `<data dir>/config.toml`).
     #[arg(long, env = "TROUPE_NATS")]
-    pub nats: String,
+    pub nats: Option<String>,
     /// The pool whose runs this worker takes (agents name it in `pool`).
     #[arg(long)]
     pub pool: String,
@@ -346,10 +348,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Lsp => crate::doors::lsp::run(layout).await,
             Command::Acp => crate::doors::acp::run(layout).await,
             Command::Worker(args) => {
+                let Some(nats) = crate::remote::nats_url(args.nats, &layout.data_dir)? else {
+                    bail!(
+                        "a worker needs its hub's NATS: pass --nats, set TROUPE_NATS or put `nats = \"nats://…\"` in {}",
+                        layout.data_dir.join("config.toml").display()
+                    );
+                };
                 crate::remote::worker::run(
                     layout,
                     crate::remote::worker::WorkerArgs {
-                        nats: args.nats,
+                        nats,
                         pool: args.pool,
                         name: args.name,
                         slots: args.slots,

@@ -19,8 +19,9 @@ use crate::doors::rpc;
 /// How long open connections get to finish when the daemon stops.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Runs the daemon until it is asked to stop (operation, SIGTERM or SIGINT); with `nats`, it is
-/// also the hub of remote workers (a NATS it cannot reach is an error at start).
+/// Runs the daemon until it is asked to stop (operation, SIGTERM or SIGINT); with `nats` (or `nats`
+/// in `<data dir>/config.toml`), it is also the hub of remote workers (a NATS it cannot reach is an
+/// error at start).
 pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     let started = Instant::now();
     if !config.ws_addr.ip().is_loopback() && !config.allow_non_loopback {
@@ -34,6 +35,7 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     let _lock = boot::take_lock(&layout)?;
 
     let store = boot::open_store(&layout)?;
+    let nats = crate::remote::nats_url(nats, &layout.data_dir)?;
     let hub = match &nats {
         Some(url) => Some(crate::remote::hub::connect(url, &layout).await?),
         None => None,

@@ -28,6 +28,31 @@ pub const CODE: &str = "troupe_code";
 /// Calls of remote members to the hub's operations (request/reply, a queue group).
 pub const CALLS: &str = "troupe.hub.call";
 
+/// The data dir's settings file (`<data dir>/config.toml`): what an autostarted daemon, or a
+/// worker started without flags, is told.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    /// The NATS server (JetStream) of the hub: `nats = "nats://hub.example:4222"`.
+    nats: Option<String>,
+}
+
+/// The NATS URL to use: the flag (or `TROUPE_NATS`), else `nats` in `<data dir>/config.toml`.
+pub fn nats_url(flag: Option<String>, data_dir: &Path) -> anyhow::Result<Option<String>> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    let path = data_dir.join("config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let settings: Settings =
+        toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
+    Ok(settings.nats.filter(|u| !u.trim().is_empty()))
+}
+
 /// How long a lease lives without renewal (`TROUPE_LEASE_SECS` changes it, for tests).
 pub fn lease_ttl() -> Duration {
     std::env::var("TROUPE_LEASE_SECS")
