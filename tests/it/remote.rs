@@ -9,6 +9,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -123,6 +124,7 @@ impl Worker {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
+            .process_group(0)
             .spawn()
             .unwrap();
         // Ready once it says so; the rest of its log is drained to the test's stderr.
@@ -149,6 +151,16 @@ impl Worker {
     fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// Kills the worker and its reaper (its process group) with -9, as a machine going down
+    /// would: its members, in their own groups, outlive it.
+    fn kill9_with_reaper(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let group = rustix::process::Pid::from_raw(c.id() as i32).unwrap();
+            rustix::process::kill_process_group(group, rustix::process::Signal::KILL).unwrap();
             c.wait().unwrap();
         }
     }
@@ -393,8 +405,8 @@ async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_anot
     let mut w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
     let party = one_remote_member(&c, d.dir.path(), HANGS_ONCE, json!({})).await;
     let pgid = member_group(&w1_dir).await;
-    w1.kill9();
-    // Its member lives on (it was killed with -9), but its lease lapses.
+    w1.kill9_with_reaper();
+    // Its member lives on (no one of its worker was left to end it), but its lease lapses.
     assert!(
         crate::support::group_alive(pgid),
         "the orphaned member still runs"
@@ -413,6 +425,30 @@ async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_anot
         (!crate::support::group_alive(pgid)).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_with_9_takes_its_members_with_it_and_its_run_is_tried_again() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&scratch.path().join("nats"));
+    let d = hub(&nats);
+    let c = d.client().await;
+    let w1_dir = scratch.path().join("w1");
+    let mut w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
+    let party = one_remote_member(&c, d.dir.path(), HANGS_ONCE, json!({})).await;
+    let pgid = member_group(&w1_dir).await;
+    // The worker alone is killed: its reaper ends the member, cut off from its hub, at once.
+    w1.kill9();
+    wait_for("the killed worker's member to be ended", 30, || async {
+        (!crate::support::group_alive(pgid)).then_some(())
+    })
+    .await;
+    // Its lease lapses, and the next attempt runs on the worker started again.
+    let _w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    assert_eq!(end["members"][0]["output"], "attempt 2 on w1", "{end:#}");
+    assert_eq!(events(&c, "remote_lease_lapsed").await.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

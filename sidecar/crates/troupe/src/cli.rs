@@ -75,6 +75,9 @@ pub enum Command {
     Acp,
     /// Run a pool's members on this machine for a hub elsewhere (`troupe serve --nats`).
     Worker(WorkerArgs),
+    /// A worker's reaper: ends its runs' process groups when the worker is gone (its stdin ends).
+    #[command(hide = true)]
+    WorkerReaper,
     /// Set up an agent CLI in this project: its MCP config (and Claude Code's hooks).
     Init {
         #[arg(value_parser = ["claude", "codex", "gemini"])]
@@ -365,6 +368,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )
                 .await
             }
+            Command::WorkerReaper => crate::remote::worker::reap(layout).await,
             Command::Mcp => crate::doors::mcp::serve_stdio(&layout).await,
             Command::Hook { event } => hook(&layout, &event).await,
             Command::Init { cli } => {

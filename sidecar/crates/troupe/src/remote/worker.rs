@@ -7,7 +7,8 @@
 //! `troupe call` works as it does at home; a `complete` first sends the member's new commits back
 //! as a bundle. The lease is renewed while the run lives; a renewal that fails (the hub gave up
 //! on it) stops it, as does a stop from the hub. Its exit goes to the exits stream (stored once),
-//! then the lease is dropped.
+//! then the lease is dropped. A reaper process of ours (`reap`) ends the runs' process groups
+//! when the worker goes, even killed with -9: a member cut off from its hub is not left running.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,6 +78,8 @@ pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
     let dir = layout.data_dir.join("worker");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot make {}", dir.display()))?;
     end_leftovers(&dir);
+    // Held until this process ends, however it ends: its stdin closing is the reaper's cue.
+    let _reaper = start_reaper(&layout)?;
     let consumer = jet
         .js
         .get_stream(RUNS_STREAM)
@@ -203,10 +206,43 @@ fn on_hub(mut params: Value, clone: &Path, hub: &Path) -> Value {
     params
 }
 
-/// Ends what an earlier worker on this data dir left running (it was killed: its members'
-/// process groups outlived it, and their leases have lapsed, so they may be running elsewhere by
-/// now) and removes their directories.
-fn end_leftovers(dir: &Path) {
+/// Starts the worker's reaper (`troupe worker-reaper`, in the worker's process group): it waits
+/// for its stdin to end, which happens when the worker is gone, and then ends the process groups
+/// of the runs the worker recorded.
+fn start_reaper(layout: &Layout) -> anyhow::Result<tokio::process::Child> {
+    let exe = std::env::current_exe().context("cannot find the troupe executable")?;
+    tokio::process::Command::new(exe)
+        .arg("--data-dir")
+        .arg(&layout.data_dir)
+        .arg("worker-reaper")
+        .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("cannot start the worker's reaper")
+}
+
+/// The reaper's process (see `start_reaper`). The signals a terminal sends the whole group (^C,
+/// a hang-up) and a TERM are the worker's to act on: the reaper outlives them until the worker
+/// has gone.
+pub async fn reap(layout: Layout) -> anyhow::Result<()> {
+    use tokio::io::AsyncReadExt;
+    use tokio::signal::unix::{SignalKind, signal};
+    let _ignored = [
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::hangup())?,
+        signal(SignalKind::terminate())?,
+    ];
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while stdin.read(&mut buf).await.unwrap_or(0) > 0 {}
+    kill_leftovers(&layout.data_dir.join("worker"));
+    Ok(())
+}
+
+/// Ends the process groups of the runs recorded under `dir` that still run, each the same process
+/// as recorded (its start time matches, so a number reused since is left alone).
+fn kill_leftovers(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -216,7 +252,7 @@ fn end_leftovers(dir: &Path) {
         let mut parts = recorded.split_whitespace();
         let group = parts.next().and_then(|p| p.parse::<i32>().ok());
         let start = parts.next().and_then(|s| s.parse::<i64>().ok());
-        // The same process as recorded (its start time matches), still leading its group.
+        // The same process as recorded, still leading its group.
         let same = group.and_then(|g| u32::try_from(g).ok()).is_some_and(|g| {
             start.is_some() && troupe_core::runners::process::process_start_time(g) == start
         });
@@ -226,12 +262,24 @@ fn end_leftovers(dir: &Path) {
         {
             match rustix::process::kill_process_group(pid, rustix::process::Signal::KILL) {
                 Ok(()) => {
-                    tracing::warn!(run = %run.display(), "ended a run an earlier worker left running")
+                    tracing::warn!(run = %run.display(), "ended a run its worker left running")
                 }
                 Err(e) => tracing::trace!(error = %e, "no process left of an earlier run"),
             }
         }
-        if let Err(e) = std::fs::remove_dir_all(&run) {
+    }
+}
+
+/// Ends what an earlier worker on this data dir left running (it and its reaper were killed: its
+/// members' process groups outlived them, and their leases have lapsed, so they may be running
+/// elsewhere by now) and removes their directories.
+fn end_leftovers(dir: &Path) {
+    kill_leftovers(dir);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if let Err(e) = std::fs::remove_dir_all(entry.path()) {
             tracing::debug!(error = %e, "an earlier run's directory not removed");
         }
     }
