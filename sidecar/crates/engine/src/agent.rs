@@ -317,6 +317,18 @@ pub struct AcpOptions {
     /// it counts as hung and is stopped as crashed (default: only the run's timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_secs: Option<f64>,
+    /// Offer the agent the client's file system (`fs/*`: Troupe reads and writes for it, within
+    /// its checkout). Default: yes, except for `acp:gemini`, whose CLI cannot create a new file
+    /// through `fs/*` and then uses its own file tools (still asking Troupe before it writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs: Option<bool>,
+}
+
+impl AcpOptions {
+    /// Whether the `acp:<agent>` runner offers `fs/*` to `agent` (see `fs`).
+    pub fn offers_fs(&self, agent: &str) -> bool {
+        self.fs.unwrap_or(agent != "gemini")
+    }
 }
 
 fn yes() -> bool {
@@ -330,6 +342,7 @@ impl Default for AcpOptions {
             base_url: None,
             mcp: true,
             idle_secs: None,
+            fs: None,
         }
     }
 }

@@ -648,3 +648,14 @@ fn a_budget_trip_pauses_the_member_without_a_crash() {
         "#]],
     );
 }
+
+#[test]
+fn acp_fs_is_offered_to_every_agent_but_gemini_unless_said() {
+    let parse =
+        |v: serde_json::Value| serde_json::from_value::<crate::agent::AcpOptions>(v).unwrap();
+    let default = parse(json!({}));
+    assert!(default.offers_fs("claude") && default.offers_fs("codex") && default.offers_fs("mine"));
+    assert!(!default.offers_fs("gemini"));
+    assert!(parse(json!({ "fs": true })).offers_fs("gemini"));
+    assert!(!parse(json!({ "fs": false })).offers_fs("claude"));
+}

@@ -170,6 +170,7 @@ pub async fn drive(
         base_url: options.base_url.clone(),
         mcp,
         prompt: prompt(&run, &options),
+        fs: options.offers_fs(agent.runner.strip_prefix("acp:").unwrap_or_default()),
     };
     let (cancel_tx, cancel_rx) = watch::channel(false);
     // Boxed so that dropping it really drops it (and the agent's stdin with it).

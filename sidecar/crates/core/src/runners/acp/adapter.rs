@@ -166,6 +166,8 @@ pub struct SessionSetup {
     pub base_url: Option<String>,
     pub mcp: Vec<McpStdio>,
     pub prompt: String,
+    /// Offer `fs/read_text_file` and `fs/write_text_file`.
+    pub fs: bool,
 }
 
 /// How the turn ended.
@@ -689,8 +691,8 @@ async fn drive(
                 .client_capabilities(
                     ClientCapabilities::new()
                         .fs(FileSystemCapabilities::new()
-                            .read_text_file(true)
-                            .write_text_file(true))
+                            .read_text_file(setup.fs)
+                            .write_text_file(setup.fs))
                         .terminal(true)
                         .auth(AuthCapabilities::new().meta(meta(json!({ "gateway": true })))),
                 )

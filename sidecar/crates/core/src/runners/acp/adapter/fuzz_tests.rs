@@ -422,6 +422,7 @@ fn run_case(case: Case) -> Result<(Result<TurnEnd, String>, Vec<Value>), String>
                     base_url: None,
                     mcp: Vec::new(),
                     prompt: "fuzz".into(),
+                    fs: true,
                 };
                 let (_cancel, cancel_rx) = watch::channel(false);
                 let agent = tokio::spawn(agent(case, agent_out, agent_in));
