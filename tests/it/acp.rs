@@ -665,3 +665,127 @@ async fn an_acp_member_is_restarted_after_a_kill_9_of_the_daemon() {
         "{old}"
     );
 }
+
+/// The question of the inbox whose title has `needle`, once there.
+async fn question(c: &Client, project: &str, needle: &str) -> Value {
+    wait_for(&format!("a question about {needle}"), 60, || async {
+        let inbox = c
+            .call("list_inbox", json!({ "cwd": project }))
+            .await
+            .unwrap();
+        inbox["items"].as_array()?.iter().find_map(|i| {
+            (i["kind"] == "question" && i["title"].as_str()?.contains(needle)).then(|| i.clone())
+        })
+    })
+    .await
+}
+
+async fn answer_with(c: &Client, item: &Value, answer: &str) {
+    let mut params = item["answer"]["params"].clone();
+    params["answer"] = json!(answer);
+    c.call("answer_question", params).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let parent = register(&c, "test", &project, None).await;
+    let record = dir.join("elicit.jsonl");
+    define(&c, "agent", scripted("asker", "elicit", &record, json!({}))).await;
+
+    // Filled in: the required fields first, a wrong kind of answer asked again.
+    let run_id = start(&c, "asker", "Push the branch.", &parent).await;
+    let branch = question(&c, &project, "(1/3) Branch name").await;
+    let title = branch["title"].as_str().unwrap();
+    assert!(
+        title.contains("Before I push, I need a few details."),
+        "{title}"
+    );
+    assert!(title.contains("Answer /decline to refuse."), "{title}");
+    assert_eq!(
+        branch["answer"]["choices"],
+        Value::Null,
+        "free text: {branch}"
+    );
+    answer_with(&c, &branch, "feature/login").await;
+    let remote = question(&c, &project, "(2/3) Remote").await;
+    assert_eq!(
+        remote["answer"]["choices"],
+        json!(["Origin", "Upstream", "/decline"])
+    );
+    answer_with(&c, &remote, "Upstream").await;
+    let retries = question(&c, &project, "(3/3) Retries: how often to try again").await;
+    assert!(
+        retries["title"]
+            .as_str()
+            .unwrap()
+            .contains("Optional: - leaves it out"),
+        "{retries}"
+    );
+    answer_with(&c, &retries, "a few").await;
+    let again = question(&c, &project, "is not a whole number: answer again").await;
+    answer_with(&c, &again, "3").await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(run["run"]["status"], "success", "{run}");
+    let output = run["run"]["result"]["output"].as_str().unwrap();
+    let came_back: Value =
+        serde_json::from_str(output.trim_start_matches("The form came back: ")).unwrap();
+    assert_eq!(
+        came_back,
+        json!({ "action": "accept",
+                "content": { "branch": "feature/login", "remote": "upstream", "retries": 3 } })
+    );
+    // The agent was told it may ask (form mode), and the timeline says it did.
+    let msgs = received(&record);
+    let init = by_method(&msgs, "initialize")[0];
+    assert_eq!(
+        init["params"]["clientCapabilities"]["elicitation"],
+        json!({ "form": {} })
+    );
+    let session = run["run"]["session_id"].as_str().unwrap();
+    let asked = events(&c, session).await;
+    let elicitation = asked
+        .iter()
+        .find(|e| e["kind"] == "agent_elicitation")
+        .unwrap_or_else(|| panic!("{:?}", kinds(&asked)));
+    assert_eq!(
+        elicitation["data"]["fields"],
+        json!(["branch", "remote", "retries"])
+    );
+
+    // Declined at its first field: the agent hears `decline`, nothing is left in the inbox.
+    let run_id = start(&c, "asker", "Push the branch.", &parent).await;
+    let branch = question(&c, &project, "(1/3) Branch name").await;
+    answer_with(&c, &branch, "/decline").await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(
+        run["run"]["result"]["output"], r#"The form came back: {"action":"decline"}"#,
+        "{run}"
+    );
+
+    // Unanswered when its run is stopped: the question expires and the inbox is empty.
+    let run_id = start(&c, "asker", "Push the branch.", &parent).await;
+    question(&c, &project, "(1/3) Branch name").await;
+    c.call("cancel_agent", json!({ "run_id": run_id }))
+        .await
+        .unwrap();
+    wait_for(
+        "the stopped run's question to leave the inbox",
+        60,
+        || async {
+            let inbox = c
+                .call("list_inbox", json!({ "cwd": project }))
+                .await
+                .unwrap();
+            inbox["items"]
+                .as_array()?
+                .iter()
+                .all(|i| i["kind"] != "question")
+                .then_some(())
+        },
+    )
+    .await;
+}

@@ -1,7 +1,8 @@
 //! The real agent CLIs from npm, offline against our mock model servers on loopback: Claude Code
 //! (through claude-agent-acp), Codex (codex-acp) and Gemini CLI (`gemini --acp`) as members of
 //! one party through the ACP runner, their permission requests decided through Troupe as an
-//! editor would (approve, deny); and `claude -p` with `--permission-prompt-tool` pointed at
+//! editor would (approve, deny), and Claude Code's AskUserQuestion answered from Troupe's inbox
+//! (claude-agent-acp sends it as an ACP form); and `claude -p` with `--permission-prompt-tool` pointed at
 //! `troupe mcp`. `scripts/test` installs the CLIs (scripts/install-agent-clis) and sets
 //! `TROUPE_TEST_AGENT_CLIS`.
 //!
@@ -434,6 +435,75 @@ async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_tro
     assert_eq!(
         s["members"][0]["output"],
         "I was not allowed to write nope.txt."
+    );
+
+    // Claude Code asks its user a question (AskUserQuestion): claude-agent-acp sends it as an
+    // ACP form, which waits in Troupe's inbox as a question a field at a time.
+    define(
+        &c,
+        "party",
+        json!({ "name": "real-ask", "roles": { "asker": { "agent": "claude", "prompt": "Ask which database." } } }),
+    )
+    .await;
+    let party = launch(&c, "real-ask", &project).await;
+    anthropic.push(Reply::tool(
+        "AskUserQuestion",
+        json!({ "questions": [{
+            "question": "Which database should the service use?", "header": "Database",
+            "multiSelect": false,
+            "options": [
+                { "label": "SQLite", "description": "one file, no server" },
+                { "label": "PostgreSQL", "description": "a server" },
+            ],
+        }] }),
+    ));
+    anthropic.push(Reply::text("We will use SQLite."));
+    let inbox_question = |needle: &'static str| {
+        let c = &c;
+        let project = &project;
+        async move {
+            wait_for(&format!("Claude Code's question {needle}"), 120, || async {
+                let inbox = c
+                    .call("list_inbox", json!({ "cwd": project }))
+                    .await
+                    .unwrap();
+                inbox["items"].as_array()?.iter().find_map(|i| {
+                    (i["kind"] == "question" && i["title"].as_str()?.contains(needle))
+                        .then(|| i.clone())
+                })
+            })
+            .await
+        }
+    };
+    let asked = inbox_question("Which database should the service use?").await;
+    assert_eq!(
+        asked["answer"]["choices"],
+        json!(["SQLite", "PostgreSQL", "-", "/decline"]),
+        "{asked}"
+    );
+    let mut params = asked["answer"]["params"].clone();
+    params["answer"] = json!("SQLite");
+    c.call("answer_question", params).await.unwrap();
+    // Its free-text companion ("Other"), left out.
+    let other = inbox_question("Other").await;
+    let mut params = other["answer"]["params"].clone();
+    params["answer"] = json!("-");
+    c.call("answer_question", params).await.unwrap();
+    let s = party_end(&c, &party, 180).await;
+    assert_eq!(s["party"]["status"], "completed", "{}", dump());
+    assert_eq!(
+        s["members"][0]["output"],
+        "We will use SQLite.",
+        "{}",
+        dump()
+    );
+    // The answer reached the model as the tool's result.
+    let last = anthropic.requests().last().cloned().unwrap();
+    assert!(
+        last.body_text
+            .contains(r#"answered: \"Which database should the service use?\"=\"SQLite\""#),
+        "{}",
+        dump()
     );
 }
 

@@ -255,6 +255,10 @@ impl RunnerHost for Daemon {
         crate::ops::request_permission_decided(self, p).boxed()
     }
 
+    fn ask_person(&self, p: AskPersonParams) -> BoxFuture<'_, Result<QuestionResult, ApiError>> {
+        crate::ops::ask_person(self, p).boxed()
+    }
+
     fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>> {
         self.pools.get().cloned()
     }

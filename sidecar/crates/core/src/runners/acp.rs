@@ -25,10 +25,13 @@ use crate::runners::RunnerHost;
 use crate::runners::process::{Exit, RunTable};
 use crate::runners::wasm::confine;
 use adapter::{
-    AgentInfo, BoxFuture, Choice, ClientSide, McpStdio, PermissionAnswer, PermissionAsk,
-    SessionSetup, TerminalExit, TerminalOutput, TerminalSpec, TurnEnd, Update,
+    AgentInfo, BoxFuture, Choice, ClientSide, ElicitAnswer, ElicitAsk, FieldKind, McpStdio,
+    PermissionAnswer, PermissionAsk, SessionSetup, TerminalExit, TerminalOutput, TerminalSpec,
+    TurnEnd, Update,
 };
-use troupe_api::types::{CompleteParams, CompletionStatus, RequestPermissionParams};
+use troupe_api::types::{
+    AskPersonParams, CompleteParams, CompletionStatus, RequestPermissionParams,
+};
 
 /// How long a cancelled turn may take to end before the agent is shut down anyway.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
@@ -42,7 +45,8 @@ const MAX_EVENTS: usize = 5000;
 const MAX_TEXT: usize = 16 * 1024;
 /// A pause in a streamed message after which what came so far is written.
 const TEXT_PAUSE: Duration = Duration::from_millis(200);
-/// How long a permission request waits per call before asking again.
+/// How long a permission request (or a question of an agent's form) waits per call before
+/// asking again.
 const APPROVAL_POLL_MS: u64 = 300_000;
 
 /// The ACP agent named by an `acp:` runner.
@@ -634,6 +638,117 @@ impl Member {
         }
     }
 
+    /// Puts an agent's form (`elicitation/create`) to a person as inbox questions, a field
+    /// each (choices where the field has them, else free text); an answer that does not read
+    /// as the field's kind is asked again. `/decline` refuses the form; an optional field's
+    /// `-` leaves it out; a question that expires cancels it.
+    async fn fill(&self, ask: ElicitAsk) -> ElicitAnswer {
+        const DECLINE: &str = "/decline";
+        const LEAVE_OUT: &str = "-";
+        let Some(d) = self.daemon.upgrade() else {
+            return ElicitAnswer::Cancel;
+        };
+        let data = json!({
+            "message": ask.message,
+            "fields": ask.fields.iter().map(|f| &f.name).collect::<Vec<_>>(),
+        });
+        self.record(Record::Event("agent_elicitation", data)).await;
+        let mut values = Vec::new();
+        let total = ask.fields.len();
+        for (i, field) in ask.fields.iter().enumerate() {
+            let mut choices = field.kind.choices();
+            if !choices.is_empty() {
+                if !field.required {
+                    choices.push(LEAVE_OUT.into());
+                }
+                choices.push(DECLINE.into());
+            }
+            let mut retry_note = None;
+            loop {
+                let mut question = ask.message.trim().to_string();
+                question.push_str("\n\n");
+                if total > 1 {
+                    question.push_str(&format!("({}/{total}) ", i + 1));
+                }
+                question.push_str(&field.label);
+                if let Some(desc) = &field.description {
+                    question.push_str(&format!(": {desc}"));
+                }
+                if let FieldKind::ManyOf(options) = &field.kind {
+                    let titles: Vec<&str> = options.iter().map(|(_, t)| t.as_str()).collect();
+                    question.push_str(&format!(
+                        "\n(any of: {}, separated by commas)",
+                        titles.join(", ")
+                    ));
+                }
+                if let Some(note) = &retry_note {
+                    question.push_str(&format!("\n({note}: answer again.)"));
+                }
+                if choices.is_empty() {
+                    question.push_str(if field.required {
+                        "\n(Answer /decline to refuse.)"
+                    } else {
+                        "\n(Optional: - leaves it out. Answer /decline to refuse.)"
+                    });
+                }
+                let Some(answer) = self.question(d.as_ref(), question, choices.clone()).await
+                else {
+                    return ElicitAnswer::Cancel;
+                };
+                let answer = answer.trim();
+                if answer == DECLINE {
+                    return ElicitAnswer::Decline;
+                }
+                if !field.required && answer == LEAVE_OUT {
+                    break;
+                }
+                match field.kind.parse(answer) {
+                    Ok(value) => {
+                        values.push((field.name.clone(), value));
+                        break;
+                    }
+                    Err(why) => retry_note = Some(why),
+                }
+            }
+        }
+        ElicitAnswer::Accept(values)
+    }
+
+    /// One question in the inbox, waited on until answered: its answer, or None once it
+    /// expired (or could not be asked).
+    async fn question(
+        &self,
+        d: &dyn RunnerHost,
+        question: String,
+        choices: Vec<String>,
+    ) -> Option<String> {
+        let mut params = AskPersonParams {
+            session_id: self.run.session_id.clone(),
+            question: Some(question),
+            choices,
+            question_id: None,
+            wait_ms: Some(APPROVAL_POLL_MS),
+        };
+        loop {
+            match d.ask_person(params).await {
+                Ok(r) if r.status == "pending" => {
+                    params = AskPersonParams {
+                        session_id: self.run.session_id.clone(),
+                        question: None,
+                        choices: Vec::new(),
+                        question_id: Some(r.question_id),
+                        wait_ms: Some(APPROVAL_POLL_MS),
+                    };
+                }
+                Ok(r) => return r.answer.filter(|_| r.status == "answered"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "an agent's form could not be asked");
+                    return None;
+                }
+            }
+        }
+    }
+
     /// Puts a permission request to Troupe: the workflow first, then approval rules and a
     /// person (timeout denies).
     async fn ask(&self, ask: PermissionAsk) -> PermissionAnswer {
@@ -767,6 +882,19 @@ impl ClientSide for Member {
         let asking = Asking::new(self);
         Box::pin(async move {
             let answer = asking.0.ask(ask).await;
+            drop(asking);
+            answer
+        })
+    }
+
+    fn elicit(&self, ask: ElicitAsk) -> BoxFuture<ElicitAnswer> {
+        let asking = Asking::new(self);
+        Box::pin(async move {
+            let mut ended = asking.0.ended.subscribe();
+            let answer = tokio::select! {
+                answer = asking.0.fill(ask) => answer,
+                _ = ended.wait_for(|e| *e) => ElicitAnswer::Cancel,
+            };
             drop(asking);
             answer
         })

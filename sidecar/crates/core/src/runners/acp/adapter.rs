@@ -1,6 +1,7 @@
 //! Our side of the Agent Client Protocol, over the pinned `agent-client-protocol` crate: the
 //! client role for one session and one turn, with the crate's types kept in this file. The rest
-//! of Troupe sees only [`Update`], [`PermissionAsk`], [`ClientSide`] and [`SessionSetup`]. The
+//! of Troupe sees only [`Update`], [`PermissionAsk`], [`ElicitAsk`], [`ClientSide`] and
+//! [`SessionSetup`]. The
 //! crate ignores unknown updates, notifications and malformed lines, answers unknown requests
 //! with "method not found" and echoes request ids exactly; every answer that may wait (a
 //! person's approval, a terminal's exit) is given from a task, off its dispatch loop.
@@ -12,21 +13,26 @@ use std::sync::Arc;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AuthCapabilities, AuthenticateRequest, CancelNotification, ClientCapabilities, ContentBlock,
-    CreateTerminalRequest, CreateTerminalResponse, EnvVariable, FileSystemCapabilities,
-    Implementation, InitializeRequest, KillTerminalRequest, KillTerminalResponse, McpServer,
-    McpServerStdio, NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
-    ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TerminalExitStatus,
-    TerminalOutputRequest, TerminalOutputResponse, TextContent, ToolCallContent, ToolCallLocation,
-    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
-    WriteTextFileResponse,
+    CreateElicitationRequest, CreateElicitationResponse, CreateTerminalRequest,
+    CreateTerminalResponse, ElicitationCapabilities, ElicitationFormCapabilities, EnvVariable,
+    FileSystemCapabilities, Implementation, InitializeRequest, KillTerminalRequest,
+    KillTerminalResponse, McpServer, McpServerStdio, NewSessionRequest, PermissionOptionKind,
+    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
+    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    StopReason, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse, TextContent,
+    ToolCallContent, ToolCallLocation, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
+    WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines, on_receive_notification, on_receive_request};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
+
+mod elicit;
+
+pub use elicit::{ElicitAnswer, ElicitAsk, ElicitField, FieldKind, FieldValue};
 
 /// A boxed future, as [`ClientSide`] returns them.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -134,6 +140,8 @@ pub trait ClientSide: Send + Sync + 'static {
     /// An update of the turn; may wait (backpressure on a flood).
     fn update(&self, update: Update) -> BoxFuture<()>;
     fn permission(&self, ask: PermissionAsk) -> BoxFuture<PermissionAnswer>;
+    /// The agent asks its user to fill in a form (`elicitation/create`).
+    fn elicit(&self, ask: ElicitAsk) -> BoxFuture<ElicitAnswer>;
     fn read_text(
         &self,
         path: PathBuf,
@@ -389,7 +397,8 @@ where
     R: tokio::io::AsyncRead + Send + 'static,
 {
     let transport = Lines::new(line_sink(stdin), lossy_lines(stdout));
-    let (s1, s2, s3, s4, s5, s6, s7, s8, s9) = (
+    let (s1, s2, s3, s4, s5, s6, s7, s8, s9, s10) = (
+        side.clone(),
         side.clone(),
         side.clone(),
         side.clone(),
@@ -570,6 +579,28 @@ where
             },
             on_receive_request!(),
         )
+        .on_receive_request(
+            async move |req: CreateElicitationRequest,
+                        responder: Responder<CreateElicitationResponse>,
+                        _cx| {
+                s10.heard();
+                let ask = match elicit::ask_of(&req) {
+                    Ok(ask) => ask,
+                    Err(why) => {
+                        tracing::info!(%why, "an elicitation Troupe cannot ask is declined");
+                        return responder.respond(elicit::response_of(ElicitAnswer::Decline));
+                    }
+                };
+                let answer = s10.elicit(ask);
+                tokio::spawn(async move {
+                    if let Err(e) = responder.respond(elicit::response_of(answer.await)) {
+                        tracing::debug!(error = %e, "elicitation answer not sent");
+                    }
+                });
+                Ok(())
+            },
+            on_receive_request!(),
+        )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
             Ok(drive(cx, setup, &mut cancel, side.as_ref()).await)
         })
@@ -694,6 +725,9 @@ async fn drive(
                             .read_text_file(setup.fs)
                             .write_text_file(setup.fs))
                         .terminal(true)
+                        .elicitation(
+                            ElicitationCapabilities::new().form(ElicitationFormCapabilities::new()),
+                        )
                         .auth(AuthCapabilities::new().meta(meta(json!({ "gateway": true })))),
                 )
                 .client_info(Implementation::new("troupe", env!("CARGO_PKG_VERSION"))),

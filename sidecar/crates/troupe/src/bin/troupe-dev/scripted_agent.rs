@@ -11,7 +11,9 @@
 //! - `wait`: says something and waits for `session/cancel`, then ends the turn `cancelled`;
 //! - `malformed`: garbage lines, an unknown notification, an unknown update kind and an
 //!   unknown request among its messages, then `write`;
-//! - `flood`: `TROUPE_ACP_FLOOD` (20000) message chunks and a tool call per 5000, then ends.
+//! - `flood`: `TROUPE_ACP_FLOOD` (20000) message chunks and a tool call per 5000, then ends;
+//! - `elicit`: asks its user to fill in a form (`elicitation/create`: a branch name, a remote
+//!   picked from two, an optional number of retries) and says what came back.
 //!
 //! `TROUPE_ACP_FIRST_SCRIPT` replaces the script on the first attempt only. With
 //! `TROUPE_ACP_CHILD=SECS` it first starts a child (`sleep SECS`) in the agent's process group,
@@ -247,6 +249,30 @@ async fn turn(wire: &mut Wire, script: &str, session: &str, cwd: &str) -> anyhow
                     .await?;
                 }
             }
+            return Ok("end_turn".into());
+        }
+        "elicit" => {
+            // A form of three fields (text, one-of, an optional number) for its user.
+            let form = json!({
+                "mode": "form",
+                "sessionId": session,
+                "message": "Before I push, I need a few details.",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "branch": {"type": "string", "title": "Branch name"},
+                        "remote": {"type": "string", "title": "Remote",
+                                   "oneOf": [{"const": "origin", "title": "Origin"},
+                                             {"const": "upstream", "title": "Upstream"}]},
+                        "retries": {"type": "integer", "title": "Retries",
+                                    "description": "how often to try again"},
+                    },
+                    "required": ["branch", "remote"],
+                },
+            });
+            let answer = wire.call("elicitation/create", form).await?;
+            wire.say(session, &format!("The form came back: {answer}"))
+                .await?;
             return Ok("end_turn".into());
         }
         "malformed" => {

@@ -218,6 +218,9 @@ impl ClientSide for Side {
         let answer = self.permission;
         Box::pin(async move { answer })
     }
+    fn elicit(&self, _: ElicitAsk) -> BoxFuture<ElicitAnswer> {
+        Box::pin(async { ElicitAnswer::Decline })
+    }
     fn read_text(
         &self,
         path: PathBuf,
