@@ -10,6 +10,8 @@
 //   elsewhere  the same prompt, its forwarded request decided from another door (the CLI) while
 //          the editor holds it: the door withdraws it;
 //   agent  a prompt of `/agent <TROUPE_TARGET> …` (one run, its request answered here);
+//   words  the same from an editor that fills in forms: an agent's free-text questions come as
+//          `elicitation/create`, one answered here, one from the CLI meanwhile (withdrawn);
 //   cancel a prompt of `/party <TROUPE_TARGET> …`, cancelled after its first plan update;
 //   leave  the same prompt, then the connection closed under it; another connection loads the
 //          session (the replay, then the party followed live) and cancels it;
@@ -30,10 +32,11 @@ function troupe() {
     });
 }
 
-/// A connection through the SDK; records every update and permission request.
-function connect(answer) {
+/// A connection through the SDK; records every update, permission request and form (`fill`
+/// answers forms; without it the client does not offer to fill them in).
+function connect(answer, fill) {
     const child = troupe();
-    const seen = { updates: [], asks: [] };
+    const seen = { updates: [], asks: [], forms: [] };
     const waiters = [];
     const client = {
         async sessionUpdate(params) {
@@ -52,6 +55,13 @@ function connect(answer) {
             throw acp.RequestError.methodNotFound("fs/write_text_file");
         },
     };
+    if (fill) {
+        client.createElicitation = async (params) => {
+            seen.forms.push(params);
+            for (const w of waiters.splice(0)) w();
+            return fill(params);
+        };
+    }
     const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
     const conn = new acp.ClientSideConnection(() => client, stream);
     /// Resolves once `pred` holds of what was seen.
@@ -79,10 +89,14 @@ const allowOnce = (params) => {
     return { outcome: { outcome: "selected", optionId: option.optionId } };
 };
 
-async function initialize(conn) {
+async function initialize(conn, forms = false) {
     return conn.initialize({
         protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientCapabilities: {
+            fs: { readTextFile: false, writeTextFile: false },
+            terminal: false,
+            ...(forms ? { elicitation: { form: {} } } : {}),
+        },
         clientInfo: { name: "troupe-test-client", version: "1.0.0" },
     });
 }
@@ -169,6 +183,42 @@ async function agent() {
     });
     await a.close();
     return { sessionId, stopReason, asks: a.seen.asks.length, texts: texts(a.seen.updates) };
+}
+
+/// `/agent <TROUPE_TARGET> …` from an editor that fills in forms: an agent's questions in the
+/// person's own words come as forms; the first is answered here, the second from another door
+/// (the CLI) while this editor holds it, and the door withdraws it.
+async function words() {
+    let a = null;
+    const a0 = connect(allowOnce, async (params) => {
+        if (params.message.includes("Name the release?")) {
+            return { action: "accept", content: { answer: "Aurora" } };
+        }
+        const asked = a.seen.updates.find(
+            (u) => u.update.sessionUpdate === "tool_call" && u.update.title?.includes("Anything else?"),
+        );
+        const question = asked.update.toolCallId.replace(/^inbox\/question:/, "");
+        execFileSync(env.TROUPE_BIN, ["--data-dir", env.TROUPE_DATA, "call", "answer_question",
+            JSON.stringify({ question_id: question, answer: "all good", answered_by: "cli" })], { env });
+        await a.until((s) => s.updates.some((u) => callText(u) === "Answered elsewhere."));
+        return { action: "cancel" };
+    });
+    a = a0;
+    await initialize(a.conn, true);
+    const { sessionId } = await a.conn.newSession({ cwd: env.TROUPE_PROJECT, mcpServers: [] });
+    const { stopReason } = await a.conn.prompt({
+        sessionId,
+        prompt: [{ type: "text", text: `/agent ${env.TROUPE_TARGET} Name it` }],
+    });
+    await a.close();
+    return {
+        sessionId,
+        stopReason,
+        forms: a.seen.forms,
+        asks: a.seen.asks.length,
+        results: a.seen.updates.map(callText).filter((t) => t !== undefined),
+        texts: texts(a.seen.updates),
+    };
 }
 
 async function cancel() {
@@ -275,7 +325,7 @@ async function raw() {
     return out;
 }
 
-const scenarios = { party, elsewhere, agent, cancel, leave, raw };
+const scenarios = { party, elsewhere, agent, words, cancel, leave, raw };
 const run = scenarios[scenario];
 if (!run) {
     console.error(`unknown scenario ${scenario}: ${Object.keys(scenarios).join(", ")}`);

@@ -4,7 +4,9 @@
 //! the updates stream in order; a member's permission request reaches the client as
 //! `session/request_permission`, its answer reaches the worker through Troupe's approvals; cancel
 //! stops the party, a closed connection leaves one running, and a new connection lists and loads
-//! the session. An agent's question (`ask_person`) with choices is asked the same way. Bad input (a line that is not JSON, a request before `initialize`, an unknown method, a prompt before a session,
+//! the session. An agent's question (`ask_person`) with choices is asked the same way; one in the
+//! person's own words is a form (`elicitation/create`) where the editor fills them in, withdrawn
+//! when answered at another door. Bad input (a line that is not JSON, a request before `initialize`, an unknown method, a prompt before a session,
 //! a second prompt while one runs) gets the protocol's errors and the door serves on.
 
 use std::path::{Path, PathBuf};
@@ -28,6 +30,15 @@ const CHOOSER: &str = r#"#!/bin/sh
 R=$(troupe call ask_person '{"question":"Which color?","choices":["red","blue"],"wait_ms":60000}')
 A=$(echo "$R" | sed -n 's/.*"answer": "\([^"]*\)".*/\1/p' | head -1)
 troupe call complete "{\"output\":\"color $A\"}" >/dev/null
+"#;
+
+/// A member that asks the person three questions (two in their own words) and says the answers.
+const ASKER: &str = r#"#!/bin/sh
+answer() { sed -n 's/.*"answer": "\([^"]*\)".*/\1/p' | head -1; }
+A=$(troupe call ask_person '{"question":"Name the release?","wait_ms":60000}' | answer)
+B=$(troupe call ask_person '{"question":"Ship on Friday?","choices":["yes","no"],"wait_ms":60000}' | answer)
+C=$(troupe call ask_person '{"question":"Anything else?","wait_ms":60000}' | answer)
+troupe call complete "{\"output\":\"release $A, friday $B, else $C\"}" >/dev/null
 "#;
 
 /// A member that waits until it is stopped.
@@ -92,10 +103,12 @@ async fn setup(d: &TestDaemon) -> String {
     let writer = executable(dir, "writer.sh", WRITER);
     let waiter = executable(dir, "waiter.sh", WAITER);
     let chooser = executable(dir, "chooser.sh", CHOOSER);
+    let asker = executable(dir, "asker.sh", ASKER);
     for (name, command) in [
         ("notes-writer", writer),
         ("waiter", waiter),
         ("chooser", chooser),
+        ("asker", asker),
     ] {
         define(
             &c,
@@ -314,6 +327,39 @@ async fn an_agents_question_reaches_the_acp_editor_and_its_choice_the_agent() {
         .await
         .unwrap();
     assert_eq!(inbox["items"], json!([]), "answered, it left the inbox");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_question_in_free_words_is_a_form_in_an_editor_that_fills_them() {
+    let d = TestDaemon::start();
+    let project = setup(&d).await;
+    let r = scenario(&d, &project, "words", "asker").await;
+    assert_eq!(r["stopReason"], "end_turn", "{r:#}");
+    // Two forms (the free-text questions), one permission-style ask (the choice).
+    let forms = r["forms"].as_array().unwrap();
+    assert_eq!(forms.len(), 2, "{r:#}");
+    assert_eq!(forms[0]["mode"], "form", "{r:#}");
+    assert!(
+        forms[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Name the release?"),
+        "{r:#}"
+    );
+    assert_eq!(
+        forms[0]["requestedSchema"]["required"],
+        json!(["answer"]),
+        "{r:#}"
+    );
+    assert_eq!(forms[0]["sessionId"], r["sessionId"], "{r:#}");
+    assert_eq!(r["asks"], 1, "{r:#}");
+    let results = r["results"].as_array().unwrap();
+    position(results, |t| t == "answered: Aurora");
+    position(results, |t| t == "Answered elsewhere.");
+    let texts = r["texts"].as_array().unwrap();
+    position(texts, |t| {
+        t.contains("**[asker]** success: release Aurora, friday yes, else all good")
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

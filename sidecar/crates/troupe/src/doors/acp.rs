@@ -15,6 +15,7 @@ mod wire;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -616,10 +617,16 @@ impl Turn {
                 }
                 pushed = inbox.next(), if inbox_open && !cancelled => {
                     let Some(pushed) = push_of(pushed, &mut inbox_open) else { continue };
-                    for item in pushed["items"].as_array().into_iter().flatten() {
-                        if item["kind"] != "approval" && ours(&scope, item) {
-                            asks.forward_item(&c, &self.peer, &self.session, item.clone())?;
-                        }
+                    let items: Vec<&Value> = pushed["items"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|i| i["kind"] != "approval" && ours(&scope, i))
+                        .collect();
+                    let present = items.iter().map(|i| format!("inbox/{}", s(i, "item_id"))).collect();
+                    asks.keep_items(&present, &self.peer, &self.session);
+                    for item in items {
+                        asks.forward_item(&c, &self.peer, &self.session, item.clone())?;
                     }
                 }
             }
@@ -865,11 +872,18 @@ fn describe(a: &Value) -> String {
     format!("{role}{} {}", s(a, "tool_name"), s(a, "subject"))
 }
 
+/// A request forwarded to the editor: its task, and whether the editor answered it (then it
+/// is the task's to finish, not withdrawn when the answer it gave takes the item away).
+struct Waiting {
+    task: JoinHandle<()>,
+    settled: Arc<AtomicBool>,
+}
+
 /// The requests forwarded to the editor, each waiting in its own task (aborting one withdraws
 /// its `session/request_permission`); all are withdrawn when the turn ends, however it ends.
 #[derive(Default)]
 struct Asks {
-    waiting: HashMap<String, JoinHandle<()>>,
+    waiting: HashMap<String, Waiting>,
     /// Inbox items already shown (an item without choices is said once).
     seen: HashSet<String>,
 }
@@ -883,15 +897,38 @@ impl Asks {
             .filter(|id| id.starts_with("approval/") && !pending.contains(&id["approval/".len()..]))
             .cloned()
             .collect();
-        for id in gone {
-            if let Some(task) = self.waiting.remove(&id)
+        self.withdraw(gone, "Decided elsewhere.", peer, session);
+    }
+
+    /// Withdraws the inbox items asked in the editor that left the inbox (answered elsewhere).
+    fn keep_items(&mut self, present: &HashSet<String>, peer: &Peer, session: &str) {
+        let gone: Vec<String> = self
+            .waiting
+            .keys()
+            .filter(|id| id.starts_with("inbox/") && !present.contains(*id))
+            .cloned()
+            .collect();
+        self.withdraw(gone, "Answered elsewhere.", peer, session);
+    }
+
+    /// Ends these asks still waiting, each shown completed with `why`.
+    fn withdraw(&mut self, ids: Vec<String>, why: &str, peer: &Peer, session: &str) {
+        for id in ids {
+            if self
+                .waiting
+                .get(&id)
+                .is_some_and(|w| w.settled.load(Ordering::SeqCst))
+            {
+                continue;
+            }
+            if let Some(Waiting { task, .. }) = self.waiting.remove(&id)
                 && !task.is_finished()
             {
                 task.abort();
                 let update = ToolCallOut {
                     id: id.clone(),
                     status: Some("completed".into()),
-                    text: Some("Decided elsewhere.".into()),
+                    text: Some(why.into()),
                     ..ToolCallOut::default()
                 };
                 if let Err(e) = peer.send(session, Out::ToolCall(Box::new(update))) {
@@ -915,6 +952,8 @@ impl Asks {
         }
         let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
         let call_id = id.clone();
+        let settled = Arc::new(AtomicBool::new(false));
+        let answered = settled.clone();
         let task = tokio::spawn(async move {
             let file = a["file_path"].as_str().map(PathBuf::from);
             let line = a["start_line"].as_u64().and_then(|l| u32::try_from(l).ok());
@@ -970,6 +1009,7 @@ impl Asks {
             let Answer::Chosen(decision) = peer.ask(&session, ask).await else {
                 return;
             };
+            answered.store(true, Ordering::SeqCst);
             let decided = c
                 .call(
                     "decide_approval",
@@ -992,7 +1032,7 @@ impl Asks {
                 tracing::debug!(error = %e, "decision not shown");
             }
         });
-        self.waiting.insert(id, task);
+        self.waiting.insert(id, Waiting { task, settled });
     }
 
     /// An inbox item other than a request: with choices, asked like a permission; without,
@@ -1012,6 +1052,10 @@ impl Asks {
         let detail = item["detail"].as_str().map(str::to_string);
         let answer = item["answer"].clone();
         let choices = answer["choices"].as_array().cloned().unwrap_or_default();
+        if choices.is_empty() && answer["op"] == "answer_question" && peer.fills_forms() {
+            self.ask_words(c, peer, session, id, title, answer);
+            return Ok(());
+        }
         if choices.is_empty() {
             let detail = detail.map(|d| format!("\n{d}")).unwrap_or_default();
             let how = if answer["op"] == "answer_question" {
@@ -1023,6 +1067,8 @@ impl Asks {
         }
         let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
         let call_id = id.clone();
+        let settled = Arc::new(AtomicBool::new(false));
+        let answered = settled.clone();
         let task = tokio::spawn(async move {
             let tool = ToolCallOut {
                 id: call_id,
@@ -1066,6 +1112,7 @@ impl Asks {
             let Answer::Chosen(chosen) = peer.ask(&session, ask).await else {
                 return;
             };
+            answered.store(true, Ordering::SeqCst);
             let Some(choice) = chosen.parse::<usize>().ok().and_then(|i| choices.get(i)) else {
                 return;
             };
@@ -1089,13 +1136,73 @@ impl Asks {
                 tracing::debug!(error = %e, "answer not shown");
             }
         });
-        self.waiting.insert(id, task);
+        self.waiting.insert(id, Waiting { task, settled });
         Ok(())
+    }
+
+    /// A question for the person's own words, asked in the editor's form (`elicitation/create`)
+    /// where it fills them in.
+    fn ask_words(
+        &mut self,
+        c: &Arc<Client>,
+        peer: &Peer,
+        session: &str,
+        id: String,
+        title: String,
+        answer: Value,
+    ) {
+        let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
+        let call_id = id.clone();
+        let settled = Arc::new(AtomicBool::new(false));
+        let answered = settled.clone();
+        let task = tokio::spawn(async move {
+            let tool = ToolCallOut {
+                id: call_id,
+                started: true,
+                title: Some(title.clone()),
+                kind: Some("think".into()),
+                status: Some("pending".into()),
+                ..ToolCallOut::default()
+            };
+            if peer
+                .send(&session, Out::ToolCall(Box::new(tool.clone())))
+                .is_err()
+            {
+                return;
+            }
+            let (status, text) = match peer.ask_words(&session, &title).await {
+                Some(words) => {
+                    answered.store(true, Ordering::SeqCst);
+                    let mut params = answer["params"].clone();
+                    if let Value::Object(p) = &mut params {
+                        p.insert("answer".into(), Value::String(words.clone()));
+                    }
+                    match c.call("answer_question", params).await {
+                        Ok(_) => ("completed", format!("answered: {words}")),
+                        Err(e) => ("failed", format!("answer_question: {e}")),
+                    }
+                }
+                None => (
+                    "failed",
+                    "Not answered here: it waits in the inbox (`/answer <your words>`).".into(),
+                ),
+            };
+            let update = ToolCallOut {
+                id: tool.id,
+                status: Some(status.into()),
+                text: Some(text),
+                ..ToolCallOut::default()
+            };
+            if let Err(e) = peer.send(&session, Out::ToolCall(Box::new(update))) {
+                tracing::debug!(error = %e, "answer not shown");
+            }
+        });
+        self.waiting.insert(id, Waiting { task, settled });
     }
 
     /// Withdraws every request still waiting.
     fn clear(&mut self) {
-        for (_, task) in self.waiting.drain() {
+        for (_, Waiting { task, .. }) in self.waiting.drain() {
             task.abort();
         }
     }

@@ -9,19 +9,22 @@
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthenticateRequest, AuthenticateResponse, AvailableCommand,
     AvailableCommandInput, AvailableCommandsUpdate, CancelNotification, ContentBlock, ContentChunk,
-    Cost, Diff, EmbeddedResourceResource, ErrorCode, Implementation, InitializeRequest,
-    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
-    PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptCapabilities,
-    PromptRequest, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionCapabilities, SessionInfo, SessionListCapabilities, SessionNotification, SessionUpdate,
-    StopReason, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallUpdate,
-    ToolCallUpdateFields, UnstructuredCommandInput, UsageUpdate,
+    Cost, CreateElicitationRequest, Diff, ElicitationAction, ElicitationContentValue,
+    ElicitationFormMode, ElicitationSchema, ElicitationSessionScope, EmbeddedResourceResource,
+    ErrorCode, Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
+    NewSessionResponse, PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, PromptCapabilities, PromptRequest, PromptResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionCapabilities, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionUpdate, StopReason, StringPropertySchema, TextContent, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallUpdate, ToolCallUpdateFields,
+    UnstructuredCommandInput, UsageUpdate,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines, on_receive_notification, on_receive_request};
@@ -164,6 +167,8 @@ pub trait Door: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Peer {
     cx: ConnectionTo<Client>,
+    /// The editor said at `initialize` that it fills in forms (`elicitation.form`).
+    forms: bool,
 }
 
 impl std::fmt::Debug for Peer {
@@ -199,6 +204,43 @@ impl Peer {
             Err(e) => {
                 tracing::debug!(error = %e, "permission request unanswered");
                 Answer::Cancelled
+            }
+        }
+    }
+}
+
+impl Peer {
+    /// Whether the editor fills in forms: a question in the person's own words can be asked
+    /// there (`ask_words`).
+    pub fn fills_forms(&self) -> bool {
+        self.forms
+    }
+
+    /// Asks the editor for a person's answer in their own words (`elicitation/create`, a form
+    /// of one text field); None when declined, cancelled or unanswered. Dropping the future
+    /// withdraws the request.
+    pub async fn ask_words(&self, session: &str, question: &str) -> Option<String> {
+        let schema = ElicitationSchema::new().property(
+            "answer",
+            StringPropertySchema::new().title("Your answer".to_string()),
+            true,
+        );
+        let form =
+            ElicitationFormMode::new(ElicitationSessionScope::new(session.to_string()), schema);
+        let request = CreateElicitationRequest::new(form, question.to_string());
+        match self.cx.send_request(request).block_task().await {
+            Ok(answer) => match answer.action {
+                ElicitationAction::Accept(accepted) => match accepted.content?.remove("answer")? {
+                    ElicitationContentValue::String(words) if !words.trim().is_empty() => {
+                        Some(words)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "form unanswered");
+                None
             }
         }
     }
@@ -384,11 +426,20 @@ pub async fn serve(door: Arc<dyn Door>) -> anyhow::Result<()> {
         door.clone(),
         door.clone(),
     );
+    // Whether the editor fills in forms (said at `initialize`), for the peers of later requests.
+    let forms = Arc::new(AtomicBool::new(false));
+    let (f0, f1, f2) = (forms.clone(), forms.clone(), forms);
     Agent
         .v1()
         .name("troupe")
         .on_receive_request(
             async move |init: InitializeRequest, responder: Responder<InitializeResponse>, _cx| {
+                let fills = init
+                    .client_capabilities
+                    .elicitation
+                    .as_ref()
+                    .is_some_and(|e| e.form.is_some());
+                f0.store(fills, Ordering::SeqCst);
                 let version = init.protocol_version.min(ProtocolVersion::V1);
                 responder.respond(
                     InitializeResponse::new(version)
@@ -436,7 +487,10 @@ pub async fn serve(door: Arc<dyn Door>) -> anyhow::Result<()> {
                         cx: ConnectionTo<Client>| {
                 let commands = d2.commands();
                 let session = req.session_id.to_string();
-                let peer = Peer { cx: cx.clone() };
+                let peer = Peer {
+                    cx: cx.clone(),
+                    forms: f1.load(Ordering::SeqCst),
+                };
                 let loaded = d2.load_session(session.clone(), req.cwd, peer);
                 answer_later(
                     responder,
@@ -478,7 +532,11 @@ pub async fn serve(door: Arc<dyn Door>) -> anyhow::Result<()> {
                         responder: Responder<PromptResponse>,
                         cx: ConnectionTo<Client>| {
                 let text = prompt_text(&req.prompt);
-                let turn = d4.prompt(req.session_id.to_string(), text, Peer { cx });
+                let peer = Peer {
+                    cx,
+                    forms: f2.load(Ordering::SeqCst),
+                };
+                let turn = d4.prompt(req.session_id.to_string(), text, peer);
                 answer_later(
                     responder,
                     turn,
