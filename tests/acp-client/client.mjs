@@ -194,9 +194,10 @@ async function words() {
         if (params.message.includes("Name the release?")) {
             return { action: "accept", content: { answer: "Aurora" } };
         }
-        const asked = a.seen.updates.find(
-            (u) => u.update.sessionUpdate === "tool_call" && u.update.title?.includes("Anything else?"),
-        );
+        const isAsked = (u) =>
+            u.update.sessionUpdate === "tool_call" && u.update.title?.includes("Anything else?");
+        await a.until((s) => s.updates.some(isAsked));
+        const asked = a.seen.updates.find(isAsked);
         const question = asked.update.toolCallId.replace(/^inbox\/question:/, "");
         execFileSync(env.TROUPE_BIN, ["--data-dir", env.TROUPE_DATA, "call", "answer_question",
             JSON.stringify({ question_id: question, answer: "all good", answered_by: "cli" })], { env });

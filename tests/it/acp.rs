@@ -766,6 +766,91 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
         "{run}"
     );
 
+    // A form without fields is asked as accept or decline.
+    let empty = json!({ "message": "Shall I force-push?",
+                        "requestedSchema": { "type": "object", "properties": {} } });
+    let env = json!({ "TROUPE_ACP_SCRIPT": "elicit", "TROUPE_ACP_RECORD": record.display().to_string(),
+                      "TROUPE_ACP_FORM": empty.to_string() });
+    define(
+        &c,
+        "agent",
+        scripted("confirmer", "elicit", &record, json!({ "env": env })),
+    )
+    .await;
+    let run_id = start(&c, "confirmer", "Push.", &parent).await;
+    let confirm = question(&c, &project, "Shall I force-push?").await;
+    assert_eq!(confirm["answer"]["choices"], json!(["accept", "/decline"]));
+    answer_with(&c, &confirm, "accept").await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(
+        run["run"]["result"]["output"], r#"The form came back: {"action":"accept","content":{}}"#,
+        "{run}"
+    );
+
+    // More choices than a question offers: named in the person's words instead.
+    let many: serde_json::Map<String, Value> = (0..30)
+        .map(|i| (format!("c{i}"), json!(format!("Colour {i}"))))
+        .collect();
+    let one_of: Vec<Value> = many
+        .iter()
+        .map(|(k, v)| json!({ "const": k, "title": v }))
+        .collect();
+    let wide = json!({ "message": "Pick a colour.", "requestedSchema": { "type": "object",
+        "required": ["colour"], "properties": { "colour": { "type": "string", "oneOf": one_of } } } });
+    let env = json!({ "TROUPE_ACP_SCRIPT": "elicit", "TROUPE_ACP_RECORD": record.display().to_string(),
+                      "TROUPE_ACP_FORM": wide.to_string() });
+    define(
+        &c,
+        "agent",
+        scripted("painter", "elicit", &record, json!({ "env": env })),
+    )
+    .await;
+    let run_id = start(&c, "painter", "Paint.", &parent).await;
+    let colour = question(&c, &project, "(one of: Colour 0, Colour 1").await;
+    assert_eq!(colour["answer"]["choices"], Value::Null, "{colour}");
+    answer_with(&c, &colour, "colour 17").await;
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(
+        run["run"]["result"]["output"],
+        r#"The form came back: {"action":"accept","content":{"colour":"c17"}}"#,
+        "{run}"
+    );
+
+    // Withdrawn by the agent while it waits: its question leaves the inbox.
+    let marker = dir.join("withdraw-now");
+    let env = json!({ "TROUPE_ACP_SCRIPT": "elicit", "TROUPE_ACP_RECORD": record.display().to_string(),
+                      "TROUPE_ACP_WITHDRAW_ON": marker.display().to_string() });
+    define(
+        &c,
+        "agent",
+        scripted("withdrawer", "elicit", &record, json!({ "env": env })),
+    )
+    .await;
+    let run_id = start(&c, "withdrawer", "Push.", &parent).await;
+    question(&c, &project, "(1/3) Branch name").await;
+    std::fs::write(&marker, "").unwrap();
+    let run = wait_run(&c, &run_id).await;
+    assert_eq!(
+        run["run"]["result"]["output"], r#"The form came back: {"action":"cancel"}"#,
+        "{run}"
+    );
+    wait_for(
+        "the withdrawn form's question to leave the inbox",
+        60,
+        || async {
+            let inbox = c
+                .call("list_inbox", json!({ "cwd": project }))
+                .await
+                .unwrap();
+            inbox["items"]
+                .as_array()?
+                .iter()
+                .all(|i| i["kind"] != "question")
+                .then_some(())
+        },
+    )
+    .await;
+
     // Unanswered when its run is stopped: the question expires and the inbox is empty.
     let run_id = start(&c, "asker", "Push the branch.", &parent).await;
     question(&c, &project, "(1/3) Branch name").await;

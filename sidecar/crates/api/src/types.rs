@@ -745,6 +745,11 @@ pub struct NotificationsResult {
 
 pub use troupe_model::{Approval, ApprovalRule, Question};
 
+/// The longest question `ask_person` takes (bytes), its most choices, and its longest choice.
+pub const QUESTION_MAX_BYTES: usize = 4000;
+pub const QUESTION_MAX_CHOICES: usize = 20;
+pub const CHOICE_MAX_BYTES: usize = 200;
+
 /// `ask_person`: a question for a person, or (with `question_id`) waiting on for its answer.
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -259,6 +259,20 @@ impl RunnerHost for Daemon {
         crate::ops::ask_person(self, p).boxed()
     }
 
+    fn withdraw_question(&self, question_id: String) -> BoxFuture<'_, ()> {
+        async move {
+            match self.store.expire_question(question_id.clone()).await {
+                Ok(true) => {
+                    self.hub.publish(&crate::hub::wake_key(&question_id), 1);
+                    self.hub.bump(crate::hub::INBOX_KEY);
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "a withdrawn question was not expired"),
+            }
+        }
+        .boxed()
+    }
+
     fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>> {
         self.pools.get().cloned()
     }

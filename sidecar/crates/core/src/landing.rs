@@ -239,7 +239,8 @@ pub fn measure(
 }
 
 /// A checkout measured together with a read of its branch (`read` gives the branch state it
-/// saw): read again while the member committed between the two, so both name one tip.
+/// saw): read again while the member committed between the two, so both name one tip (after
+/// five reads that still disagree, a member committing without pause, the last pair is given).
 pub fn measure_with<T>(
     party: &PartyView,
     c: &Checkout,

@@ -319,7 +319,9 @@ pub struct AcpOptions {
     pub idle_secs: Option<f64>,
     /// Offer the agent the client's file system (`fs/*`: Troupe reads and writes for it, within
     /// its checkout). Default: yes, except for `acp:gemini`, whose CLI cannot create a new file
-    /// through `fs/*` and then uses its own file tools (still asking Troupe before it writes).
+    /// through `fs/*` and then uses its own file tools: it still asks Troupe before it writes,
+    /// but Troupe no longer confines those writes to the checkout (a path outside is flagged on
+    /// its approval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fs: Option<bool>,
 }

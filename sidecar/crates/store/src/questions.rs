@@ -61,21 +61,32 @@ pub(crate) fn expire_for_run(conn: &Connection, run_id: &str) -> Result<Vec<Stri
         .query_map([run_id], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     for id in &ids {
-        conn.prepare_cached(&format!(
-            "UPDATE questions SET status = 'expired', answered_at = {NOW} WHERE id = ?1"
-        ))?
-        .execute([id])?;
-        let q = load(conn, id)?;
-        append_event(
-            conn,
-            &event(
-                &q,
-                "question_expired",
-                serde_json::json!({ "question_id": id, "run_id": run_id }),
-            ),
-        )?;
+        expire(conn, id)?;
     }
     Ok(ids)
+}
+
+/// Expires one question if it is pending (with its event); whether it was.
+fn expire(conn: &Connection, id: &str) -> Result<bool, StoreError> {
+    let changed = conn
+        .prepare_cached(&format!(
+            "UPDATE questions SET status = 'expired', answered_at = {NOW} \
+             WHERE id = ?1 AND status = 'pending'"
+        ))?
+        .execute([id])?;
+    if changed == 0 {
+        return Ok(false);
+    }
+    let q = load(conn, id)?;
+    append_event(
+        conn,
+        &event(
+            &q,
+            "question_expired",
+            serde_json::json!({ "question_id": id, "run_id": q.run_id }),
+        ),
+    )?;
+    Ok(true)
 }
 
 impl Store {
@@ -166,6 +177,15 @@ impl Store {
                 ),
             )?;
             Ok(q)
+        })
+        .await
+    }
+
+    /// Expires a pending question whose asker no longer waits for it; whether it was pending.
+    pub async fn expire_question(&self, id: String) -> Result<bool, StoreError> {
+        self.write(move |conn| {
+            load(conn, &id)?;
+            expire(conn, &id)
         })
         .await
     }

@@ -12,10 +12,6 @@ use crate::daemon::Daemon;
 use crate::hub::{INBOX_KEY, wake_key};
 
 const DEFAULT_WAIT_MS: u64 = 30_000;
-/// Longest question, and most choices (each at most `MAX_CHOICE` bytes).
-const MAX_QUESTION: usize = 4000;
-const MAX_CHOICES: usize = 20;
-const MAX_CHOICE: usize = 200;
 
 fn result(q: &Question) -> QuestionResult {
     QuestionResult {
@@ -57,26 +53,29 @@ pub async fn ask_person(d: &Daemon, p: AskPersonParams) -> Result<QuestionResult
                 .ok_or_else(|| {
                     ApiError::invalid(OP, "question is required (or question_id to wait on)")
                 })?;
-            if text.len() > MAX_QUESTION {
+            if text.len() > QUESTION_MAX_BYTES {
                 return Err(ApiError::invalid(
                     OP,
-                    format!("question is {} bytes, over {MAX_QUESTION}", text.len()),
+                    format!(
+                        "question is {} bytes, over {QUESTION_MAX_BYTES}",
+                        text.len()
+                    ),
                 ));
             }
-            if p.choices.len() > MAX_CHOICES {
+            if p.choices.len() > QUESTION_MAX_CHOICES {
                 return Err(ApiError::invalid(
                     OP,
-                    format!("{} choices, over {MAX_CHOICES}", p.choices.len()),
+                    format!("{} choices, over {QUESTION_MAX_CHOICES}", p.choices.len()),
                 ));
             }
             if let Some(c) = p
                 .choices
                 .iter()
-                .find(|c| c.trim().is_empty() || c.len() > MAX_CHOICE)
+                .find(|c| c.trim().is_empty() || c.len() > CHOICE_MAX_BYTES)
             {
                 return Err(ApiError::invalid(
                     OP,
-                    format!("choice {c:?} is empty or over {MAX_CHOICE} bytes"),
+                    format!("choice {c:?} is empty or over {CHOICE_MAX_BYTES} bytes"),
                 ));
             }
             let session = d.store.get_session(&p.session_id)?;

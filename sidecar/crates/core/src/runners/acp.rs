@@ -30,7 +30,8 @@ use adapter::{
     TurnEnd, Update,
 };
 use troupe_api::types::{
-    AskPersonParams, CompleteParams, CompletionStatus, RequestPermissionParams,
+    AskPersonParams, CHOICE_MAX_BYTES, CompleteParams, CompletionStatus, QUESTION_MAX_BYTES,
+    QUESTION_MAX_CHOICES, RequestPermissionParams,
 };
 
 /// How long a cancelled turn may take to end before the agent is shut down anyway.
@@ -639,12 +640,14 @@ impl Member {
     }
 
     /// Puts an agent's form (`elicitation/create`) to a person as inbox questions, a field
-    /// each (choices where the field has them, else free text); an answer that does not read
-    /// as the field's kind is asked again. `/decline` refuses the form; an optional field's
-    /// `-` leaves it out; a question that expires cancels it.
+    /// each (its choices where it has them and they fit a question, else free text); an answer
+    /// that does not read as the field's kind is asked again. `/decline` refuses the form; an
+    /// optional field's `-` leaves it out; a question that expires cancels it. A form without
+    /// fields is asked as accept or decline.
     async fn fill(&self, ask: ElicitAsk) -> ElicitAnswer {
         const DECLINE: &str = "/decline";
         const LEAVE_OUT: &str = "-";
+        const ACCEPT: &str = "accept";
         let Some(d) = self.daemon.upgrade() else {
             return ElicitAnswer::Cancel;
         };
@@ -653,6 +656,16 @@ impl Member {
             "fields": ask.fields.iter().map(|f| &f.name).collect::<Vec<_>>(),
         });
         self.record(Record::Event("agent_elicitation", data)).await;
+        // The agent's words, within what a question holds (its field's lines follow).
+        let message = clip(ask.message.trim(), QUESTION_MAX_BYTES / 2);
+        if ask.fields.is_empty() {
+            let choices = vec![ACCEPT.to_string(), DECLINE.to_string()];
+            return match self.question(&d, message, choices).await.as_deref() {
+                Some(ACCEPT) => ElicitAnswer::Accept(Vec::new()),
+                Some(_) => ElicitAnswer::Decline,
+                None => ElicitAnswer::Cancel,
+            };
+        }
         let mut values = Vec::new();
         let total = ask.fields.len();
         for (i, field) in ask.fields.iter().enumerate() {
@@ -663,36 +676,49 @@ impl Member {
                 }
                 choices.push(DECLINE.into());
             }
+            // Too many, or too long, to offer: the person names one in their words.
+            let offered = choices.len() <= QUESTION_MAX_CHOICES
+                && choices.iter().all(|c| c.len() <= CHOICE_MAX_BYTES);
             let mut retry_note = None;
             loop {
-                let mut question = ask.message.trim().to_string();
-                question.push_str("\n\n");
+                let mut about = String::new();
                 if total > 1 {
-                    question.push_str(&format!("({}/{total}) ", i + 1));
+                    about.push_str(&format!("({}/{total}) ", i + 1));
                 }
-                question.push_str(&field.label);
+                about.push_str(&field.label);
                 if let Some(desc) = &field.description {
-                    question.push_str(&format!(": {desc}"));
+                    about.push_str(&format!(": {desc}"));
                 }
-                if let FieldKind::ManyOf(options) = &field.kind {
-                    let titles: Vec<&str> = options.iter().map(|(_, t)| t.as_str()).collect();
-                    question.push_str(&format!(
-                        "\n(any of: {}, separated by commas)",
-                        titles.join(", ")
-                    ));
+                match &field.kind {
+                    FieldKind::ManyOf(options) => {
+                        let titles: Vec<&str> = options.iter().map(|(_, t)| t.as_str()).collect();
+                        about.push_str(&format!(
+                            "\n(any of: {}, separated by commas)",
+                            titles.join(", ")
+                        ));
+                    }
+                    FieldKind::OneOf(options) if !offered => {
+                        let titles: Vec<&str> = options.iter().map(|(_, t)| t.as_str()).collect();
+                        about.push_str(&format!("\n(one of: {})", titles.join(", ")));
+                    }
+                    _ => {}
                 }
                 if let Some(note) = &retry_note {
-                    question.push_str(&format!("\n({note}: answer again.)"));
+                    about.push_str(&format!("\n({note}: answer again.)"));
                 }
-                if choices.is_empty() {
-                    question.push_str(if field.required {
+                if choices.is_empty() || !offered {
+                    about.push_str(if field.required {
                         "\n(Answer /decline to refuse.)"
                     } else {
                         "\n(Optional: - leaves it out. Answer /decline to refuse.)"
                     });
                 }
-                let Some(answer) = self.question(d.as_ref(), question, choices.clone()).await
-                else {
+                let question = format!(
+                    "{message}\n\n{}",
+                    clip(&about, QUESTION_MAX_BYTES - message.len() - 2)
+                );
+                let offer = if offered { choices.clone() } else { Vec::new() };
+                let Some(answer) = self.question(&d, question, offer).await else {
                     return ElicitAnswer::Cancel;
                 };
                 let answer = answer.trim();
@@ -715,34 +741,52 @@ impl Member {
     }
 
     /// One question in the inbox, waited on until answered: its answer, or None once it
-    /// expired (or could not be asked).
+    /// expired (or could not be asked). Dropped while it waits (the agent withdrew its form,
+    /// or the run ended), it takes the question out of the inbox.
     async fn question(
         &self,
-        d: &dyn RunnerHost,
+        d: &Arc<dyn RunnerHost>,
         question: String,
         choices: Vec<String>,
     ) -> Option<String> {
-        let mut params = AskPersonParams {
-            session_id: self.run.session_id.clone(),
-            question: Some(question),
-            choices,
-            question_id: None,
-            wait_ms: Some(APPROVAL_POLL_MS),
+        let session = self.run.session_id.clone();
+        let asked = d
+            .ask_person(AskPersonParams {
+                session_id: session.clone(),
+                question: Some(question),
+                choices,
+                question_id: None,
+                wait_ms: Some(0),
+            })
+            .await;
+        let asked = match asked {
+            Ok(asked) => asked,
+            Err(e) => {
+                tracing::warn!(error = %e, "an agent's form could not be asked");
+                return None;
+            }
+        };
+        let mut waiting = Withdraw {
+            host: d.clone(),
+            question_id: Some(asked.question_id.clone()),
         };
         loop {
-            match d.ask_person(params).await {
-                Ok(r) if r.status == "pending" => {
-                    params = AskPersonParams {
-                        session_id: self.run.session_id.clone(),
-                        question: None,
-                        choices: Vec::new(),
-                        question_id: Some(r.question_id),
-                        wait_ms: Some(APPROVAL_POLL_MS),
-                    };
+            let r = d
+                .ask_person(AskPersonParams {
+                    session_id: session.clone(),
+                    question_id: Some(asked.question_id.clone()),
+                    wait_ms: Some(APPROVAL_POLL_MS),
+                    ..AskPersonParams::default()
+                })
+                .await;
+            match r {
+                Ok(r) if r.status == "pending" => continue,
+                Ok(r) => {
+                    waiting.question_id = None;
+                    return r.answer.filter(|_| r.status == "answered");
                 }
-                Ok(r) => return r.answer.filter(|_| r.status == "answered"),
                 Err(e) => {
-                    tracing::warn!(error = %e, "an agent's form could not be asked");
+                    tracing::warn!(error = %e, "an agent's form could not be waited on");
                     return None;
                 }
             }
@@ -847,6 +891,33 @@ impl Drop for Asking {
         self.0.asking.fetch_sub(1, Ordering::SeqCst);
         self.0.touch();
     }
+}
+
+/// A question of an agent's form still waited on: taken out of the inbox when no one waits.
+struct Withdraw {
+    host: Arc<dyn RunnerHost>,
+    question_id: Option<String>,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        if let Some(id) = self.question_id.take() {
+            let host = self.host.clone();
+            tokio::spawn(async move { host.withdraw_question(id).await });
+        }
+    }
+}
+
+/// `text` cut to at most `max` bytes (at a character), an ellipsis marking a cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 impl ClientSide for Member {

@@ -64,6 +64,8 @@ pub trait RunnerHost: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<PermissionResult, ApiError>>;
     /// `ask_person`: a question in the inbox, waited on up to `wait_ms`.
     fn ask_person(&self, p: AskPersonParams) -> BoxFuture<'_, Result<QuestionResult, ApiError>>;
+    /// Takes a pending question out of the inbox: its asker no longer waits (it expires).
+    fn withdraw_question(&self, question_id: String) -> BoxFuture<'_, ()>;
     /// `land_party` for the `land` runner's run `run_id` (its test processes carry the id),
     /// once every best-of-N role has its pick (waiting up to `wait_for_picks`).
     fn land_party(

@@ -1112,10 +1112,10 @@ impl Asks {
             let Answer::Chosen(chosen) = peer.ask(&session, ask).await else {
                 return;
             };
-            answered.store(true, Ordering::SeqCst);
             let Some(choice) = chosen.parse::<usize>().ok().and_then(|i| choices.get(i)) else {
                 return;
             };
+            answered.store(true, Ordering::SeqCst);
             let mut params = answer["params"].clone();
             if let (Some(field), Value::Object(p)) = (answer["choice_field"].as_str(), &mut params)
             {
@@ -1202,7 +1202,11 @@ impl Asks {
 
     /// Withdraws every request still waiting.
     fn clear(&mut self) {
-        for (_, Waiting { task, .. }) in self.waiting.drain() {
+        for (_, Waiting { task, settled }) in self.waiting.drain() {
+            // One the editor answered finishes recording its answer (dropping it detaches it).
+            if settled.load(Ordering::SeqCst) {
+                continue;
+            }
             task.abort();
         }
     }

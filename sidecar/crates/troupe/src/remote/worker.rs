@@ -68,7 +68,8 @@ pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
         );
     }
     layout.prepare_dirs()?;
-    let _lock = troupe_core::boot::take_lock(&layout)?;
+    // A reaper of an earlier worker may still hold it for a moment, ending that one's runs.
+    let _lock = lock_within(&layout, Duration::from_secs(5)).await?;
     let client = super::connect(&args.nats).await?;
     let jet = jet(&client).await?;
     let name = args
@@ -207,8 +208,10 @@ fn on_hub(mut params: Value, clone: &Path, hub: &Path) -> Value {
 }
 
 /// Starts the worker's reaper (`troupe worker-reaper`, in the worker's process group): it waits
-/// for its stdin to end, which happens when the worker is gone, and then ends the process groups
-/// of the runs the worker recorded.
+/// for its stdin to end, which happens when the worker is gone, and then (holding the data dir's
+/// lock, so not under a worker started again meanwhile) ends the process groups of the runs the
+/// worker recorded. A kill of the worker's whole group takes the reaper too: then the next
+/// worker on the data dir ends them.
 fn start_reaper(layout: &Layout) -> anyhow::Result<tokio::process::Child> {
     let exe = std::env::current_exe().context("cannot find the troupe executable")?;
     tokio::process::Command::new(exe)
@@ -236,8 +239,32 @@ pub async fn reap(layout: Layout) -> anyhow::Result<()> {
     let mut stdin = tokio::io::stdin();
     let mut buf = [0u8; 64];
     while stdin.read(&mut buf).await.unwrap_or(0) > 0 {}
+    // The data dir's lock, once the worker's exit released it. Held by someone else for
+    // longer, it is a worker started again meanwhile: that one ended the leftovers when it
+    // started, and the runs recorded now are its own.
+    let _lock = match lock_within(&layout, Duration::from_secs(3)).await {
+        Ok(lock) => lock,
+        Err(e) => {
+            tracing::info!(error = %e, "a worker runs on this data dir again: nothing to end");
+            return Ok(());
+        }
+    };
     kill_leftovers(&layout.data_dir.join("worker"));
     Ok(())
+}
+
+/// The data dir's lock, tried again for up to `patience` while someone else holds it.
+async fn lock_within(layout: &Layout, patience: Duration) -> anyhow::Result<std::fs::File> {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        match troupe_core::boot::take_lock(layout) {
+            Ok(lock) => return Ok(lock),
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Ends the process groups of the runs recorded under `dir` that still run, each the same process

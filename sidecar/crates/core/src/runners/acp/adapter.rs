@@ -588,12 +588,24 @@ where
                     Ok(ask) => ask,
                     Err(why) => {
                         tracing::info!(%why, "an elicitation Troupe cannot ask is declined");
-                        return responder.respond(elicit::response_of(ElicitAnswer::Decline));
+                        if let Err(e) =
+                            responder.respond(elicit::response_of(ElicitAnswer::Decline))
+                        {
+                            tracing::debug!(error = %e, "elicitation answer not sent");
+                        }
+                        return Ok(());
                     }
                 };
                 let answer = s10.elicit(ask);
+                let withdrawn = responder.cancellation();
                 tokio::spawn(async move {
-                    if let Err(e) = responder.respond(elicit::response_of(answer.await)) {
+                    // The agent may withdraw its form (`$/cancel_request`): dropping the answer
+                    // takes its question out of the inbox.
+                    let answer = tokio::select! {
+                        answer = answer => answer,
+                        () = withdrawn.cancelled() => ElicitAnswer::Cancel,
+                    };
+                    if let Err(e) = responder.respond(elicit::response_of(answer)) {
                         tracing::debug!(error = %e, "elicitation answer not sent");
                     }
                 });

@@ -13,7 +13,9 @@
 //!   unknown request among its messages, then `write`;
 //! - `flood`: `TROUPE_ACP_FLOOD` (20000) message chunks and a tool call per 5000, then ends;
 //! - `elicit`: asks its user to fill in a form (`elicitation/create`: a branch name, a remote
-//!   picked from two, an optional number of retries) and says what came back.
+//!   picked from two, an optional number of retries; or `TROUPE_ACP_FORM`, `{message,
+//!   requestedSchema}`) and says what came back; with `TROUPE_ACP_WITHDRAW_ON` (a path) it
+//!   withdraws the form (`$/cancel_request`) once that file exists.
 //!
 //! `TROUPE_ACP_FIRST_SCRIPT` replaces the script on the first attempt only. With
 //! `TROUPE_ACP_CHILD=SECS` it first starts a child (`sleep SECS`) in the agent's process group,
@@ -110,6 +112,41 @@ impl Wire {
                 bail!("{method} failed: {err}");
             }
             return Ok(msg.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+}
+
+impl Wire {
+    /// Sends a request, withdraws it (`$/cancel_request`) once the file `marker` exists, and
+    /// returns its answer (or its error, as JSON).
+    async fn withdrawn(
+        &mut self,
+        method: &str,
+        params: Value,
+        marker: &str,
+    ) -> anyhow::Result<Value> {
+        self.next += 1;
+        let id = format!("{method}#{}", self.next);
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
+        while !std::path::Path::new(marker).exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        self.send(
+            &json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": id}}),
+        )
+        .await?;
+        loop {
+            let Some(msg) = self.recv().await? else {
+                bail!("the client went away while {method} was pending");
+            };
+            if msg.get("method").is_none() && msg.get("id") == Some(&Value::String(id.clone())) {
+                return Ok(msg
+                    .get("result")
+                    .or(msg.get("error"))
+                    .cloned()
+                    .unwrap_or(Value::Null));
+            }
         }
     }
 }
@@ -252,8 +289,9 @@ async fn turn(wire: &mut Wire, script: &str, session: &str, cwd: &str) -> anyhow
             return Ok("end_turn".into());
         }
         "elicit" => {
-            // A form of three fields (text, one-of, an optional number) for its user.
-            let form = json!({
+            // A form of three fields (text, one-of, an optional number) for its user, unless
+            // TROUPE_ACP_FORM gives one ({message, requestedSchema}).
+            let mut form = json!({
                 "mode": "form",
                 "sessionId": session,
                 "message": "Before I push, I need a few details.",
@@ -270,7 +308,15 @@ async fn turn(wire: &mut Wire, script: &str, session: &str, cwd: &str) -> anyhow
                     "required": ["branch", "remote"],
                 },
             });
-            let answer = wire.call("elicitation/create", form).await?;
+            if let Ok(given) = std::env::var("TROUPE_ACP_FORM") {
+                let given: Value = serde_json::from_str(&given).context("TROUPE_ACP_FORM")?;
+                form["message"] = given["message"].clone();
+                form["requestedSchema"] = given["requestedSchema"].clone();
+            }
+            let answer = match std::env::var("TROUPE_ACP_WITHDRAW_ON") {
+                Ok(marker) => wire.withdrawn("elicitation/create", form, &marker).await?,
+                Err(_) => wire.call("elicitation/create", form).await?,
+            };
             wire.say(session, &format!("The form came back: {answer}"))
                 .await?;
             return Ok("end_turn".into());
