@@ -728,7 +728,7 @@ impl Member {
                 if !field.required && answer == LEAVE_OUT {
                     break;
                 }
-                match field.kind.parse(answer) {
+                match field.parse(answer) {
                     Ok(value) => {
                         values.push((field.name.clone(), value));
                         break;

@@ -28,6 +28,9 @@ pub struct ElicitField {
     pub description: Option<String>,
     pub kind: FieldKind,
     pub required: bool,
+    /// What the schema bounds: a number's value, a text's length, a pick's count.
+    pub min: Option<f64>,
+    pub max: Option<f64>,
 }
 
 /// What kind of value a field takes.
@@ -59,6 +62,29 @@ pub enum ElicitAnswer {
     Accept(Vec<(String, FieldValue)>),
     Decline,
     Cancel,
+}
+
+impl ElicitField {
+    /// How a person's answer reads as this field's value, within its bounds, or what is wrong.
+    pub fn parse(&self, answer: &str) -> Result<FieldValue, String> {
+        let value = self.kind.parse(answer)?;
+        let (measure, what) = match &value {
+            FieldValue::Number(n) => (*n, "it"),
+            FieldValue::Integer(i) => (*i as f64, "it"),
+            FieldValue::Text(t) if self.kind == FieldKind::Text => {
+                (t.chars().count() as f64, "its length")
+            }
+            FieldValue::Many(m) => (m.len() as f64, "the number picked"),
+            _ => return Ok(value),
+        };
+        if let Some(min) = self.min.filter(|m| measure < *m) {
+            return Err(format!("{what} is under {min}"));
+        }
+        if let Some(max) = self.max.filter(|m| measure > *m) {
+            return Err(format!("{what} is over {max}"));
+        }
+        Ok(value)
+    }
 }
 
 impl FieldKind {
@@ -121,7 +147,7 @@ pub(super) fn ask_of(req: &CreateElicitationRequest) -> Result<ElicitAsk, String
     let required = schema.required.clone().unwrap_or_default();
     let mut fields = Vec::new();
     for (name, property) in &schema.properties {
-        let (title, description, kind) = match property {
+        let ((title, description, kind), (min, max)) = match property {
             ElicitationPropertySchema::String(s) => {
                 let kind = match (&s.one_of, &s.enum_values) {
                     (Some(options), _) => FieldKind::OneOf(
@@ -135,17 +161,21 @@ pub(super) fn ask_of(req: &CreateElicitationRequest) -> Result<ElicitAsk, String
                     }
                     (None, None) => FieldKind::Text,
                 };
-                (s.title.clone(), s.description.clone(), kind)
+                let length = (s.min_length.map(f64::from), s.max_length.map(f64::from));
+                ((s.title.clone(), s.description.clone(), kind), length)
             }
-            ElicitationPropertySchema::Number(n) => {
-                (n.title.clone(), n.description.clone(), FieldKind::Number)
-            }
-            ElicitationPropertySchema::Integer(n) => {
-                (n.title.clone(), n.description.clone(), FieldKind::Integer)
-            }
-            ElicitationPropertySchema::Boolean(b) => {
-                (b.title.clone(), b.description.clone(), FieldKind::Boolean)
-            }
+            ElicitationPropertySchema::Number(n) => (
+                (n.title.clone(), n.description.clone(), FieldKind::Number),
+                (n.minimum, n.maximum),
+            ),
+            ElicitationPropertySchema::Integer(n) => (
+                (n.title.clone(), n.description.clone(), FieldKind::Integer),
+                (n.minimum.map(|m| m as f64), n.maximum.map(|m| m as f64)),
+            ),
+            ElicitationPropertySchema::Boolean(b) => (
+                (b.title.clone(), b.description.clone(), FieldKind::Boolean),
+                (None, None),
+            ),
             ElicitationPropertySchema::Array(a) => {
                 let options = match &a.items {
                     MultiSelectItems::String(s) => {
@@ -159,9 +189,12 @@ pub(super) fn ask_of(req: &CreateElicitationRequest) -> Result<ElicitAsk, String
                     _ => return Err(format!("field {name:?} has items of an unknown kind")),
                 };
                 (
-                    a.title.clone(),
-                    a.description.clone(),
-                    FieldKind::ManyOf(options),
+                    (
+                        a.title.clone(),
+                        a.description.clone(),
+                        FieldKind::ManyOf(options),
+                    ),
+                    (a.min_items.map(|m| m as f64), a.max_items.map(|m| m as f64)),
                 )
             }
             _ => return Err(format!("field {name:?} is of an unknown kind")),
@@ -172,6 +205,8 @@ pub(super) fn ask_of(req: &CreateElicitationRequest) -> Result<ElicitAsk, String
             description,
             kind,
             required: required.contains(name),
+            min,
+            max,
         });
     }
     // Required fields first, each group in key order (the schema keeps its properties sorted).

@@ -61,3 +61,27 @@ fn answers_parse_as_their_field_and_go_back_as_the_protocol_says() {
     assert_eq!(sent(ElicitAnswer::Decline), json!({ "action": "decline" }));
     assert_eq!(sent(ElicitAnswer::Cancel), json!({ "action": "cancel" }));
 }
+
+#[test]
+fn an_answer_outside_the_schemas_bounds_is_named() {
+    let ask = ask_of(&request(json!({
+        "mode": "form", "sessionId": "s", "message": "Limits",
+        "requestedSchema": { "type": "object", "properties": {
+            "n": { "type": "integer", "minimum": 1, "maximum": 5 },
+            "name": { "type": "string", "minLength": 3 },
+            "tags": { "type": "array", "maxItems": 1, "items": { "type": "string", "enum": ["a", "b"] } },
+        }},
+    })))
+    .unwrap();
+    let field = |name: &str| ask.fields.iter().find(|f| f.name == name).unwrap();
+    assert_eq!(field("n").parse("3"), Ok(FieldValue::Integer(3)));
+    assert_eq!(field("n").parse("9"), Err("it is over 5".into()));
+    assert_eq!(
+        field("name").parse("ab"),
+        Err("its length is under 3".into())
+    );
+    assert_eq!(
+        field("tags").parse("a, b"),
+        Err("the number picked is over 1".into())
+    );
+}
