@@ -67,6 +67,22 @@ async function palette(page, command) {
   });
 }
 
+// Picks `text` in the quick pick that is open (its row first shown, then taken).
+async function choose(page, text) {
+  await page.locator('.quick-input-widget input').fill(text, { timeout: 3000 });
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: text }).first().waitFor({ timeout: 3000 });
+  await page.keyboard.press('Enter');
+}
+
+// Runs a palette command and picks `text` in the first quick pick it opens; the command is run
+// again while that pick does not show (under load the palette can swallow it).
+async function paletteThenPick(page, command, what, text) {
+  await retry(`${command}: ${what}`, async () => {
+    await palette(page, command);
+    await retry(what, () => choose(page, text), 10000);
+  }, 120000);
+}
+
 (async () => {
   fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
   fs.writeFileSync(path.join(userData, 'User/settings.json'), JSON.stringify({
@@ -128,12 +144,7 @@ async function palette(page, command) {
     step('approved');
 
     // 3. The party view: a picture of the DAG.
-    await palette(page, 'Troupe: Party Status');
-    await retry('choose the party', async () => {
-      await page.locator('.quick-input-widget input').fill('feature-development');
-      await page.locator('.quick-input-list .monaco-list-row', { hasText: 'feature-development' }).first().waitFor({ timeout: 3000 });
-      await page.keyboard.press('Enter');
-    });
+    await paletteThenPick(page, 'Troupe: Party Status', 'choose the party', 'feature-development');
     const frame = await retry('party view', async () => {
       for (const f of page.frames()) {
         if (await f.locator('#party-dag').count()) {
@@ -149,13 +160,8 @@ async function palette(page, command) {
     step('screenshot');
 
     // 4. A pattern run drawn as its tree ("Troupe: Run Tree", then the chain's root run).
-    await palette(page, 'Troupe: Run Tree');
-    await retry('choose the run', async () => {
-      // Filter the pick to the chain's root run, then take it.
-      await page.locator('.quick-input-widget input').fill(process.env.RUN_AGENT);
-      await page.locator('.quick-input-list .monaco-list-row', { hasText: process.env.RUN_AGENT }).first().waitFor({ timeout: 3000 });
-      await page.keyboard.press('Enter');
-    });
+    // Filter the pick to the chain's root run, then take it.
+    await paletteThenPick(page, 'Troupe: Run Tree', 'choose the run', process.env.RUN_AGENT);
     const runFrame = await retry('run view', async () => {
       for (const f of page.frames()) {
         if (await f.locator('#run-tree').count()) {
@@ -169,13 +175,7 @@ async function palette(page, command) {
     step('run tree');
 
     // 5-7. The collaboration views of party $PARTY_NAME: its plan, a vote, its timeline.
-    const pick = async (what, text) => {
-      await retry(what, async () => {
-        await page.locator('.quick-input-widget input').fill(text);
-        await page.locator('.quick-input-list .monaco-list-row', { hasText: text }).first().waitFor({ timeout: 3000 });
-        await page.keyboard.press('Enter');
-      });
-    };
+    const pick = (what, text) => retry(what, () => choose(page, text));
     const frameWith = (what, selector) => retry(what, async () => {
       for (const f of page.frames()) {
         if (await f.locator(selector).count()) {
@@ -184,20 +184,17 @@ async function palette(page, command) {
       }
       throw new Error(`no ${what} yet`);
     });
-    await palette(page, 'Troupe: Plan');
-    await pick('choose the party', process.env.PARTY_NAME);
+    await paletteThenPick(page, 'Troupe: Plan', 'choose the party', process.env.PARTY_NAME);
     const planFrame = await frameWith('plan view', '#plan-steps tr.step');
     findings.plan_title = await planFrame.locator('#plan-title').innerText();
     findings.plan_rows = await planFrame.locator('#plan-steps tr.step').allInnerTexts();
     step('plan');
-    await palette(page, 'Troupe: Decide');
-    await pick('choose the party', process.env.PARTY_NAME);
+    await paletteThenPick(page, 'Troupe: Decide', 'choose the party', process.env.PARTY_NAME);
     await pick('choose the decision', process.env.DECISION_TOPIC);
     await pick('choose the option', process.env.DECISION_OPTION);
     await page.locator('.notifications-toasts', { hasText: 'is committed' }).first().waitFor({ timeout: 30000 });
     step('decided');
-    await palette(page, 'Troupe: Timeline');
-    await pick('choose the party', process.env.PARTY_NAME);
+    await paletteThenPick(page, 'Troupe: Timeline', 'choose the party', process.env.PARTY_NAME);
     await pick('choose the member', process.env.TIMELINE_MEMBER);
     const timelineFrame = await frameWith('timeline view', '#timeline li.event');
     findings.timeline_title = await timelineFrame.locator('#timeline-title').innerText();
@@ -206,8 +203,7 @@ async function palette(page, command) {
 
     // 8. Review member $REVIEW_MEMBER of party $REVIEW_PARTY: its change to $REVIEW_FILE in the
     // diff editor (the file where the branch forked, and at its tip), then approve it.
-    await palette(page, 'Troupe: Review Member');
-    await pick('choose the party', process.env.REVIEW_PARTY);
+    await paletteThenPick(page, 'Troupe: Review Member', 'choose the party', process.env.REVIEW_PARTY);
     await pick('choose the member', process.env.REVIEW_MEMBER);
     await pick('choose the file', process.env.REVIEW_FILE);
     // (Not the `.line-delete` zones an inline diff draws removed lines in.)
@@ -246,8 +242,7 @@ async function palette(page, command) {
     const showing = (n) => (s) => s.rows.length === n && s.badge === (n ? String(n) : '');
     findings.inbox = await inboxUntil('the items in the inbox view', showing(count));
     step('inbox view');
-    await palette(page, 'Troupe: Inbox');
-    await pick('choose the item', first);
+    await paletteThenPick(page, 'Troupe: Inbox', 'choose the item', first);
     await page.locator('.notifications-toasts', { hasText: 'dismissed' }).first().waitFor({ timeout: 30000 });
     findings.inbox_after_palette = await inboxUntil('one item fewer', showing(count - 1));
     step('inbox answered from the palette');
