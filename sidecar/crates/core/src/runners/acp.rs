@@ -901,9 +901,12 @@ struct Withdraw {
 
 impl Drop for Withdraw {
     fn drop(&mut self) {
-        if let Some(id) = self.question_id.take() {
+        // (Outside a runtime, at shutdown, it is left to expire with its run.)
+        if let Some(id) = self.question_id.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
             let host = self.host.clone();
-            tokio::spawn(async move { host.withdraw_question(id).await });
+            runtime.spawn(async move { host.withdraw_question(id).await });
         }
     }
 }
