@@ -560,6 +560,37 @@ async fn a_hub_killed_with_9_takes_back_the_remote_runs_still_alive() {
     assert_eq!(reattached[0]["data"]["worker"], "w1", "{reattached:?}");
 }
 
+/// A remote member whose request waits at the hub, and which says how the request ended.
+const ASKS_THEN_SAYS: &str = r#"#!/bin/sh
+E=$(troupe call request_permission "{\"tool_name\":\"write_file\",\"input\":{},\"file_path\":\"$PWD/x.txt\",\"wait_ms\":120000}" 2>&1 >/dev/null | tr -d '"\\' | head -c 300)
+troupe call complete "{\"output\":\"asked: $E\"}" >/dev/null
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_on_a_hub_that_died_fails_once_the_hub_is_back() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&scratch.path().join("nats"));
+    let mut d = hub(&nats);
+    let c = d.client().await;
+    let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
+    let party = one_remote_member(&c, d.dir.path(), ASKS_THEN_SAYS, json!({})).await;
+    // Its request waits at the hub (for two minutes); the hub dies under it and comes back.
+    crate::support::pending_approval(&c).await;
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    // The worker hears the new hub, and the call that waited on the old one fails at once
+    // (not after the two minutes and its grace): the member says so and completes.
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    let output = end["members"][0]["output"].as_str().unwrap();
+    assert!(
+        output.contains("the hub restarted while request_permission waited for it: call again"),
+        "{end:#}"
+    );
+}
+
 /// A remote member that keeps calling the hub (ignoring refusals) on its first attempt, and
 /// completes on the next.
 const KEEPS_CALLING: &str = r#"#!/bin/sh
@@ -592,7 +623,7 @@ async fn a_member_whose_hub_gave_up_its_run_is_stopped_by_its_worker() {
     let c = d.client().await;
     // The first attempt's calls are refused as a run gone: its worker stops it, and (its one
     // slot free again) runs the next attempt.
-    // (A call the dead hub had taken when it was killed is given up after its grace, 30 s.)
+    // (A call the dead hub had taken when it was killed fails once the new hub is up.)
     wait_for("the given-up attempt to be stopped", 120, || async {
         (!crate::support::group_alive(pgid)).then_some(())
     })

@@ -25,8 +25,8 @@ use troupe_core::runners::Exit;
 use troupe_core::runners::remote::{Pools, RemoteRun};
 
 use super::{
-    CALLS, CallReply, CallRequest, EXITS_STREAM, Jet, RunExit, RunSpec, download, git, jet,
-    lease_ttl, runs_subject, stop_subject, upload,
+    CALLS, CallReply, CallRequest, EXITS_STREAM, HUB_UP, HUB_UP_PAUSE, Jet, RunExit, RunSpec,
+    download, git, jet, lease_ttl, runs_subject, stop_subject, upload,
 };
 
 /// The op a worker calls to claim a run (is the hub still waiting for it?).
@@ -167,6 +167,16 @@ pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::
             }
         }
     });
+    // Workers fail what they still wait for from the hub before this one, then calls are served.
+    hub.client
+        .publish(HUB_UP, Default::default())
+        .await
+        .context("cannot announce the hub")?;
+    hub.client
+        .flush()
+        .await
+        .context("cannot announce the hub")?;
+    tokio::time::sleep(HUB_UP_PAUSE).await;
     let mut calls = hub
         .client
         .queue_subscribe(CALLS, "hub".into())

@@ -27,6 +27,12 @@ pub const LEASES: &str = "troupe_leases";
 pub const CODE: &str = "troupe_code";
 /// Calls of remote members to the hub's operations (request/reply, a queue group).
 pub const CALLS: &str = "troupe.hub.call";
+/// A hub (re)started: published before it serves calls, so that workers fail the calls the
+/// hub before it took and died with (they would wait out their grace) rather than wait.
+pub const HUB_UP: &str = "troupe.hub.up";
+/// How long a starting hub leaves workers to hear `HUB_UP` before it serves calls: a call sent
+/// meanwhile finds no responder and fails at once, so none is failed after the new hub took it.
+pub const HUB_UP_PAUSE: Duration = Duration::from_millis(500);
 
 /// The data dir's settings file (`<data dir>/config.toml`): what an autostarted daemon, or a
 /// worker started without flags, is told.

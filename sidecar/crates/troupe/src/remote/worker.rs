@@ -24,8 +24,8 @@ use tokio::sync::{Semaphore, watch};
 use troupe_api::layout::{Endpoint, Layout, write_private_file};
 
 use super::{
-    CALLS, CallReply, CallRequest, Jet, RUNS_STREAM, RunExit, RunSpec, download, exit_subject, git,
-    jet, lease_beat, lease_ttl, runs_subject, stop_subject, upload,
+    CALLS, CallReply, CallRequest, HUB_UP, Jet, RUNS_STREAM, RunExit, RunSpec, download,
+    exit_subject, git, jet, lease_beat, lease_ttl, runs_subject, stop_subject, upload,
 };
 use crate::doors::rpc;
 
@@ -54,6 +54,9 @@ struct Worker {
     dir: PathBuf,
     /// Turns true when the worker stops: every run is stopped.
     stopping: watch::Receiver<bool>,
+    /// Counts the hub's (re)starts heard (`HUB_UP`): a call waiting when it changes went to
+    /// a hub that died.
+    hub_starts: watch::Receiver<u64>,
 }
 
 /// Runs the worker until SIGTERM or SIGINT.
@@ -98,12 +101,24 @@ pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
         .await
         .context("cannot read the pool's work queue")?;
     let (stop_all, stopping) = watch::channel(false);
+    let mut hub_up = client
+        .subscribe(HUB_UP)
+        .await
+        .context("cannot hear the hub")?;
+    let (hub_started, hub_starts) = watch::channel(0u64);
+    tokio::spawn(async move {
+        while hub_up.next().await.is_some() {
+            tracing::info!("the hub (re)started: calls still waiting on the one before fail");
+            hub_started.send_modify(|n| *n += 1);
+        }
+    });
     let worker = Arc::new(Worker {
         client,
         jet,
         name,
         dir,
         stopping,
+        hub_starts,
     });
     tracing::info!(pool = %args.pool, worker = %worker.name, "worker ready");
     eprintln!("troupe worker {} ready for pool {}", worker.name, args.pool);
@@ -463,20 +478,37 @@ impl Worker {
         } else {
             waits + CALL_GRACE
         };
-        let request = async_nats::Request::new()
-            .payload(body.into())
-            .timeout(Some(timeout));
-        let reply = self
-            .client
-            .send_request(CALLS, request)
-            .await
-            .map_err(|e| {
-                (
-                    troupe_api::error::codes::UNAVAILABLE,
-                    format!("the hub did not answer {op}: {e}"),
-                    None,
-                )
-            })?;
+        let body = bytes::Bytes::from(body);
+        let unavailable = |m: String| (troupe_api::error::codes::UNAVAILABLE, m, None);
+        // No hub serving calls (one starting, or NATS without it for a moment) delivers nothing:
+        // the call is sent again until one serves, for its grace at most.
+        let serving = tokio::time::Instant::now() + CALL_GRACE;
+        let reply = loop {
+            let request = async_nats::Request::new()
+                .payload(body.clone())
+                .timeout(Some(timeout));
+            let mut hub_starts = self.hub_starts.clone();
+            hub_starts.borrow_and_update();
+            tokio::select! {
+                reply = self.client.send_request(CALLS, request) => match reply {
+                    Ok(reply) => break reply,
+                    Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders
+                        && tokio::time::Instant::now() < serving =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => {
+                        return Err(unavailable(format!("the hub did not answer {op}: {e}")));
+                    }
+                },
+                // The hub that took it died: it will never be answered.
+                Ok(()) = hub_starts.changed() => {
+                    return Err(unavailable(format!(
+                        "the hub restarted while {op} waited for it: call again"
+                    )));
+                }
+            }
+        };
         match serde_json::from_slice::<CallReply>(&reply.payload) {
             Ok(CallReply::Result(v)) => Ok(v),
             Ok(CallReply::Error {
