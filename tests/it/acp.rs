@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::support::{
-    TestDaemon, define, launch, party_end, pending_approval, register, repo, start, wait_for,
-    wait_run,
+    TestDaemon, define, inbox_question, launch, no_question_left, party_end, pending_approval,
+    register, repo, start, wait_for, wait_run,
 };
 
 /// An `acp:scripted` agent running `script`, recording what it receives into `record`.
@@ -666,18 +666,18 @@ async fn an_acp_member_is_restarted_after_a_kill_9_of_the_daemon() {
     );
 }
 
-/// The question of the inbox whose title has `needle`, once there.
-async fn question(c: &Client, project: &str, needle: &str) -> Value {
-    wait_for(&format!("a question about {needle}"), 60, || async {
-        let inbox = c
-            .call("list_inbox", json!({ "cwd": project }))
-            .await
-            .unwrap();
-        inbox["items"].as_array()?.iter().find_map(|i| {
-            (i["kind"] == "question" && i["title"].as_str()?.contains(needle)).then(|| i.clone())
-        })
-    })
-    .await
+/// An `elicit` agent `name` with one more variable in its environment (its form, or when to
+/// withdraw it).
+async fn form_agent(c: &Client, name: &str, record: &Path, (key, value): (&str, String)) {
+    let mut env = json!({ "TROUPE_ACP_SCRIPT": "elicit",
+                          "TROUPE_ACP_RECORD": record.display().to_string() });
+    env[key] = json!(value);
+    define(
+        c,
+        "agent",
+        scripted(name, "elicit", record, json!({ "env": env })),
+    )
+    .await;
 }
 
 async fn answer_with(c: &Client, item: &Value, answer: &str) {
@@ -698,7 +698,7 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
 
     // Filled in: the required fields first, a wrong kind of answer asked again.
     let run_id = start(&c, "asker", "Push the branch.", &parent).await;
-    let branch = question(&c, &project, "(1/3) Branch name").await;
+    let branch = inbox_question(&c, &project, "(1/3) Branch name").await;
     let title = branch["title"].as_str().unwrap();
     assert!(
         title.contains("Before I push, I need a few details."),
@@ -711,13 +711,13 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
         "free text: {branch}"
     );
     answer_with(&c, &branch, "feature/login").await;
-    let remote = question(&c, &project, "(2/3) Remote").await;
+    let remote = inbox_question(&c, &project, "(2/3) Remote").await;
     assert_eq!(
         remote["answer"]["choices"],
         json!(["Origin", "Upstream", "/decline"])
     );
     answer_with(&c, &remote, "Upstream").await;
-    let retries = question(&c, &project, "(3/3) Retries: how often to try again").await;
+    let retries = inbox_question(&c, &project, "(3/3) Retries: how often to try again").await;
     assert!(
         retries["title"]
             .as_str()
@@ -726,7 +726,7 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
         "{retries}"
     );
     answer_with(&c, &retries, "a few").await;
-    let again = question(&c, &project, "is not a whole number: answer again").await;
+    let again = inbox_question(&c, &project, "is not a whole number: answer again").await;
     answer_with(&c, &again, "3").await;
     let run = wait_run(&c, &run_id).await;
     assert_eq!(run["run"]["status"], "success", "{run}");
@@ -758,7 +758,7 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
 
     // Declined at its first field: the agent hears `decline`, nothing is left in the inbox.
     let run_id = start(&c, "asker", "Push the branch.", &parent).await;
-    let branch = question(&c, &project, "(1/3) Branch name").await;
+    let branch = inbox_question(&c, &project, "(1/3) Branch name").await;
     answer_with(&c, &branch, "/decline").await;
     let run = wait_run(&c, &run_id).await;
     assert_eq!(
@@ -769,16 +769,15 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
     // A form without fields is asked as accept or decline.
     let empty = json!({ "message": "Shall I force-push?",
                         "requestedSchema": { "type": "object", "properties": {} } });
-    let env = json!({ "TROUPE_ACP_SCRIPT": "elicit", "TROUPE_ACP_RECORD": record.display().to_string(),
-                      "TROUPE_ACP_FORM": empty.to_string() });
-    define(
+    form_agent(
         &c,
-        "agent",
-        scripted("confirmer", "elicit", &record, json!({ "env": env })),
+        "confirmer",
+        &record,
+        ("TROUPE_ACP_FORM", empty.to_string()),
     )
     .await;
     let run_id = start(&c, "confirmer", "Push.", &parent).await;
-    let confirm = question(&c, &project, "Shall I force-push?").await;
+    let confirm = inbox_question(&c, &project, "Shall I force-push?").await;
     assert_eq!(confirm["answer"]["choices"], json!(["accept", "/decline"]));
     answer_with(&c, &confirm, "accept").await;
     let run = wait_run(&c, &run_id).await;
@@ -797,16 +796,15 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
         .collect();
     let wide = json!({ "message": "Pick a colour.", "requestedSchema": { "type": "object",
         "required": ["colour"], "properties": { "colour": { "type": "string", "oneOf": one_of } } } });
-    let env = json!({ "TROUPE_ACP_SCRIPT": "elicit", "TROUPE_ACP_RECORD": record.display().to_string(),
-                      "TROUPE_ACP_FORM": wide.to_string() });
-    define(
+    form_agent(
         &c,
-        "agent",
-        scripted("painter", "elicit", &record, json!({ "env": env })),
+        "painter",
+        &record,
+        ("TROUPE_ACP_FORM", wide.to_string()),
     )
     .await;
     let run_id = start(&c, "painter", "Paint.", &parent).await;
-    let colour = question(&c, &project, "(one of: Colour 0, Colour 1").await;
+    let colour = inbox_question(&c, &project, "(one of: Colour 0, Colour 1").await;
     assert_eq!(colour["answer"]["choices"], Value::Null, "{colour}");
     answer_with(&c, &colour, "colour 17").await;
     let run = wait_run(&c, &run_id).await;
@@ -818,59 +816,38 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
 
     // Withdrawn by the agent while it waits: its question leaves the inbox.
     let marker = dir.join("withdraw-now");
-    let env = json!({ "TROUPE_ACP_SCRIPT": "elicit", "TROUPE_ACP_RECORD": record.display().to_string(),
-                      "TROUPE_ACP_WITHDRAW_ON": marker.display().to_string() });
-    define(
+    form_agent(
         &c,
-        "agent",
-        scripted("withdrawer", "elicit", &record, json!({ "env": env })),
+        "withdrawer",
+        &record,
+        ("TROUPE_ACP_WITHDRAW_ON", marker.display().to_string()),
     )
     .await;
     let run_id = start(&c, "withdrawer", "Push.", &parent).await;
-    question(&c, &project, "(1/3) Branch name").await;
+    inbox_question(&c, &project, "(1/3) Branch name").await;
     std::fs::write(&marker, "").unwrap();
     let run = wait_run(&c, &run_id).await;
     assert_eq!(
         run["run"]["result"]["output"], r#"The form came back: {"action":"cancel"}"#,
         "{run}"
     );
-    wait_for(
+    no_question_left(
+        &c,
+        &project,
         "the withdrawn form's question to leave the inbox",
-        60,
-        || async {
-            let inbox = c
-                .call("list_inbox", json!({ "cwd": project }))
-                .await
-                .unwrap();
-            inbox["items"]
-                .as_array()?
-                .iter()
-                .all(|i| i["kind"] != "question")
-                .then_some(())
-        },
     )
     .await;
 
     // Unanswered when its run is stopped: the question expires and the inbox is empty.
     let run_id = start(&c, "asker", "Push the branch.", &parent).await;
-    question(&c, &project, "(1/3) Branch name").await;
+    inbox_question(&c, &project, "(1/3) Branch name").await;
     c.call("cancel_agent", json!({ "run_id": run_id }))
         .await
         .unwrap();
-    wait_for(
+    no_question_left(
+        &c,
+        &project,
         "the stopped run's question to leave the inbox",
-        60,
-        || async {
-            let inbox = c
-                .call("list_inbox", json!({ "cwd": project }))
-                .await
-                .unwrap();
-            inbox["items"]
-                .as_array()?
-                .iter()
-                .all(|i| i["kind"] != "question")
-                .then_some(())
-        },
     )
     .await;
 }

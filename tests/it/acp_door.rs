@@ -14,7 +14,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, TestDaemon, define, executable, repo, workspace_root};
+use crate::support::{BIN, TestDaemon, define, executable, inbox, repo, workspace_root};
 
 /// The member that asks to write NOTES.md, writes what it was told, and says it.
 const WRITER: &str = r#"#!/bin/sh
@@ -237,11 +237,11 @@ async fn an_acp_editor_launches_a_party_answers_its_permission_and_loads_the_ses
     assert_eq!(approvals.len(), 1);
     assert_eq!(approvals[0]["decided_by"], "acp");
     assert_eq!(approvals[0]["decision"], "approve");
-    let inbox = c
-        .call("list_inbox", json!({ "cwd": project }))
-        .await
-        .unwrap();
-    assert_eq!(inbox["items"], json!([]), "answered, it left the inbox");
+    assert_eq!(
+        inbox(&c, &project).await,
+        Vec::<Value>::new(),
+        "answered, it left the inbox"
+    );
 
     // Closing stdin ends the door cleanly; a new connection lists and loads the session.
     assert_eq!(r["exit"]["code"], 0, "{r:#}");
@@ -322,11 +322,11 @@ async fn an_agents_question_reaches_the_acp_editor_and_its_choice_the_agent() {
     // The client picks the first option offered: the first choice.
     position(texts, |t| t.contains("**[chooser]** success: color red"));
     let c = d.client().await;
-    let inbox = c
-        .call("list_inbox", json!({ "cwd": project }))
-        .await
-        .unwrap();
-    assert_eq!(inbox["items"], json!([]), "answered, it left the inbox");
+    assert_eq!(
+        inbox(&c, &project).await,
+        Vec::<Value>::new(),
+        "answered, it left the inbox"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -920,14 +920,7 @@ async fn escalated_task(c: &troupe::client::Client, project: &Path, title: &str)
 
 /// The inbox of `project`, as `list_inbox` gives it.
 async fn inbox(c: &troupe::client::Client, project: &Path) -> Vec<Value> {
-    let r = c
-        .call(
-            "list_inbox",
-            json!({ "cwd": project.display().to_string() }),
-        )
-        .await
-        .unwrap();
-    r["items"].as_array().unwrap().clone()
+    crate::support::inbox(c, &project.display().to_string()).await
 }
 
 /// A running party of one waiting member (`dev`) with a committed two-step plan, its first

@@ -7,15 +7,7 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::landing::{attempt, define_party};
-use crate::support::{TestDaemon, define, launch, party_end, register, repo, wait_for};
-
-async fn inbox(c: &Client, project: &str) -> Vec<Value> {
-    let r = c
-        .call("list_inbox", json!({ "cwd": project }))
-        .await
-        .unwrap();
-    r["items"].as_array().unwrap().clone()
-}
+use crate::support::{TestDaemon, define, inbox, launch, party_end, register, repo, wait_for};
 
 /// The inbox's items of `kind`, once there is exactly one.
 async fn one_of(c: &Client, project: &str, kind: &str) -> Value {

@@ -24,8 +24,8 @@ use troupe::client::Client;
 
 use crate::mock_llm::{MockLlm, Reply};
 use crate::support::{
-    TestDaemon, define, launch, party_end, pending_approval, register, repo, wait_for,
-    workspace_root,
+    TestDaemon, define, inbox_question, launch, party_end, pending_approval, register, repo,
+    wait_for, workspace_root,
 };
 
 /// Where `scripts/install-agent-clis` put the CLIs.
@@ -143,6 +143,16 @@ async fn approval_of(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A person approves `approval` through Troupe.
+async fn approve(c: &Client, approval: &Value) {
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
+    )
+    .await
+    .unwrap();
 }
 
 async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -> String {
@@ -289,12 +299,7 @@ async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_tro
         hello.display().to_string(),
         "{approval}"
     );
-    c.call(
-        "decide_approval",
-        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
-    )
-    .await
-    .unwrap();
+    approve(&c, &approval).await;
 
     // Codex: its command asks permission; approved, it runs in its own worktree.
     let workdir = member_workdir(&c, &party, "runner").await;
@@ -305,12 +310,7 @@ async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_tro
     ));
     openai.push(Reply::text("The build ran."));
     let approval = approval_of(&d, &c, &party, "run_command", &[&openai]).await;
-    c.call(
-        "decide_approval",
-        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
-    )
-    .await
-    .unwrap();
+    approve(&c, &approval).await;
 
     // Gemini CLI (no fs/* offered, see the header): a new file, an edit of an existing one and
     // a shell command in its worktree, each once a person approved it through Troupe.
@@ -343,20 +343,10 @@ async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_tro
             file.display().to_string(),
             "{approval}"
         );
-        c.call(
-            "decide_approval",
-            json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
-        )
-        .await
-        .unwrap();
+        approve(&c, &approval).await;
     }
     let approval = approval_of(&d, &c, &party, "run_command", &[&google]).await;
-    c.call(
-        "decide_approval",
-        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
-    )
-    .await
-    .unwrap();
+    approve(&c, &approval).await;
 
     let s = party_end(&c, &party, 180).await;
     let dump = || {
@@ -458,24 +448,7 @@ async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_tro
         }] }),
     ));
     anthropic.push(Reply::text("We will use SQLite."));
-    let inbox_question = |needle: &'static str| {
-        let c = &c;
-        let project = &project;
-        async move {
-            wait_for(&format!("Claude Code's question {needle}"), 120, || async {
-                let inbox = c
-                    .call("list_inbox", json!({ "cwd": project }))
-                    .await
-                    .unwrap();
-                inbox["items"].as_array()?.iter().find_map(|i| {
-                    (i["kind"] == "question" && i["title"].as_str()?.contains(needle))
-                        .then(|| i.clone())
-                })
-            })
-            .await
-        }
-    };
-    let asked = inbox_question("Which database should the service use?").await;
+    let asked = inbox_question(&c, &project, "Which database should the service use?").await;
     assert_eq!(
         asked["answer"]["choices"],
         json!(["SQLite", "PostgreSQL", "-", "/decline"]),
@@ -485,7 +458,7 @@ async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_tro
     params["answer"] = json!("SQLite");
     c.call("answer_question", params).await.unwrap();
     // Its free-text companion ("Other"), left out.
-    let other = inbox_question("Other").await;
+    let other = inbox_question(&c, &project, "Other").await;
     let mut params = other["answer"]["params"].clone();
     params["answer"] = json!("-");
     c.call("answer_question", params).await.unwrap();
@@ -554,12 +527,7 @@ async fn real_claude_p_asks_troupe_through_its_permission_prompt_tool() {
     let approval = pending_approval(&c).await;
     assert_eq!(approval["session_id"], session, "{approval}");
     assert_eq!(approval["tool_name"], "Write", "{approval}");
-    c.call(
-        "decide_approval",
-        json!({ "approval_id": approval["approval_id"], "decision": "approve" }),
-    )
-    .await
-    .unwrap();
+    approve(&c, &approval).await;
     let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
         .await
         .unwrap()

@@ -182,6 +182,23 @@ impl Drop for Worker {
     }
 }
 
+/// A scratch directory, a nats-server in it, a hub on that server and a client of the hub.
+async fn cluster() -> (tempfile::TempDir, Nats, TestDaemon, Client) {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&scratch.path().join("nats"));
+    let d = hub(&nats);
+    let c = d.client().await;
+    (scratch, nats, d, c)
+}
+
+/// Waits (`secs` at most) until the process group `pgid` has no process left.
+async fn gone(what: &str, pgid: i32, secs: u64) {
+    wait_for(what, secs, || async {
+        (!crate::support::group_alive(pgid)).then_some(())
+    })
+    .await
+}
+
 fn hub(nats: &Nats) -> TestDaemon {
     TestDaemon::start_with_env(&["--nats", &nats.url], &[("TROUPE_LEASE_SECS", LEASE_SECS)])
 }
@@ -253,10 +270,7 @@ troupe call complete '{"output":"local done"}' >/dev/null
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_party_with_local_and_remote_members_lands_their_work_and_approvals_come_home() {
-    let scratch = tempfile::tempdir().unwrap();
-    let nats = Nats::start(&scratch.path().join("nats"));
-    let d = hub(&nats);
-    let c = d.client().await;
+    let (scratch, nats, d, c) = cluster().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
     let _w2 = Worker::start(&scratch.path().join("w2"), &nats.url, "gpu", "w2");
     let dir = d.dir.path();
@@ -397,10 +411,7 @@ troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_another() {
-    let scratch = tempfile::tempdir().unwrap();
-    let nats = Nats::start(&scratch.path().join("nats"));
-    let d = hub(&nats);
-    let c = d.client().await;
+    let (scratch, nats, d, c) = cluster().await;
     let w1_dir = scratch.path().join("w1");
     let mut w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
     let party = one_remote_member(&c, d.dir.path(), HANGS_ONCE, json!({})).await;
@@ -421,28 +432,19 @@ async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_anot
     assert_eq!(lapsed[0]["data"]["worker"], "w1");
     // w1 comes back: it ends the attempt it left running, which no longer holds a lease.
     let _w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
-    wait_for("the orphaned member to be ended", 30, || async {
-        (!crate::support::group_alive(pgid)).then_some(())
-    })
-    .await;
+    gone("the orphaned member to be ended", pgid, 30).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_with_9_takes_its_members_with_it_and_its_run_is_tried_again() {
-    let scratch = tempfile::tempdir().unwrap();
-    let nats = Nats::start(&scratch.path().join("nats"));
-    let d = hub(&nats);
-    let c = d.client().await;
+    let (scratch, nats, d, c) = cluster().await;
     let w1_dir = scratch.path().join("w1");
     let mut w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
     let party = one_remote_member(&c, d.dir.path(), HANGS_ONCE, json!({})).await;
     let pgid = member_group(&w1_dir).await;
     // The worker alone is killed: its reaper ends the member, cut off from its hub, at once.
     w1.kill9();
-    wait_for("the killed worker's member to be ended", 30, || async {
-        (!crate::support::group_alive(pgid)).then_some(())
-    })
-    .await;
+    gone("the killed worker's member to be ended", pgid, 30).await;
     // Its lease lapses, and the next attempt runs on the worker started again.
     let _w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
     let end = party_end(&c, &party, 120).await;
@@ -453,10 +455,7 @@ async fn a_worker_killed_with_9_takes_its_members_with_it_and_its_run_is_tried_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_without_a_worker_keeps_its_run_queued_until_its_timeout() {
-    let scratch = tempfile::tempdir().unwrap();
-    let nats = Nats::start(&scratch.path().join("nats"));
-    let d = hub(&nats);
-    let c = d.client().await;
+    let (_scratch, _nats, d, c) = cluster().await;
     let project = repo(&d.dir.path().join("proj"));
     define(
         &c,
@@ -498,10 +497,7 @@ troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nats_killed_with_9_and_restarted_loses_nothing_and_runs_no_member_twice() {
-    let scratch = tempfile::tempdir().unwrap();
-    let mut nats = Nats::start(&scratch.path().join("nats"));
-    let d = hub(&nats);
-    let c = d.client().await;
+    let (scratch, mut nats, d, c) = cluster().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
     let flag = d.dir.path().join("flag");
     let env = json!({ "FLAG": flag.display().to_string() });
@@ -528,10 +524,7 @@ async fn nats_killed_with_9_and_restarted_loses_nothing_and_runs_no_member_twice
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_killed_with_9_takes_back_the_remote_runs_still_alive() {
-    let scratch = tempfile::tempdir().unwrap();
-    let nats = Nats::start(&scratch.path().join("nats"));
-    let mut d = hub(&nats);
-    let c = d.client().await;
+    let (scratch, nats, mut d, c) = cluster().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
     let flag = d.dir.path().join("flag");
     let env = json!({ "FLAG": flag.display().to_string() });
@@ -568,10 +561,7 @@ troupe call complete "{\"output\":\"asked: $E\"}" >/dev/null
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waiting_on_a_hub_that_died_fails_once_the_hub_is_back() {
-    let scratch = tempfile::tempdir().unwrap();
-    let nats = Nats::start(&scratch.path().join("nats"));
-    let mut d = hub(&nats);
-    let c = d.client().await;
+    let (scratch, nats, mut d, c) = cluster().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
     let party = one_remote_member(&c, d.dir.path(), ASKS_THEN_SAYS, json!({})).await;
     // Its request waits at the hub (for two minutes); the hub dies under it and comes back.
@@ -602,10 +592,7 @@ troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_whose_hub_gave_up_its_run_is_stopped_by_its_worker() {
-    let scratch = tempfile::tempdir().unwrap();
-    let nats = Nats::start(&scratch.path().join("nats"));
-    let mut d = hub(&nats);
-    let c = d.client().await;
+    let (scratch, nats, mut d, c) = cluster().await;
     let w1_dir = scratch.path().join("w1");
     let _w1 = Worker::start(&w1_dir, &nats.url, "gpu", "w1");
     let party = one_remote_member(&c, d.dir.path(), KEEPS_CALLING, json!({})).await;
@@ -624,10 +611,7 @@ async fn a_member_whose_hub_gave_up_its_run_is_stopped_by_its_worker() {
     // The first attempt's calls are refused as a run gone: its worker stops it, and (its one
     // slot free again) runs the next attempt.
     // (A call the dead hub had taken when it was killed fails once the new hub is up.)
-    wait_for("the given-up attempt to be stopped", 120, || async {
-        (!crate::support::group_alive(pgid)).then_some(())
-    })
-    .await;
+    gone("the given-up attempt to be stopped", pgid, 120).await;
     let end = party_end(&c, &party, 120).await;
     assert_eq!(end["party"]["status"], "completed", "{end:#}");
     assert_eq!(end["members"][0]["output"], "attempt 2 on w1", "{end:#}");

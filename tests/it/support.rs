@@ -405,6 +405,34 @@ pub async fn launch(c: &Client, name: &str, cwd: &str) -> String {
 }
 
 /// Waits for a pending permission request; the oldest.
+/// The inbox of the project of directory `project`, as `list_inbox` gives it.
+pub async fn inbox(c: &Client, project: &str) -> Vec<Value> {
+    let r = c
+        .call("list_inbox", json!({ "cwd": project }))
+        .await
+        .unwrap();
+    r["items"].as_array().unwrap().clone()
+}
+
+/// The question of `project`'s inbox whose title has `needle`, once there.
+pub async fn inbox_question(c: &Client, project: &str, needle: &str) -> Value {
+    wait_for(&format!("a question about {needle}"), 120, || async {
+        inbox(c, project).await.into_iter().find(|i| {
+            i["kind"] == "question" && i["title"].as_str().is_some_and(|t| t.contains(needle))
+        })
+    })
+    .await
+}
+
+/// Waits until `project`'s inbox holds no question (`what` names why one should go).
+pub async fn no_question_left(c: &Client, project: &str, what: &str) {
+    wait_for(what, 60, || async {
+        let items = inbox(c, project).await;
+        items.iter().all(|i| i["kind"] != "question").then_some(())
+    })
+    .await
+}
+
 pub async fn pending_approval(c: &Client) -> Value {
     wait_for("a pending approval", 30, || async {
         let l = c

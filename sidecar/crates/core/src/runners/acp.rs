@@ -681,38 +681,8 @@ impl Member {
                 && choices.iter().all(|c| c.len() <= CHOICE_MAX_BYTES);
             let mut retry_note = None;
             loop {
-                let mut about = String::new();
-                if total > 1 {
-                    about.push_str(&format!("({}/{total}) ", i + 1));
-                }
-                about.push_str(&field.label);
-                if let Some(desc) = &field.description {
-                    about.push_str(&format!(": {desc}"));
-                }
-                match &field.kind {
-                    FieldKind::ManyOf(options) => {
-                        let titles: Vec<&str> = options.iter().map(|(_, t)| t.as_str()).collect();
-                        about.push_str(&format!(
-                            "\n(any of: {}, separated by commas)",
-                            titles.join(", ")
-                        ));
-                    }
-                    FieldKind::OneOf(options) if !offered => {
-                        let titles: Vec<&str> = options.iter().map(|(_, t)| t.as_str()).collect();
-                        about.push_str(&format!("\n(one of: {})", titles.join(", ")));
-                    }
-                    _ => {}
-                }
-                if let Some(note) = &retry_note {
-                    about.push_str(&format!("\n({note}: answer again.)"));
-                }
-                if choices.is_empty() || !offered {
-                    about.push_str(if field.required {
-                        "\n(Answer /decline to refuse.)"
-                    } else {
-                        "\n(Optional: - leaves it out. Answer /decline to refuse.)"
-                    });
-                }
+                let free_text = choices.is_empty() || !offered;
+                let about = field_text(field, (i, total), free_text, retry_note.as_deref());
                 let question = format!(
                     "{message}\n\n{}",
                     clip(&about, QUESTION_MAX_BYTES - message.len() - 2)
@@ -909,6 +879,55 @@ impl Drop for Withdraw {
             runtime.spawn(async move { host.withdraw_question(id).await });
         }
     }
+}
+
+/// What a person reads of a form's field (its place in the form: index, count): its label and
+/// description, the picks it takes, why the last answer did not do, and (answered in words)
+/// how to leave it out or refuse.
+fn field_text(
+    field: &adapter::ElicitField,
+    (i, total): (usize, usize),
+    free_text: bool,
+    retry_note: Option<&str>,
+) -> String {
+    let mut about = String::new();
+    if total > 1 {
+        about.push_str(&format!("({}/{total}) ", i + 1));
+    }
+    about.push_str(&field.label);
+    if let Some(desc) = &field.description {
+        about.push_str(&format!(": {desc}"));
+    }
+    let titles = |options: &[(String, String)]| {
+        options
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match &field.kind {
+        FieldKind::ManyOf(options) => {
+            about.push_str(&format!(
+                "\n(any of: {}, separated by commas)",
+                titles(options)
+            ));
+        }
+        FieldKind::OneOf(options) if free_text => {
+            about.push_str(&format!("\n(one of: {})", titles(options)));
+        }
+        _ => {}
+    }
+    if let Some(note) = retry_note {
+        about.push_str(&format!("\n({note}: answer again.)"));
+    }
+    if free_text {
+        about.push_str(if field.required {
+            "\n(Answer /decline to refuse.)"
+        } else {
+            "\n(Optional: - leaves it out. Answer /decline to refuse.)"
+        });
+    }
+    about
 }
 
 /// `text` cut to at most `max` bytes (at a character), an ellipsis marking a cut.

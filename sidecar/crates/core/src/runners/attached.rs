@@ -14,14 +14,10 @@ impl super::Runner for AttachedRunner {
 
     fn place(&self, _table: &RunTable, launch: super::Launch) -> Result<super::Placed, String> {
         // It carries the daemon's pid, like an in-daemon run; recovery knows it by its runner.
-        let pid = std::process::id();
         let run_id = launch.run.run_id;
-        Ok(super::Placed {
-            pid,
-            start_time: crate::runners::process::process_start_time(pid),
-            pgid: None,
-            go: Box::new(move |table: &RunTable| hold(table, run_id)),
-        })
+        Ok(super::Placed::in_daemon(move |table: &RunTable| {
+            hold(table, run_id)
+        }))
     }
 }
 

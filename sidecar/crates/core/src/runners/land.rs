@@ -32,22 +32,16 @@ impl super::Runner for LandRunner {
         let host = launch
             .host
             .ok_or("the daemon is still starting; the land runner needs it")?;
-        let pid = std::process::id();
         let (run, agent) = (launch.run, launch.agent);
-        Ok(super::Placed {
-            pid,
-            start_time: crate::runners::process::process_start_time(pid),
-            pgid: None,
-            go: Box::new(move |table: &RunTable| {
-                let run_id = run.run_id.clone();
-                table.spawn_managed(run_id, |stop| async move {
-                    tokio::select! {
-                        _ = stop => Exit::Stopped,
-                        exit = land(host, run, agent) => exit,
-                    }
-                });
-            }),
-        })
+        Ok(super::Placed::in_daemon(move |table: &RunTable| {
+            let run_id = run.run_id.clone();
+            table.spawn_managed(run_id, |stop| async move {
+                tokio::select! {
+                    _ = stop => Exit::Stopped,
+                    exit = land(host, run, agent) => exit,
+                }
+            });
+        }))
     }
 }
 

@@ -110,6 +110,20 @@ pub struct Placed {
     pub go: Box<dyn FnOnce(&RunTable) + Send>,
 }
 
+impl Placed {
+    /// A run that lives in the daemon itself (its pid and start time are the daemon's; it has
+    /// no process group of its own).
+    pub fn in_daemon(go: impl FnOnce(&RunTable) + Send + 'static) -> Placed {
+        let pid = std::process::id();
+        Placed {
+            pid,
+            start_time: crate::runners::process::process_start_time(pid),
+            pgid: None,
+            go: Box::new(go),
+        }
+    }
+}
+
 /// A way to run an agent.
 pub trait Runner: Send + Sync {
     /// Which runner this is.

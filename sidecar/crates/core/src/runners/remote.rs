@@ -89,18 +89,12 @@ impl super::Runner for RemoteRunner {
             workdir: launch.workdir,
             timeout: launch.timeout,
         };
-        let pid = std::process::id();
-        Ok(super::Placed {
-            pid,
-            start_time: crate::runners::process::process_start_time(pid),
-            pgid: None,
-            go: Box::new(move |table: &RunTable| {
-                let run_id = run.run_id.clone();
-                table.spawn_managed(run_id, move |stop| async move {
-                    let exit: Exit = pools.run(run, stop).await;
-                    exit
-                });
-            }),
-        })
+        Ok(super::Placed::in_daemon(move |table: &RunTable| {
+            let run_id = run.run_id.clone();
+            table.spawn_managed(run_id, move |stop| async move {
+                let exit: Exit = pools.run(run, stop).await;
+                exit
+            });
+        }))
     }
 }

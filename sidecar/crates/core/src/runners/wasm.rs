@@ -820,16 +820,10 @@ impl super::Runner for WasmRunner {
     fn place(&self, _table: &RunTable, launch: super::Launch) -> Result<super::Placed, String> {
         let host = launch.host.ok_or("the daemon is still starting")?;
         // An in-daemon run carries the daemon's own pid: after a restart it reads as gone.
-        let pid = std::process::id();
         let (run, agent, timeout) = (launch.run, launch.agent, launch.timeout);
-        Ok(super::Placed {
-            pid,
-            start_time: crate::runners::process::process_start_time(pid),
-            pgid: None,
-            go: Box::new(move |table: &RunTable| {
-                table.spawn_task(run.run_id.clone(), timeout, self::run(host, run, agent));
-            }),
-        })
+        Ok(super::Placed::in_daemon(move |table: &RunTable| {
+            table.spawn_task(run.run_id.clone(), timeout, self::run(host, run, agent));
+        }))
     }
 }
 

@@ -925,15 +925,7 @@ impl Asks {
                 && !task.is_finished()
             {
                 task.abort();
-                let update = ToolCallOut {
-                    id: id.clone(),
-                    status: Some("completed".into()),
-                    text: Some(why.into()),
-                    ..ToolCallOut::default()
-                };
-                if let Err(e) = peer.send(session, Out::ToolCall(Box::new(update))) {
-                    tracing::debug!(error = %e, "withdrawal not shown");
-                }
+                show_end(peer, session, id.clone(), "completed", why.to_string());
             }
         }
     }
@@ -952,9 +944,7 @@ impl Asks {
         }
         let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
         let call_id = id.clone();
-        let settled = Arc::new(AtomicBool::new(false));
-        let answered = settled.clone();
-        let task = tokio::spawn(async move {
+        self.track(id, move |answered| async move {
             let file = a["file_path"].as_str().map(PathBuf::from);
             let line = a["start_line"].as_u64().and_then(|l| u32::try_from(l).ok());
             let tool = ToolCallOut {
@@ -1022,17 +1012,8 @@ impl Asks {
                 // Decided elsewhere first: that decision stands.
                 Err(e) => ("completed", format!("not recorded: {e}")),
             };
-            let update = ToolCallOut {
-                id: tool.id,
-                status: Some(status.into()),
-                text: Some(text),
-                ..ToolCallOut::default()
-            };
-            if let Err(e) = peer.send(&session, Out::ToolCall(Box::new(update))) {
-                tracing::debug!(error = %e, "decision not shown");
-            }
+            show_end(&peer, &session, tool.id, status, text);
         });
-        self.waiting.insert(id, Waiting { task, settled });
     }
 
     /// An inbox item other than a request: with choices, asked like a permission; without,
@@ -1067,9 +1048,7 @@ impl Asks {
         }
         let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
         let call_id = id.clone();
-        let settled = Arc::new(AtomicBool::new(false));
-        let answered = settled.clone();
-        let task = tokio::spawn(async move {
+        self.track(id, move |answered| async move {
             let tool = ToolCallOut {
                 id: call_id,
                 started: true,
@@ -1123,20 +1102,17 @@ impl Asks {
             }
             let op = s(&answer, "op");
             let done = c.call(&op, params).await;
-            let update = ToolCallOut {
-                id: tool.id,
-                status: Some(if done.is_ok() { "completed" } else { "failed" }.into()),
-                text: Some(match done {
+            show_end(
+                &peer,
+                &session,
+                tool.id,
+                if done.is_ok() { "completed" } else { "failed" },
+                match done {
                     Ok(_) => format!("{op}: {choice}"),
                     Err(e) => format!("{op}: {e}"),
-                }),
-                ..ToolCallOut::default()
-            };
-            if let Err(e) = peer.send(&session, Out::ToolCall(Box::new(update))) {
-                tracing::debug!(error = %e, "answer not shown");
-            }
+                },
+            );
         });
-        self.waiting.insert(id, Waiting { task, settled });
         Ok(())
     }
 
@@ -1153,9 +1129,7 @@ impl Asks {
     ) {
         let (c, peer, session) = (c.clone(), peer.clone(), session.to_string());
         let call_id = id.clone();
-        let settled = Arc::new(AtomicBool::new(false));
-        let answered = settled.clone();
-        let task = tokio::spawn(async move {
+        self.track(id, move |answered| async move {
             let tool = ToolCallOut {
                 id: call_id,
                 started: true,
@@ -1187,16 +1161,18 @@ impl Asks {
                     "Not answered here: it waits in the inbox (`/answer <your words>`).".into(),
                 ),
             };
-            let update = ToolCallOut {
-                id: tool.id,
-                status: Some(status.into()),
-                text: Some(text),
-                ..ToolCallOut::default()
-            };
-            if let Err(e) = peer.send(&session, Out::ToolCall(Box::new(update))) {
-                tracing::debug!(error = %e, "answer not shown");
-            }
+            show_end(&peer, &session, tool.id, status, text);
         });
+    }
+
+    /// Runs `work` in its own task, kept under `id` until withdrawn; `work` marks, on the flag
+    /// it is given, that the editor answered (then it is left to finish).
+    fn track<F>(&mut self, id: String, work: impl FnOnce(Arc<AtomicBool>) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let settled = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(work(settled.clone()));
         self.waiting.insert(id, Waiting { task, settled });
     }
 
@@ -1209,6 +1185,19 @@ impl Asks {
             }
             task.abort();
         }
+    }
+}
+
+/// Shows how a forwarded ask ended (its tool call's last update).
+fn show_end(peer: &Peer, session: &str, id: String, status: &str, text: String) {
+    let update = ToolCallOut {
+        id,
+        status: Some(status.into()),
+        text: Some(text),
+        ..ToolCallOut::default()
+    };
+    if let Err(e) = peer.send(session, Out::ToolCall(Box::new(update))) {
+        tracing::debug!(error = %e, "the end of an ask not shown");
     }
 }
 

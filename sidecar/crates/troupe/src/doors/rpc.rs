@@ -45,6 +45,17 @@ fn unauthorized(reason: &str) -> ErrorObjectOwned {
 /// Connections served at once (each CLI call, editor and agent holds one).
 const MAX_CONNECTIONS: u32 = 4096;
 
+/// A call's params as JSON (none when it sent none), or the parse error to answer.
+fn json_params(raw: Option<&str>) -> Result<Option<Value>, ErrorObjectOwned> {
+    raw.map(serde_json::from_str).transpose().map_err(|e| {
+        ErrorObjectOwned::owned(
+            troupe_api::error::codes::PARSE_ERROR,
+            format!("params are not JSON: {e}"),
+            None::<()>,
+        )
+    })
+}
+
 /// Registers every operation and subscription of the registry.
 pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
     let mut module = RpcModule::new(());
@@ -55,16 +66,7 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
         module.register_async_method(op.name, move |params, _, _| {
             let daemon = daemon.clone();
             async move {
-                let params: Option<Value> = match params.as_str() {
-                    None => None,
-                    Some(raw) => Some(serde_json::from_str(raw).map_err(|e| {
-                        ErrorObjectOwned::owned(
-                            troupe_api::error::codes::PARSE_ERROR,
-                            format!("params are not JSON: {e}"),
-                            None::<()>,
-                        )
-                    })?),
-                };
+                let params = json_params(params.as_str())?;
                 call(daemon, params).await.map_err(|e| e.to_rpc())
             }
         })?;
@@ -139,16 +141,7 @@ pub fn build_forwarding_module(forward: Forward) -> anyhow::Result<Methods> {
         module.register_async_method(name, move |params, _, _| {
             let forward = forward.clone();
             async move {
-                let params: Option<Value> = match params.as_str() {
-                    None => None,
-                    Some(raw) => Some(serde_json::from_str(raw).map_err(|e| {
-                        ErrorObjectOwned::owned(
-                            troupe_api::error::codes::PARSE_ERROR,
-                            format!("params are not JSON: {e}"),
-                            None::<()>,
-                        )
-                    })?),
-                };
+                let params = json_params(params.as_str())?;
                 forward(name, params)
                     .await
                     .map_err(|(code, message, data)| ErrorObjectOwned::owned(code, message, data))
