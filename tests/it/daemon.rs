@@ -1,12 +1,18 @@
-//! Daemon lifecycle: auto-start by the CLI, one daemon per data dir, status, stop, file modes,
-//! the loopback-only rule and the schema command.
+//! Daemon lifecycle: auto-start by the CLI, one daemon per data dir, status, stop (members'
+//! processes end, or are left for the next daemon to adopt), a daemon whose data dir is deleted,
+//! file modes, the loopback-only rule and the schema command.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use troupe::client::Client;
 use troupe_api::layout::Layout;
 
-use crate::support::{BIN, TestDaemon, cli, stderr, stdout};
+use crate::support::{
+    BIN, TestDaemon, cli, define, launch, no_process_left, party_end, processes_of, stderr, stdout,
+    wait_for,
+};
 
 fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -182,4 +188,147 @@ fn call_fills_cwd_and_session_from_the_environment() {
     let out = daemon.cli(&["call", "get_session", "{not json"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
+}
+
+/// Defines agent `name`, a process member that waits (with a child in its group) until `go`
+/// exists, then completes, and a party `name` of one such member.
+async fn waiting_party(c: &Client, dir: &Path, name: &str, go: &Path) {
+    let program = crate::support::executable(
+        dir,
+        &format!("{name}.sh"),
+        &format!(
+            "#!/bin/sh\nsleep 1000 &\nwhile [ ! -e '{}' ]; do sleep 0.05; done\n\
+             troupe call complete '{{\"output\":\"told\"}}' >/dev/null\n",
+            go.display()
+        ),
+    );
+    define(c, "agent", json!({ "name": name, "command": [program] })).await;
+    define(
+        c,
+        "party",
+        json!({ "name": name, "roles": { "w": { "agent": name } } }),
+    )
+    .await;
+}
+
+/// The party's running member once its child is up too: run id and process group.
+async fn waiting_member(c: &Client, party: &str) -> (String, i64) {
+    wait_for("the member and its child running", 30, || async {
+        let runs = c
+            .call("list_agents", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        let run = runs["runs"]
+            .as_array()?
+            .iter()
+            .find(|r| r["status"] == "running")?;
+        let (id, pgid) = (run["run_id"].as_str()?.to_string(), run["pgid"].as_i64()?);
+        (processes_of(&id, pgid).len() >= 2).then_some((id, pgid))
+    })
+    .await
+}
+
+/// `troupe stop` ends every member's processes; `--leave-running` leaves a process member
+/// running, and the next daemon adopts it (it is not started again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn troupe_stop_ends_members_unless_asked_to_leave_them_running() {
+    let mut d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path().to_path_buf();
+    let project = d.project("proj");
+    let (go1, go2) = (dir.join("go1"), dir.join("go2"));
+    waiting_party(&c, &dir, "kept", &go1).await;
+    waiting_party(&c, &dir, "stopped", &go2).await;
+
+    // --leave-running: the member goes on, and the next daemon takes it back.
+    let kept = launch(&c, "kept", &project).await;
+    let (run, pgid) = waiting_member(&c, &kept).await;
+    drop(c);
+    let out = d.cli(&["stop", "--leave-running"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("1 run left running"),
+        "{}",
+        stdout(&out)
+    );
+    d.child.take().unwrap().wait().unwrap();
+    assert!(
+        processes_of(&run, pgid).len() >= 2,
+        "the member and its child outlive the daemon"
+    );
+    d.spawn();
+    let c = d.client().await;
+    std::fs::write(&go1, "").unwrap();
+    let s = party_end(&c, &kept, 30).await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    let runs = c
+        .call("list_agents", json!({ "party_id": kept }))
+        .await
+        .unwrap();
+    let runs = runs["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "adopted, not started again: {runs:?}");
+    assert_eq!(runs[0]["run_id"], run.as_str());
+
+    // A plain stop: the member's whole group ends with the daemon.
+    let stopped = launch(&c, "stopped", &project).await;
+    let (run, pgid) = waiting_member(&c, &stopped).await;
+    drop(c);
+    let out = d.cli(&["stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("1 run ended with their processes"),
+        "{}",
+        stdout(&out)
+    );
+    d.child.take().unwrap().wait().unwrap();
+    no_process_left(&run, pgid, 10).await;
+    // It is recorded as ended by the stop; nothing took it back.
+    d.spawn();
+    let c = d.client().await;
+    let r = c
+        .call("get_agent_result", json!({ "run_id": run }))
+        .await
+        .unwrap();
+    assert_eq!(r["run"]["status"], "crashed", "{r}");
+    assert!(
+        r["run"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("the daemon stopped"),
+        "{r}"
+    );
+    c.call("cancel_party", json!({ "party_id": stopped }))
+        .await
+        .unwrap();
+    party_end(&c, &stopped, 30).await;
+}
+
+/// A daemon whose data dir is deleted under it ends its members' processes and exits (nothing
+/// could take them back: their records are gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_whose_data_dir_is_deleted_ends_its_runs_and_exits() {
+    let mut d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path().to_path_buf();
+    let project = d.project("proj");
+    waiting_party(&c, &dir, "orphan", &dir.join("never")).await;
+    let party = launch(&c, "orphan", &project).await;
+    let (run, pgid) = waiting_member(&c, &party).await;
+    drop(c);
+    let data_dir = d.layout.data_dir.clone();
+    // The daemon may still write there while it goes: delete until nothing is left.
+    wait_for("the data dir deleted", 10, || async {
+        let _partly = std::fs::remove_dir_all(&data_dir);
+        (!data_dir.exists()).then_some(())
+    })
+    .await;
+    let mut daemon = d.child.take().unwrap();
+    let pid = daemon.id();
+    wait_for("the daemon to exit", 30, || {
+        let exited = daemon.try_wait().unwrap().is_some();
+        async move { exited.then_some(()) }
+    })
+    .await;
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    no_process_left(&run, pgid, 10).await;
 }

@@ -116,7 +116,10 @@ fn stops_the_daemon(op: &str, params: &Option<Value>) -> bool {
     op == "shutdown_daemon"
         && match params {
             None | Some(Value::Null) => true,
-            Some(Value::Object(m)) => m.is_empty(),
+            // `{}`, or `{"leave_running": <bool>}`.
+            Some(Value::Object(m)) => m
+                .iter()
+                .all(|(k, v)| k == "leave_running" && v.is_boolean()),
             Some(_) => false,
         }
 }

@@ -1153,3 +1153,114 @@ troupe call complete '{"output":"developers done"}' >/dev/null"#,
     );
     assert_eq!(leader_runs[0]["result"]["output"], "developers done");
 }
+
+/// `git` in `dir`; its trimmed output.
+fn git(dir: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A clone member's commit, merged nowhere, brought over to the project's repository by a
+/// review and then left behind by the clone (its branch reset): only the project's copy of the
+/// branch holds it. Cleanup keeps the clone and that copy and names the commit; forced, it says
+/// which branch it deleted and the tip it lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_keeps_a_clones_commit_that_only_the_projects_copy_holds() {
+    let daemon = TestDaemon::start();
+    let c = daemon.client().await;
+    let dir = daemon.dir.path();
+    let repo = crate::support::repo(&dir.join("repo"));
+    let work = script(
+        dir,
+        "work.sh",
+        &format!(
+            "echo work > work.txt\ngit add work.txt\n\
+             git -c user.name=t -c user.email=t@example.com commit -qm work\n{COMPLETE}"
+        ),
+    );
+    agent(&c, "cloner", &work, json!({ "isolation": "clone" })).await;
+    party_def(
+        &c,
+        json!({ "name": "clones", "roles": { "dev": { "agent": "cloner" } } }),
+    )
+    .await;
+    let party = launch(&c, "clones", &repo).await;
+    let s = wait_party(&c, &party, "completed").await;
+    let dev = members(&s, "dev")[0];
+    let (clone, branch) = (
+        dev["workdir"].as_str().unwrap().to_string(),
+        dev["branch"].as_str().unwrap().to_string(),
+    );
+    let work_tip = git(&clone, &["rev-parse", "HEAD"]);
+    // A review brings the branch over to the project's repository.
+    c.call(
+        "get_member_diff",
+        json!({ "party_id": party, "role": "dev" }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(git(&repo, &["rev-parse", &branch]), work_tip);
+    // The clone moves its branch back: the copy alone holds the commit now.
+    git(&clone, &["reset", "-q", "--hard", "HEAD~1"]);
+
+    let r = c
+        .call("cleanup_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert_eq!(r["removed"], json!([]), "{r}");
+    assert_eq!(r["deleted"], json!([]), "{r}");
+    let kept = &r["kept"][0];
+    assert_eq!(kept["workdir"], clone.as_str(), "{r}");
+    assert!(
+        kept["reason"].as_str().unwrap().contains("not merged"),
+        "{r}"
+    );
+    let unmerged: Vec<(&str, &str, bool)> = kept["unmerged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["branch"].as_str().unwrap(),
+                u["tip"].as_str().unwrap(),
+                u["unmerged"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        unmerged,
+        [(branch.as_str(), work_tip.as_str(), true)],
+        "{r}"
+    );
+    assert!(Path::new(&clone).exists());
+    assert_eq!(git(&repo, &["rev-parse", &branch]), work_tip);
+
+    let forced = c
+        .call("cleanup_party", json!({ "party_id": party, "force": true }))
+        .await
+        .unwrap();
+    assert_eq!(forced["removed"], json!([clone]), "{forced}");
+    let deleted = &forced["deleted"];
+    assert_eq!(deleted.as_array().unwrap().len(), 1, "{forced}");
+    assert_eq!(
+        (
+            &deleted[0]["branch"],
+            &deleted[0]["tip"],
+            &deleted[0]["unmerged"]
+        ),
+        (&json!(branch), &json!(work_tip), &json!(true)),
+        "{forced}"
+    );
+    assert!(!Path::new(&clone).exists());
+    let gone = std::process::Command::new("git")
+        .args(["rev-parse", "--verify", "-q", &branch])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(!gone.status.success(), "the copy was deleted");
+}

@@ -149,7 +149,7 @@ macro_rules! for_each_operation {
         /// The daemon's version, paths, uptime and row counts.
         daemon_status(NoParams) -> DaemonStatus;
         /// Stop the daemon after answering.
-        shutdown_daemon(NoParams) -> ShutdownResult;
+        shutdown_daemon(ShutdownParams) -> ShutdownResult;
         /// Store a new agent definition (runner, command, isolation, workflow, limits).
         create_agent_definition(AgentDefinitionParams) -> DefinitionResult;
         /// Replace an agent definition.

@@ -264,9 +264,25 @@ pub struct DaemonStatus {
     pub events: i64,
 }
 
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownParams {
+    /// Leave the members' processes that the next daemon can adopt (process members) running;
+    /// by default every member's processes end with the daemon.
+    #[serde(default)]
+    pub leave_running: bool,
+}
+
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ShutdownResult {
     pub stopping: bool,
+    /// Runs ended with every process of theirs.
+    #[serde(default)]
+    pub ended_runs: usize,
+    /// Runs left running for the next daemon to take back: process members (with
+    /// `leave_running`), runs on remote workers, sessions leading their own party.
+    #[serde(default)]
+    pub left_running: usize,
 }
 
 // ---- Agents -------------------------------------------------------------------------------
@@ -670,12 +686,35 @@ pub struct CleanupPartyParams {
 pub struct KeptCheckout {
     pub workdir: String,
     pub reason: String,
+    /// The refs whose commits removing it would lose: in no branch that is kept and not merged
+    /// into the target (empty when it was kept for another reason, such as uncommitted changes).
+    #[serde(default)]
+    pub unmerged: Vec<DeletedRef>,
+}
+
+/// A branch (or other ref) a cleanup deletes, and its tip.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct DeletedRef {
+    /// The repository it is in: the project's, or a member's clone or worktree.
+    pub repo: String,
+    /// A branch's name (`troupe/<party>/<role>-<i>`), `HEAD` when detached, else the ref's full
+    /// name (`refs/stash`).
+    pub branch: String,
+    /// The commit it points at.
+    pub tip: String,
+    /// Its commits are in no branch that is kept and not merged into the target: deleting it
+    /// loses them (only a forced cleanup does).
+    pub unmerged: bool,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 pub struct CleanupResult {
     pub removed: Vec<String>,
     pub kept: Vec<KeptCheckout>,
+    /// What the removals deleted: the members' branches in the project's repository, and every
+    /// other ref whose commits went with a checkout (`unmerged`: lost; only when forced).
+    #[serde(default)]
+    pub deleted: Vec<DeletedRef>,
 }
 
 // ---- Tasks and notifications --------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Start-up and shutdown of the daemon's core: takes the data dir's lock, opens the store, seeds
 //! the built-ins, starts the orchestrator (which adopts or recovers the runs a previous daemon
-//! left) and the plugins; at the end, ends the runs no later daemon can adopt and closes the
+//! left), the plugins and the data dir's watch (`datadir`); at the end, ends the runs no later
+//! daemon can adopt (all of them, for `shutdown_daemon` without `leave_running`) and closes the
 //! store. It also gives the runners their narrow handle on the daemon (`RunnerHost`). It binds
 //! no socket: the doors do (`troupe` crate).
 
@@ -81,6 +82,7 @@ pub async fn start(
             .run(crate::collab::Ctx::of(&daemon), daemon.shutdown_requested()),
     );
     plugins.watch();
+    crate::datadir::watch(&daemon);
     if plugins.any_installed() {
         // Build the engine and load the plugins off the start-up path.
         tokio::task::spawn_blocking(move || {
@@ -107,11 +109,16 @@ pub async fn start(
 }
 
 /// Stops the core once the doors are closed: ends the runs no later daemon can adopt (with
-/// every process of theirs), records `daemon_stopped` and closes the store.
+/// every process of theirs; a signal leaves process members running, to be adopted), unless a
+/// `shutdown_daemon` or the data dir's watch did it already, records `daemon_stopped` and closes
+/// the store.
 pub async fn stop(daemon: &Daemon) -> anyhow::Result<()> {
-    if let Err(e) = daemon.orchestrator.shutdown().await {
+    if !daemon.orchestrator.is_stopping()
+        && let Err(e) = daemon.orchestrator.shutdown(true).await
+    {
         tracing::warn!(error = %e, "runs not ended at shutdown");
     }
+    daemon.orchestrator.stopped().await;
     let started_event = daemon.started_event.lock().ok().and_then(|mut s| s.take());
     if let Some(started_event) = started_event {
         log_write_failure(started_event.await);

@@ -9,6 +9,7 @@ pub mod budgets;
 pub mod builtin;
 pub mod collab;
 pub mod daemon;
+mod datadir;
 pub mod feeds;
 pub mod guardrails;
 pub mod hub;

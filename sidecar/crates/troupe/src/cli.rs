@@ -34,8 +34,13 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon in the foreground.
     Serve(ServeArgs),
-    /// Stop the running daemon.
-    Stop,
+    /// Stop the running daemon and every member's processes.
+    Stop {
+        /// Leave the members the next daemon can take back (process members) running: it
+        /// adopts them when it starts.
+        #[arg(long)]
+        leave_running: bool,
+    },
     /// Show whether the daemon runs, and its state.
     Status,
     /// Call any operation: `troupe call send_message '{"from_session_id": …}'`.
@@ -329,7 +334,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )
                 .await
             }
-            Command::Stop => stop(&layout, cli.json).await,
+            Command::Stop { leave_running } => stop(&layout, leave_running, cli.json).await,
             Command::Status => status(&layout, cli.json).await,
             Command::Call { operation, params } => call(&layout, &operation, &params).await,
             Command::Session(cmd) => session(&layout, cmd, cli.json).await,
@@ -412,7 +417,7 @@ fn cwd_string() -> anyhow::Result<String> {
         .to_string())
 }
 
-async fn stop(layout: &Layout, json: bool) -> anyhow::Result<()> {
+async fn stop(layout: &Layout, leave_running: bool, json: bool) -> anyhow::Result<()> {
     let client = match client::connect(layout, false).await {
         Ok(client) => client,
         Err(_) => {
@@ -424,14 +429,49 @@ async fn stop(layout: &Layout, json: bool) -> anyhow::Result<()> {
         }
     };
     let status = client.call("daemon_status", json!({})).await?;
-    // The daemon may close the connection before its answer arrives: that is success too.
-    let _answer_or_hangup = client.call("shutdown_daemon", json!({})).await;
+    // The runs end before the answer; the daemon may close the connection before its answer
+    // arrives: that is success too (what became of the runs is then unknown).
+    let answer = client
+        .call("shutdown_daemon", json!({ "leave_running": leave_running }))
+        .await
+        .ok();
     drop(client);
     client::wait_until_unlocked(layout).await?;
+    let count = |key: &str| answer.as_ref().and_then(|a| a[key].as_u64());
+    let (ended, left) = (count("ended_runs"), count("left_running"));
     if json {
-        return print_json(&json!({ "running": false, "stopped_pid": status["pid"] }));
+        return print_json(&json!({
+            "running": false,
+            "stopped_pid": status["pid"],
+            "ended_runs": ended,
+            "left_running": left,
+        }));
     }
-    println!("stopped the daemon (pid {})", status["pid"]);
+    let runs = |n: u64| {
+        if n == 1 {
+            "1 run".to_string()
+        } else {
+            format!("{n} runs")
+        }
+    };
+    let what = match (ended, left) {
+        (Some(0), Some(0)) => "no run was going".to_string(),
+        (Some(ended), Some(left)) => {
+            let mut said = Vec::new();
+            if ended > 0 {
+                said.push(format!("{} ended with their processes", runs(ended)));
+            }
+            if left > 0 {
+                said.push(format!(
+                    "{} left running for the next daemon to take back",
+                    runs(left)
+                ));
+            }
+            said.join(", ")
+        }
+        _ => "what became of the runs is unknown (no answer)".to_string(),
+    };
+    println!("stopped the daemon (pid {}): {what}", status["pid"]);
     Ok(())
 }
 

@@ -45,6 +45,7 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
 
     let socket_path = layout.socket_path();
     let unix = crate::socket::bind_private_socket(&socket_path)?;
+    let our_socket = file_id(&socket_path);
     let tcp = TcpListener::bind(config.ws_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.ws_addr))?;
@@ -134,8 +135,15 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     // Stop accepting, let open connections finish, then flush the store.
     drop(unix);
     drop(tcp);
-    crate::socket::remove_if_present(&layout.endpoint_path())?;
-    crate::socket::remove_if_present(&socket_path)?;
+    // Only our own: a daemon whose data dir was deleted may find a newer daemon's files here.
+    let endpoint_ours =
+        crate::client::read_endpoint(&layout).is_ok_and(|e| e.pid == std::process::id());
+    if endpoint_ours {
+        crate::socket::remove_if_present(&layout.endpoint_path())?;
+    }
+    if our_socket.is_some() && file_id(&socket_path) == our_socket {
+        crate::socket::remove_if_present(&socket_path)?;
+    }
     if server_handle.stop().is_err() {
         tracing::debug!("server already stopped");
     }
@@ -154,7 +162,15 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     // Agents that cannot be adopted by the next daemon go now, with every process of theirs;
     // then the store is flushed and closed.
     boot::stop(&daemon).await?;
-    crate::socket::remove_if_present(&layout.token_path())?;
+    if std::fs::read(layout.token_path()).is_ok_and(|t| t == token.as_bytes()) {
+        crate::socket::remove_if_present(&layout.token_path())?;
+    }
     tracing::info!("troupe daemon stopped");
     Ok(())
+}
+
+/// A file's device and inode (to know it is still the one we made).
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }

@@ -296,7 +296,10 @@ pub fn checkout_integration(
 }
 
 /// Where `branch` is checked out: the main checkout or a linked worktree.
-fn checked_out_at(repo: &Repository, branch: &str) -> Result<Option<PathBuf>, WorktreeError> {
+pub(crate) fn checked_out_at(
+    repo: &Repository,
+    branch: &str,
+) -> Result<Option<PathBuf>, WorktreeError> {
     let refname = format!("refs/heads/{branch}");
     let on = |r: &Repository| {
         r.head().ok().and_then(|h| h.name().map(String::from)) == Some(refname.clone())

@@ -23,8 +23,11 @@ pub enum WorktreeError {
     NoCommits(PathBuf),
     #[error("{path} has uncommitted changes; pass force to delete them")]
     Dirty { path: PathBuf },
-    #[error("branch {branch} has commits not merged into {base}; pass force to delete them")]
-    Unmerged { branch: String, base: String },
+    #[error(
+        "deleting {} would lose commits not merged into {base} nor kept by another branch; pass force to delete them",
+        refs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    Unmerged { base: String, refs: Vec<DroppedRef> },
     #[error("branch {0} does not exist (has the member started?)")]
     NoBranch(String),
     #[error("target branch {0} does not exist")]
@@ -51,6 +54,29 @@ pub enum WorktreeError {
     Git(#[from] git2::Error),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// A ref a cleanup deletes (or would): a member's branch in the main repository, or a ref of the
+/// member's own checkout (a clone's branches, tags and stash, a detached HEAD).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedRef {
+    /// The repository it is in: the main repository, or the member's clone or worktree.
+    pub repo: PathBuf,
+    /// A branch's short name (`troupe/p/dev-0`), `HEAD` when detached, else the ref's full name
+    /// (`refs/stash`, `refs/tags/v1`).
+    pub name: String,
+    /// The commit it points at.
+    pub tip: String,
+    /// Deleting it loses commits: some of its commits are neither merged into the target (the
+    /// main checkout's HEAD) nor reachable from a ref that is kept.
+    pub unmerged: bool,
+}
+
+impl std::fmt::Display for DroppedRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tip = self.tip.get(..10).unwrap_or(&self.tip);
+        write!(f, "{} at {tip} (in {})", self.name, self.repo.display())
+    }
 }
 
 /// An isolated checkout for one member.
@@ -240,28 +266,36 @@ pub fn changed_files(path: &Path, repo_root: &Path) -> Result<usize, WorktreeErr
     Ok(changed.len())
 }
 
-/// Removes a member's worktree (and its branch, when merged). Refuses to lose uncommitted or
-/// unmerged work unless `force`.
+/// Removes a member's worktree and its branch. Refuses, unless `force`, to lose uncommitted
+/// changes or a commit that is neither merged into the target nor reachable from a ref that is
+/// kept (its branch's, or a detached HEAD's in the worktree). Returns what it deleted: the
+/// branch and, when it lost commits, the detached HEAD.
 pub fn remove_worktree(
     repo_root: &Path,
     base: &Path,
     name: MemberName<'_>,
     force: bool,
-) -> Result<(), WorktreeError> {
+) -> Result<Vec<DroppedRef>, WorktreeError> {
     let path = name.dir(base)?;
     let branch = name.branch()?;
     let repo = Repository::open(repo_root)?;
     if path.exists() && !force && is_dirty(&path)? {
         return Err(WorktreeError::Dirty { path });
     }
-    let merged = is_merged(&repo, &branch)?;
-    if !merged && !force {
-        let base_name = repo.head()?.shorthand().unwrap_or("HEAD").to_string();
-        return Err(WorktreeError::Unmerged {
-            branch,
-            base: base_name,
-        });
+    let keeper = Keeper::new(&repo, name.party)?;
+    let mut dropped = Vec::new();
+    if let Ok(b) = repo.find_branch(&branch, BranchType::Local) {
+        let tip = b.get().peel_to_commit()?.id();
+        dropped.push(keeper.drop_ref(repo_root, branch.clone(), tip)?);
     }
+    // A detached HEAD goes with the worktree (a branch checked out there stays).
+    if let Ok(wt) = Repository::open(&path)
+        && wt.head_detached().unwrap_or(false)
+        && let Ok(head) = wt.head().and_then(|h| h.peel_to_commit())
+    {
+        dropped.push(keeper.drop_ref(&path, "HEAD".into(), head.id())?);
+    }
+    keeper.refuse_losses(&dropped, force)?;
     if let Ok(wt) = repo.find_worktree(&name.worktree_name()?) {
         wt.prune(Some(
             WorktreePruneOptions::new()
@@ -276,47 +310,170 @@ pub fn remove_worktree(
     if let Ok(mut b) = repo.find_branch(&branch, BranchType::Local) {
         b.delete()?;
     }
-    Ok(())
+    dropped.retain(|d| d.repo == repo_root || d.unmerged);
+    Ok(dropped)
 }
 
-/// Removes a member's clone, refusing to lose uncommitted work, or commits not pushed back to
-/// the main repository, unless `force`.
+/// Removes a member's clone and the main repository's copy of its branch (brought over for
+/// review or landing). Refuses, unless `force`, to lose uncommitted changes or a commit that is
+/// neither merged into the target nor reachable from a ref the main repository keeps: every
+/// ref of the clone (its remote-tracking refs aside) is checked, whatever its HEAD is on, and
+/// the main repository's copy too. A copy someone checked out stays. Returns what it deleted:
+/// the copy, and each ref of the clone that lost commits.
 pub fn remove_clone(
     repo_root: &Path,
     base: &Path,
     name: MemberName<'_>,
     force: bool,
-) -> Result<(), WorktreeError> {
+) -> Result<Vec<DroppedRef>, WorktreeError> {
     let path = name.dir(base)?;
+    let branch = name.branch()?;
     if !path.exists() {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    if !force {
-        if is_dirty(&path)? {
-            return Err(WorktreeError::Dirty { path });
-        }
-        let clone = Repository::open(&path)?;
-        let tip = clone.head()?.peel_to_commit()?.id();
-        let main = Repository::open(repo_root)?;
-        let known = match main.find_commit(tip) {
-            Ok(tip) => is_merged_commit(&main, &tip)?,
-            Err(_) => false,
-        };
-        if !known {
-            return Err(WorktreeError::Unmerged {
-                branch: name.branch()?,
-                base: main.head()?.shorthand().unwrap_or("HEAD").to_string(),
-            });
-        }
+    if !force && is_dirty(&path)? {
+        return Err(WorktreeError::Dirty { path });
     }
+    let main = Repository::open(repo_root)?;
+    let mut keeper = Keeper::new(&main, name.party)?;
+    let copy = match main.find_branch(&branch, BranchType::Local) {
+        Ok(b) => Some(b.get().peel_to_commit()?.id()),
+        Err(_) => None,
+    };
+    // A copy checked out somewhere (someone trying it) is theirs now: it stays, and keeps.
+    let copy = match copy {
+        Some(tip) if land::checked_out_at(&main, &branch)?.is_some() => {
+            keeper.kept.push(tip);
+            None
+        }
+        other => other,
+    };
+    let mut dropped = Vec::new();
+    if let Some(tip) = copy {
+        dropped.push(keeper.drop_ref(repo_root, branch.clone(), tip)?);
+    }
+    match Repository::open(&path) {
+        Ok(clone) => {
+            for (ref_name, tip) in clone_refs(&clone)? {
+                dropped.push(keeper.drop_ref(&path, ref_name, tip)?);
+            }
+        }
+        // Forced: a clone git cannot open goes all the same.
+        Err(_) if force => {}
+        Err(e) => return Err(e.into()),
+    }
+    keeper.refuse_losses(&dropped, force)?;
     std::fs::remove_dir_all(&path)?;
-    // Its branch, if brought over for review or landing (`land::import_clone_branch`).
-    if let Ok(main) = Repository::open(repo_root)
-        && let Ok(mut b) = main.find_branch(&name.branch()?, BranchType::Local)
+    if copy.is_some()
+        && let Ok(mut b) = main.find_branch(&branch, BranchType::Local)
     {
         b.delete()?;
     }
-    Ok(())
+    dropped.retain(|d| d.repo == repo_root || d.unmerged);
+    Ok(dropped)
+}
+
+/// The refs a clone holds that its removal deletes: its branches, tags, stash and other refs
+/// (not its remote-tracking refs: copies of the main repository's), and its HEAD when detached.
+fn clone_refs(clone: &Repository) -> Result<Vec<(String, git2::Oid)>, WorktreeError> {
+    let mut refs = Vec::new();
+    for r in clone.references()? {
+        let r = r?;
+        let Some(full) = r.name().map(String::from) else {
+            continue;
+        };
+        if full.starts_with("refs/remotes/") {
+            continue;
+        }
+        // A ref to something other than a commit (a tag of a blob) holds no commits.
+        let Ok(commit) = r.peel_to_commit() else {
+            continue;
+        };
+        let name = match full.strip_prefix("refs/heads/") {
+            Some(short) => short.to_string(),
+            None => full,
+        };
+        refs.push((name, commit.id()));
+    }
+    if clone.head_detached().unwrap_or(false)
+        && let Ok(head) = clone.head().and_then(|h| h.peel_to_commit())
+    {
+        refs.push(("HEAD".into(), head.id()));
+    }
+    Ok(refs)
+}
+
+/// What a cleanup may delete without losing work: a commit merged into the target (the main
+/// checkout's HEAD: an ancestor of it, or landed by squash or rebase), or reachable from a ref
+/// that is kept. Kept are the main repository's refs and HEAD, except the party's own
+/// `troupe/<party>/…` branches (a cleanup may delete them too).
+struct Keeper<'r> {
+    main: &'r Repository,
+    kept: Vec<git2::Oid>,
+}
+
+impl<'r> Keeper<'r> {
+    fn new(main: &'r Repository, party: &str) -> Result<Self, WorktreeError> {
+        let party_refs = format!("refs/heads/troupe/{}/", safe(party)?);
+        let mut kept = Vec::new();
+        for r in main.references()? {
+            let r = r?;
+            if r.name().is_none_or(|n| n.starts_with(&party_refs)) {
+                continue;
+            }
+            if let Ok(commit) = r.peel_to_commit() {
+                kept.push(commit.id());
+            }
+        }
+        if let Ok(head) = main.head().and_then(|h| h.peel_to_commit()) {
+            kept.push(head.id());
+        }
+        Ok(Keeper { main, kept })
+    }
+
+    /// Whether deleting a ref at `tip` loses commits. A commit the main repository does not
+    /// have (made in a clone, never brought over) is lost.
+    fn loses(&self, tip: git2::Oid) -> Result<bool, WorktreeError> {
+        let Ok(commit) = self.main.find_commit(tip) else {
+            return Ok(true);
+        };
+        let mut walk = self.main.revwalk()?;
+        walk.push(tip)?;
+        for kept in &self.kept {
+            walk.hide(*kept)?;
+        }
+        if walk.next().transpose()?.is_none() {
+            return Ok(false);
+        }
+        Ok(!is_merged_commit(self.main, &commit)?)
+    }
+
+    fn drop_ref(
+        &self,
+        repo: &Path,
+        name: String,
+        tip: git2::Oid,
+    ) -> Result<DroppedRef, WorktreeError> {
+        Ok(DroppedRef {
+            repo: repo.to_path_buf(),
+            name,
+            tip: tip.to_string(),
+            unmerged: self.loses(tip)?,
+        })
+    }
+
+    /// Unless `force`, the refs among `dropped` whose deletion loses commits, as an error.
+    fn refuse_losses(&self, dropped: &[DroppedRef], force: bool) -> Result<(), WorktreeError> {
+        let refs: Vec<DroppedRef> = dropped.iter().filter(|d| d.unmerged).cloned().collect();
+        if force || refs.is_empty() {
+            return Ok(());
+        }
+        let base = match self.main.head() {
+            Ok(head) => head.shorthand().unwrap_or("HEAD").to_string(),
+            Err(_) => "HEAD".to_string(),
+        };
+        Err(WorktreeError::Unmerged { base, refs })
+    }
 }
 
 /// Commits every change in the checkout at `path` (new files included) on its current branch;
@@ -348,13 +505,6 @@ pub fn init_repo(path: &Path, message: &str) -> Result<(), WorktreeError> {
     Repository::init(path)?;
     commit_all(path, message)?;
     Ok(())
-}
-
-fn is_merged(repo: &Repository, branch: &str) -> Result<bool, WorktreeError> {
-    let Ok(b) = repo.find_branch(branch, BranchType::Local) else {
-        return Ok(true);
-    };
-    is_merged_commit(repo, &b.get().peel_to_commit()?)
 }
 
 /// Whether the main checkout's HEAD has `tip`'s work: it is an ancestor, or merging it would

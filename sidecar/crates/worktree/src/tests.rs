@@ -461,3 +461,215 @@ fn a_renamed_file_is_reviewed_against_its_old_name() {
     assert_eq!(base.as_deref(), Some(text.as_str()));
     assert_eq!(head.unwrap(), format!("{text}line 11\n"));
 }
+
+/// Points the clone's or worktree's HEAD at `commit`, detached, or at a new `branch` there.
+fn move_head(repo: &Repository, commit: git2::Oid, branch: Option<&str>) {
+    let target = repo.find_commit(commit).unwrap();
+    match branch {
+        Some(b) => {
+            repo.branch(b, &target, false).unwrap();
+            repo.set_head(&format!("refs/heads/{b}")).unwrap();
+        }
+        None => repo.set_head_detached(commit).unwrap(),
+    }
+    repo.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
+        .unwrap();
+}
+
+fn head_of(path: &Path) -> git2::Oid {
+    Repository::open(path)
+        .unwrap()
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+}
+
+const CLONE: MemberName<'static> = MemberName {
+    party: "p2",
+    role: "dev",
+    index: 0,
+};
+
+/// A clone member's commit brought over to the main repository's copy of its branch, then left
+/// by the clone (its branch moved back): the copy alone holds it, so a cleanup keeps both and
+/// names the copy; forced, it says it deleted the copy and its tip.
+#[test]
+fn a_clone_whose_head_moved_back_keeps_a_commit_only_its_copy_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let base = tmp.path().join("clones");
+    let co = ensure_clone(&root, &base, CLONE).unwrap();
+    let start = head_of(&co.path);
+    std::fs::write(co.path.join("work.txt"), "unmerged\n").unwrap();
+    commit_all(&co.path, "work").unwrap();
+    let work = head_of(&co.path);
+    land::import_clone_branch(&root, &co.path, &co.branch).unwrap();
+    // The clone's branch (and HEAD) back where it started: `git reset --hard`.
+    let clone = Repository::open(&co.path).unwrap();
+    let start_commit = clone.find_object(start, None).unwrap();
+    clone
+        .reset(&start_commit, git2::ResetType::Hard, None)
+        .unwrap();
+    assert_eq!(head_of(&co.path), start);
+
+    let Err(WorktreeError::Unmerged { refs, .. }) = remove_clone(&root, &base, CLONE, false) else {
+        panic!("the copy's commit would be lost");
+    };
+    assert_eq!(
+        refs.iter()
+            .map(|r| (r.name.as_str(), r.tip.clone(), r.repo.clone()))
+            .collect::<Vec<_>>(),
+        [(co.branch.as_str(), work.to_string(), root.clone())]
+    );
+    assert!(co.path.exists());
+    let main = Repository::open(&root).unwrap();
+    assert!(main.find_branch(&co.branch, BranchType::Local).is_ok());
+
+    let dropped = remove_clone(&root, &base, CLONE, true).unwrap();
+    assert_eq!(
+        dropped
+            .iter()
+            .map(|r| (r.name.as_str(), r.tip.clone(), r.unmerged))
+            .collect::<Vec<_>>(),
+        [(co.branch.as_str(), work.to_string(), true)]
+    );
+    assert!(!co.path.exists());
+    assert!(main.find_branch(&co.branch, BranchType::Local).is_err());
+}
+
+/// A clone whose HEAD is on another branch (or detached) while its own branch holds unmerged
+/// commits: every ref of the clone is checked, not just its HEAD.
+#[test]
+fn a_clone_on_another_branch_keeps_its_own_branchs_commits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let base = tmp.path().join("clones");
+    let co = ensure_clone(&root, &base, CLONE).unwrap();
+    let start = head_of(&co.path);
+    std::fs::write(co.path.join("work.txt"), "unmerged\n").unwrap();
+    commit_all(&co.path, "work").unwrap();
+    let work = head_of(&co.path);
+    let clone = Repository::open(&co.path).unwrap();
+    move_head(&clone, start, Some("elsewhere"));
+
+    let Err(WorktreeError::Unmerged { refs, .. }) = remove_clone(&root, &base, CLONE, false) else {
+        panic!("the clone's branch would be lost");
+    };
+    assert_eq!(
+        refs.iter()
+            .map(|r| (r.name.as_str(), r.tip.clone(), r.repo.clone()))
+            .collect::<Vec<_>>(),
+        [(co.branch.as_str(), work.to_string(), co.path.clone())]
+    );
+    assert!(co.path.exists());
+
+    // A detached HEAD with a commit of its own is named too.
+    move_head(&clone, start, None);
+    std::fs::write(co.path.join("more.txt"), "detached\n").unwrap();
+    commit_all(&co.path, "detached work").unwrap();
+    let detached = head_of(&co.path);
+    let err = remove_clone(&root, &base, CLONE, false).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("not merged"), "{text}");
+    assert!(text.contains(&co.branch), "{text}");
+    assert!(
+        text.contains(&format!("HEAD at {}", &detached.to_string()[..10])),
+        "{text}"
+    );
+
+    let dropped = remove_clone(&root, &base, CLONE, true).unwrap();
+    let mut lost: Vec<(String, String)> = dropped
+        .iter()
+        .filter(|r| r.unmerged)
+        .map(|r| (r.name.clone(), r.tip.clone()))
+        .collect();
+    lost.sort();
+    assert_eq!(
+        lost,
+        [
+            ("HEAD".to_string(), detached.to_string()),
+            (co.branch.clone(), work.to_string())
+        ]
+    );
+    assert!(!co.path.exists());
+}
+
+/// Merged work goes without force, and a commit reachable from a branch that is kept is not
+/// lost: the cleanup deletes the member's branch and says so.
+#[test]
+fn merged_or_kept_elsewhere_work_goes_without_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let base = tmp.path().join("clones");
+    let co = ensure_clone(&root, &base, CLONE).unwrap();
+    std::fs::write(co.path.join("work.txt"), "kept\n").unwrap();
+    commit_all(&co.path, "work").unwrap();
+    let work = head_of(&co.path);
+    land::import_clone_branch(&root, &co.path, &co.branch).unwrap();
+    // Someone keeps the work on a branch of their own.
+    let main = Repository::open(&root).unwrap();
+    main.branch("keep", &main.find_commit(work).unwrap(), false)
+        .unwrap();
+    let dropped = remove_clone(&root, &base, CLONE, false).unwrap();
+    assert_eq!(
+        dropped
+            .iter()
+            .map(|r| (r.name.as_str(), r.tip.clone(), r.unmerged))
+            .collect::<Vec<_>>(),
+        [(co.branch.as_str(), work.to_string(), false)]
+    );
+    assert!(!co.path.exists());
+    assert!(main.find_branch("keep", BranchType::Local).is_ok());
+}
+
+/// A worktree whose HEAD was detached and given a commit: that commit goes with the worktree,
+/// so it is kept (its branch, merged, is not the question).
+#[test]
+fn a_worktrees_detached_commit_keeps_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let base = tmp.path().join("wt");
+    let name = MemberName {
+        party: "p3",
+        role: "dev",
+        index: 0,
+    };
+    let co = ensure_worktree(&root, &base, name).unwrap();
+    let start = head_of(&co.path);
+    move_head(&Repository::open(&co.path).unwrap(), start, None);
+    std::fs::write(co.path.join("loose.txt"), "detached\n").unwrap();
+    commit_all(&co.path, "detached work").unwrap();
+    let loose = head_of(&co.path);
+    let Err(WorktreeError::Unmerged { refs, .. }) = remove_worktree(&root, &base, name, false)
+    else {
+        panic!("the detached commit would be lost");
+    };
+    assert_eq!(
+        refs.iter()
+            .map(|r| (r.name.as_str(), r.tip.clone()))
+            .collect::<Vec<_>>(),
+        [("HEAD", loose.to_string())]
+    );
+    assert!(co.path.exists());
+    let dropped = remove_worktree(&root, &base, name, true).unwrap();
+    let mut seen: Vec<(String, bool)> = dropped
+        .iter()
+        .map(|r| (r.name.clone(), r.unmerged))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [("HEAD".to_string(), true), (co.branch.clone(), false)]
+    );
+    assert!(!co.path.exists());
+}
+
+/// Whether `branch`'s work is in the main checkout's HEAD (a missing branch is).
+fn is_merged(repo: &Repository, branch: &str) -> Result<bool, WorktreeError> {
+    let Ok(b) = repo.find_branch(branch, BranchType::Local) else {
+        return Ok(true);
+    };
+    is_merged_commit(repo, &b.get().peel_to_commit()?)
+}

@@ -383,7 +383,21 @@ pub async fn daemon_status(d: &Daemon, _: NoParams) -> Result<DaemonStatus, ApiE
     })
 }
 
-pub async fn shutdown_daemon(d: &Daemon, _: NoParams) -> Result<ShutdownResult, ApiError> {
+/// Ends the runs first (every member's processes, unless `leave_running` leaves those the next
+/// daemon can adopt), then asks the daemon to stop: the answer says what became of the runs.
+pub async fn shutdown_daemon(d: &Daemon, p: ShutdownParams) -> Result<ShutdownResult, ApiError> {
+    let stopped = match d.orchestrator.shutdown(p.leave_running).await {
+        Ok(stopped) => stopped,
+        // Another stop came first: it ends the runs.
+        Err(e) => {
+            tracing::info!(error = %e, "the runs were being stopped already");
+            Default::default()
+        }
+    };
     d.request_shutdown();
-    Ok(ShutdownResult { stopping: true })
+    Ok(ShutdownResult {
+        stopping: true,
+        ended_runs: stopped.ended,
+        left_running: stopped.left_running,
+    })
 }

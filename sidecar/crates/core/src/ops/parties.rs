@@ -480,7 +480,9 @@ pub async fn reassign_task(d: &Daemon, p: ReassignTaskParams) -> Result<TaskResu
 }
 
 /// Removes the worktrees and clones of a finished party's members, keeping (and naming) any
-/// with uncommitted or unmerged work unless `force`.
+/// with uncommitted changes or a commit merged nowhere (not into the target, not in a branch
+/// that is kept: every ref the removal would delete is checked) unless `force`; says which
+/// branches it deleted, and their tips.
 pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupResult, ApiError> {
     let (row, members) = d.store.get_party(&p.party_id)?;
     if matches!(row.status.as_str(), "pending" | "running") {
@@ -505,6 +507,7 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
     let label = party_label(&row);
     let mut removed = Vec::new();
     let mut kept = Vec::new();
+    let mut deleted = Vec::new();
     // Only checkouts still on disk (an earlier cleanup may have removed some).
     let present = |m: &&troupe_store::MemberRow| {
         m.branch_name.is_some() && m.workdir.as_deref().is_some_and(|w| Path::new(w).exists())
@@ -539,7 +542,7 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
                 Isolation::Clone => {
                     troupe_worktree::remove_clone(&root, &base.join("clones"), name, force)
                 }
-                Isolation::None => Ok(()),
+                Isolation::None => Ok(Vec::new()),
             }
         })
         .await
@@ -549,10 +552,19 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
             crate::orchestrator::forget_setup(Path::new(&workdir));
         }
         match result {
-            Ok(()) => removed.push(workdir),
+            Ok(refs) => {
+                removed.push(workdir);
+                deleted.extend(refs.into_iter().map(deleted_ref));
+            }
             Err(e) => kept.push(KeptCheckout {
                 workdir,
                 reason: e.to_string(),
+                unmerged: match e {
+                    troupe_worktree::WorktreeError::Unmerged { refs, .. } => {
+                        refs.into_iter().map(deleted_ref).collect()
+                    }
+                    _ => Vec::new(),
+                },
             }),
         }
     }
@@ -573,12 +585,32 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
             Err(e) => kept.push(KeptCheckout {
                 workdir,
                 reason: e.to_string(),
+                unmerged: Vec::new(),
             }),
         }
     }
     // Its merge conflicts leave the inbox with its integration branch.
     d.hub.bump(crate::hub::INBOX_KEY);
-    Ok(CleanupResult { removed, kept })
+    for lost in deleted.iter().filter(|r| r.unmerged) {
+        tracing::warn!(
+            party = %row.party_id, branch = %lost.branch, tip = %lost.tip, repo = %lost.repo,
+            "a forced cleanup deleted commits merged nowhere"
+        );
+    }
+    Ok(CleanupResult {
+        removed,
+        kept,
+        deleted,
+    })
+}
+
+fn deleted_ref(r: troupe_worktree::DroppedRef) -> DeletedRef {
+    DeletedRef {
+        repo: r.repo.display().to_string(),
+        branch: r.name,
+        tip: r.tip,
+        unmerged: r.unmerged,
+    }
 }
 
 pub async fn create_task(d: &Daemon, p: CreateTaskParams) -> Result<TaskResult, ApiError> {

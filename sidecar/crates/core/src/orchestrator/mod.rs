@@ -87,10 +87,13 @@ pub enum Command {
         run_id: String,
     },
     /// The daemon is stopping: end the runs that cannot be adopted by the next daemon (ACP
-    /// agents talk to this one over stdio; executor runs live in it) with all their processes,
-    /// record them crashed, then stop the loop. Process members keep running, to be adopted.
+    /// agents talk to this one over stdio; executor runs live in it) and, unless
+    /// `leave_running`, the process members too, with all their processes; record them
+    /// crashed, then stop the loop. Left running (to be adopted): runs on remote workers,
+    /// sessions leading their own party, and process members when `leave_running`.
     Shutdown {
-        reply: Reply,
+        leave_running: bool,
+        reply: oneshot::Sender<Stopped>,
     },
     /// Start a pattern run (a run of an agent with patterns); its row exists already.
     StartFlow {
@@ -148,10 +151,21 @@ enum Event {
     Exit(RunExit),
 }
 
+/// What a shutdown did with the runs still going.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stopped {
+    /// Runs ended, with every process of theirs.
+    pub ended: usize,
+    /// Runs left running for the next daemon to take back.
+    pub left_running: usize,
+}
+
 /// The handle operation handlers use.
 #[derive(Debug, Clone)]
 pub struct Orchestrator {
     commands: mpsc::UnboundedSender<Command>,
+    /// Its sender goes when the loop ends.
+    done: tokio::sync::watch::Receiver<()>,
 }
 
 impl Orchestrator {
@@ -165,9 +179,30 @@ impl Orchestrator {
             .map_err(|_| ApiError::Unavailable("the daemon is shutting down".into()))?
     }
 
-    /// Ends what cannot outlive this daemon (see `Command::Shutdown`) and stops the loop.
-    pub async fn shutdown(&self) -> Result<(), ApiError> {
-        self.request(|reply| Command::Shutdown { reply }).await
+    /// Ends what cannot outlive this daemon, and every run's processes unless `leave_running`
+    /// (see `Command::Shutdown`), and stops the loop; says what became of the runs.
+    pub async fn shutdown(&self, leave_running: bool) -> Result<Stopped, ApiError> {
+        let gone = || ApiError::Unavailable("the daemon is shutting down".into());
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::Shutdown {
+                leave_running,
+                reply,
+            })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())
+    }
+
+    /// Whether a shutdown has begun (the loop takes no more commands).
+    pub fn is_stopping(&self) -> bool {
+        self.commands.is_closed()
+    }
+
+    /// Waits until the loop has ended.
+    pub async fn stopped(&self) {
+        let mut done = self.done.clone();
+        // Its sender is dropped when the loop ends: that is the wait's end.
+        while done.changed().await.is_ok() {}
     }
 
     /// Sends a command that needs no answer.
@@ -242,6 +277,8 @@ pub struct Boot {
     state: Loop,
     command_rx: mpsc::UnboundedReceiver<Command>,
     exit_rx: mpsc::UnboundedReceiver<RunExit>,
+    /// Dropped when the loop ends (`Orchestrator::stopped`).
+    done: tokio::sync::watch::Sender<()>,
 }
 
 impl std::fmt::Debug for Boot {
@@ -258,6 +295,7 @@ pub fn create(
     daemon: HostCell,
 ) -> (Orchestrator, Boot) {
     let (commands, command_rx) = mpsc::unbounded_channel();
+    let (ended, done) = tokio::sync::watch::channel(());
     let (exits, exit_rx) = mpsc::unbounded_channel();
     let runner = RunTable::new(layout.data_dir.join("runs"), exits);
     let state = Loop {
@@ -278,11 +316,12 @@ pub fn create(
         setups: std::sync::Mutex::default(),
     };
     (
-        Orchestrator { commands },
+        Orchestrator { commands, done },
         Boot {
             state,
             command_rx,
             exit_rx,
+            done: ended,
         },
     )
 }
@@ -294,6 +333,7 @@ impl Boot {
             mut state,
             mut command_rx,
             mut exit_rx,
+            done,
         } = self;
         state.recover().await?;
         tokio::spawn(async move {
@@ -303,10 +343,15 @@ impl Boot {
                     Some(e) = exit_rx.recv() => Event::Exit(e),
                     else => break,
                 };
+                // A shutdown takes no command after it (they fail at once).
+                if matches!(event, Event::Command(Command::Shutdown { .. })) {
+                    command_rx.close();
+                }
                 if state.handle(event).await == Flow::Stop {
                     break;
                 }
             }
+            drop(done);
         });
         Ok(())
     }
@@ -346,9 +391,12 @@ enum Flow {
 impl Loop {
     async fn handle(&mut self, event: Event) -> Flow {
         match event {
-            Event::Command(Command::Shutdown { reply }) => {
-                self.shut_down().await;
-                let _caller_gone = reply.send(Ok(()));
+            Event::Command(Command::Shutdown {
+                leave_running,
+                reply,
+            }) => {
+                let stopped = self.shut_down(leave_running).await;
+                let _caller_gone = reply.send(stopped);
                 return Flow::Stop;
             }
             Event::Command(Command::Launch { party_id, reply }) => {

@@ -1,21 +1,26 @@
 //! The run supervisor: starts a run on its runner (process, wasm executor, ACP agent), hears its
 //! exit, records how it ended (expiring its waiting approvals), tells its parent, mirrors agent
-//! state for the project, and at shutdown ends the runs no later daemon can adopt.
+//! state for the project, and at shutdown ends the runs no later daemon can adopt (all of them,
+//! unless asked to leave the adoptable ones running).
 
 use super::*;
 
 impl Loop {
-    /// The daemon is stopping: the runs no later daemon can adopt are recorded crashed (so
-    /// their pending approvals expire) and every process of theirs is ended.
-    pub(super) async fn shut_down(&mut self) {
+    /// The daemon is stopping: the runs no later daemon can adopt (ACP agents, executors) and,
+    /// unless `leave_running`, the process members too are recorded crashed (so their pending
+    /// approvals expire; one not started yet, cancelled) and every process of theirs is ended.
+    /// Left to the next daemon: runs on remote workers, sessions leading their own party, and
+    /// process members when `leave_running`.
+    pub(super) async fn shut_down(&mut self, leave_running: bool) -> Stopped {
         let runs = match self.store.list_runs(None, None, true) {
             Ok(runs) => runs,
             Err(e) => {
                 tracing::error!(error = %e, "cannot list the runs to stop");
-                return;
+                return Stopped::default();
             }
         };
         let mut procs = Vec::new();
+        let mut left_running = 0;
         for run in runs {
             let runner = run
                 .definition
@@ -23,17 +28,39 @@ impl Loop {
                 .and_then(Value::as_str)
                 .unwrap_or("process")
                 .to_string();
-            // A pattern run is resumed by the next daemon (its steps are runs of their own).
-            if !runner.starts_with("acp:") && !runner.starts_with("wasm:")
-                || self.flows.contains_key(&run.run_id)
+            // A pattern run is resumed by the next daemon (its steps are runs of their own); a
+            // landing lives in the daemon and ends with it.
+            if self.flows.contains_key(&run.run_id) || runner == crate::runners::land::LAND {
+                continue;
+            }
+            let in_daemon = runner.starts_with("acp:") || runner.starts_with("wasm:");
+            let remote = run.definition.get("pool").is_some_and(|p| !p.is_null());
+            if crate::runners::is_attached(&run.definition)
+                || !in_daemon && (remote || leave_running)
             {
+                left_running += 1;
                 continue;
             }
             // A pattern run's step is left running in the store: the next daemon finds it gone
-            // and runs it again (the pattern run resumes); any other run ends crashed here.
+            // and runs it again (the pattern run resumes); any other run ends here.
             if !self.flow_steps.contains_key(&run.run_id) {
-                self.bury(&run.run_id, RunStatus::Crashed, not_adoptable(&runner))
-                    .await;
+                let (status, why) = if in_daemon {
+                    (RunStatus::Crashed, not_adoptable(&runner))
+                } else if run.status == RunStatus::Pending {
+                    (RunStatus::Cancelled, STOPPED_FIRST.to_string())
+                } else {
+                    (RunStatus::Crashed, STOPPED_WITH_DAEMON.to_string())
+                };
+                self.bury(&run.run_id, status, why).await;
+            }
+            // A member still setting up: its setup commands end too.
+            let setup = self
+                .setups
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .remove(&run.run_id);
+            if let Some(stop) = setup {
+                let _ended_already = stop.send(());
             }
             self.runner.stop(&run.run_id);
             procs.push(crate::procs::RunProcesses {
@@ -44,10 +71,15 @@ impl Loop {
         }
         let killed = crate::procs::end(&procs, crate::runners::process::TERM_GRACE).await;
         tracing::info!(
-            runs = procs.len(),
+            ended = procs.len(),
             killed,
-            "runs that cannot outlive the daemon were ended"
+            left_running,
+            "runs ended with the daemon"
         );
+        Stopped {
+            ended: procs.len(),
+            left_running,
+        }
     }
 
     /// Starts a run's process and records it.
@@ -427,6 +459,11 @@ impl Loop {
         }
     }
 }
+
+/// Why a process member ended with its daemon (`troupe stop` without `--leave-running`).
+const STOPPED_WITH_DAEMON: &str = "the daemon stopped and ended it (nothing was left running)";
+/// Why a run not started yet ended with its daemon.
+const STOPPED_FIRST: &str = "never started: the daemon stopped first";
 
 /// Why a run that no later daemon can take over ended with its daemon.
 pub(super) fn not_adoptable(runner: &str) -> String {
