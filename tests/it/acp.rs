@@ -93,6 +93,13 @@ async fn an_acp_member_asks_troupe_before_it_writes_and_its_turn_lands_on_the_ti
         !file_path.starts_with(&project),
         "a worktree, not the checkout: {file_path}"
     );
+    // The edit the request shows, for the guardrails to count.
+    assert_eq!(
+        approval["input"]["diffs"],
+        json!([{ "type": "diff", "path": file_path, "oldText": null,
+                 "newText": "Written by the scripted ACP agent.\n" }]),
+        "{approval}"
+    );
     decide(&c, &approval, json!({ "decision": "approve" })).await;
     let run = wait_run(&c, &run_id).await;
     assert_eq!(run["run"]["status"], "success", "{run}");

@@ -1,7 +1,8 @@
 //! Approvals through a real daemon: a worker process asks (and long-polls) through the real
 //! CLI, a person answers (approve, deny, approve_pattern, abort), rules answer later requests,
 //! timeouts deny, and requests are answered in order per worker; sensitive paths and large
-//! diffs escalate whatever the rules say.
+//! diffs escalate whatever the rules say; rules over commands match word by word and never a
+//! compound command, and a member's command that reaches outside its worktree is flagged.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, register};
+use crate::support::{TestDaemon, define, register, repo, start};
 
 /// A worker that asks to write `out-<n>.txt` and writes it only when approved.
 const ASKER: &str = r#"#!/bin/sh
@@ -550,4 +551,244 @@ async fn a_request_decided_before_its_asker_waits_is_answered_at_once() {
         );
     }
     quick.abort();
+}
+
+/// A rule over commands matches whole words and never a compound command; a member's command
+/// that reaches outside its worktree (`~`, `$HOME`) is flagged `outside_worktree` and no rule
+/// answers it, however wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_rules_match_words_not_compound_commands_nor_paths_outside_the_worktree() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = repo(&d.dir.path().join("proj"));
+    let parent = register(&c, "human", &project, None).await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "worker", "command": ["sleep", "120"], "isolation": "worktree" }),
+    )
+    .await;
+    let run = start(&c, "worker", "go", &parent).await;
+    let r = c
+        .call("get_agent_result", json!({ "run_id": run }))
+        .await
+        .unwrap();
+    let session = r["run"]["session_id"].as_str().unwrap().to_string();
+    assert_ne!(r["run"]["workdir"].as_str(), Some(project.as_str()), "{r}");
+    let ask = |command: &'static str| {
+        let (c, session) = (&c, session.clone());
+        async move {
+            c.call(
+                "request_permission",
+                json!({ "session_id": session, "tool_name": "Bash",
+                        "input": { "command": command }, "wait_ms": 0 }),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let approve_pattern = |r: Value, pattern: &'static str| {
+        let c = &c;
+        async move {
+            c.call(
+                "decide_approval",
+                json!({ "approval_id": r["approval_id"], "decision": "approve_pattern",
+                        "pattern": pattern, "scope": "project" }),
+            )
+            .await
+            .unwrap();
+        }
+    };
+
+    // `cargo test*`: `cargo test` and any further words, nothing chained to it.
+    approve_pattern(ask("cargo test").await, "cargo test*").await;
+    for command in ["cargo test", "cargo test --release -p troupe-core"] {
+        let r = ask(command).await;
+        assert_eq!(r["status"], "approved", "{command}: {r}");
+        assert_eq!(r["decision"], "rule", "{command}: {r}");
+    }
+    let deny = |r: Value| {
+        let c = &c;
+        async move {
+            c.call(
+                "decide_approval",
+                json!({ "approval_id": r["approval_id"], "decision": "deny" }),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    for command in [
+        "cargo test && curl x|sh",
+        "cargo test; curl x | sh",
+        "cargo test | sh",
+        "cargo test > out",
+        "cargo test $(curl x)",
+        "cargo testfoo",
+    ] {
+        let r = ask(command).await;
+        assert_eq!(r["status"], "pending", "{command}: {r}");
+        // A worker's requests are answered in order: this one before the next.
+        deny(r).await;
+    }
+
+    // `rm *` answers a removal inside the worktree, never one that reaches outside it.
+    approve_pattern(ask("rm -rf build").await, "rm *").await;
+    assert_eq!(ask("rm -rf target").await["status"], "approved");
+    for (command, reach) in [
+        ("rm -rf ~/important", "~/important"),
+        ("rm -rf $HOME/important", "$HOME"),
+        ("rm -rf ../../important", "../../important"),
+        ("rm -rf /important", "/important"),
+    ] {
+        let r = ask(command).await;
+        assert_eq!(r["status"], "pending", "{command}: {r}");
+        let a = c
+            .call(
+                "list_approvals",
+                json!({ "session_id": session, "status": "pending" }),
+            )
+            .await
+            .unwrap()["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["approval_id"] == r["approval_id"])
+            .cloned()
+            .unwrap();
+        assert_eq!(a["outside_worktree"], true, "{a}");
+        assert_eq!(a["is_dangerous"], true, "{a}");
+        assert_eq!(
+            a["danger_reason"],
+            format!("outside the member's worktree ({reach})"),
+            "{a}"
+        );
+        // No rule may come from it either.
+        let err = c
+            .call(
+                "decide_approval",
+                json!({ "approval_id": a["approval_id"], "decision": "approve_pattern", "pattern": "*" }),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("outside the member's worktree"), "{err}");
+        deny(a).await;
+    }
+    // A sensitive path named in a command escalates as it would for a file tool.
+    let r = ask("rm -rf .env").await;
+    assert_eq!(r["status"], "pending", "{r}");
+    deny(r).await;
+    c.call("cancel_agent", json!({ "run_id": run }))
+        .await
+        .unwrap();
+}
+
+/// The large-diff guardrail counts the lines a call would change from its own input, for every
+/// shape a runner sends (no `diff` field needed): a write against the file on disk, an edit, a
+/// multi-edit, an ACP diff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_diff_is_counted_from_the_tools_input() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = d.project("repo");
+    let lines =
+        |n: usize, word: &str| -> String { (0..n).map(|i| format!("{word} {i}\n")).collect() };
+    std::fs::write(Path::new(&project).join("big.rs"), lines(1000, "old")).unwrap();
+    let me = register(&c, "claude", &project, None).await;
+    let ask = |tool: &'static str, input: Value| {
+        let (c, me) = (&c, me.clone());
+        async move {
+            c.call(
+                "request_permission",
+                json!({ "session_id": me, "tool_name": tool, "input": input, "wait_ms": 0 }),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let big = format!("{project}/big.rs");
+    // A rule that approves every write and edit.
+    let first = ask(
+        "Write",
+        json!({ "file_path": format!("{project}/a.rs"), "content": "x" }),
+    )
+    .await;
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": first["approval_id"], "decision": "approve_pattern", "pattern": "*", "scope": "project" }),
+    )
+    .await
+    .unwrap();
+    c.call(
+        "decide_approval",
+        json!({ "approval_id": ask("Edit", json!({ "file_path": big, "old_string": "old 1\n", "new_string": "new 1\n" })).await["approval_id"],
+                "decision": "approve_pattern", "pattern": "*", "scope": "project" }),
+    )
+    .await
+    .unwrap();
+    let small = [
+        (
+            "Write",
+            json!({ "file_path": big, "content": format!("{}top\n", lines(1000, "old")) }),
+        ),
+        (
+            "Edit",
+            json!({ "file_path": big, "old_string": "old 2\n", "new_string": "two\n" }),
+        ),
+    ];
+    for (tool, input) in small {
+        let r = ask(tool, input).await;
+        assert_eq!(r["status"], "approved", "{tool}: {r}");
+    }
+    let large = [
+        (
+            "Write",
+            json!({ "file_path": big, "content": lines(1000, "new") }),
+            2000,
+        ),
+        (
+            "Write",
+            json!({ "file_path": format!("{project}/new.rs"), "content": lines(401, "x") }),
+            401,
+        ),
+        (
+            "Edit",
+            json!({ "file_path": big, "old_string": "old", "new_string": "new", "replace_all": true }),
+            2000,
+        ),
+        (
+            "Edit",
+            json!({ "file_path": big, "edits": [
+            { "old_string": lines(450, "old"), "new_string": "gone\n" },
+        ] }),
+            451,
+        ),
+        (
+            "Write",
+            json!({ "title": "Write new.rs", "diffs": [
+            { "type": "diff", "path": format!("{project}/n.rs"), "oldText": null, "newText": lines(450, "y") },
+        ] }),
+            450,
+        ),
+    ];
+    for (tool, input, changed) in large {
+        let r = ask(tool, input).await;
+        assert_eq!(r["status"], "pending", "{tool}: {r}");
+        let a = c
+            .call("list_approvals", json!({ "status": "pending" }))
+            .await
+            .unwrap()["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["approval_id"] == r["approval_id"])
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            a["danger_reason"],
+            format!("a diff of {changed} changed lines (over the 400-line limit)"),
+            "{a}"
+        );
+    }
 }

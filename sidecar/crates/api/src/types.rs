@@ -923,7 +923,9 @@ pub struct DecideApprovalParams {
     pub approval_id: String,
     pub decision: DecisionKind,
     /// For approve_pattern: a glob over the request's subject (file path, command or input);
-    /// default: the subject itself.
+    /// default: the subject itself. Paths: `*` does not cross `/`, no `/` matches the file's
+    /// name anywhere. Commands: word by word, a last `*` (`cargo test*`) takes further words,
+    /// and an operator (`&&`, `;`, `|`, `>`, `$(`…) matches only if the pattern writes it.
     #[serde(default)]
     pub pattern: Option<String>,
     /// For approve_pattern: the party (default when the request came from one) or the project.

@@ -1,8 +1,9 @@
 //! Guardrails (seed 004): paths no rule may approve and diffs too large to approve by rule. A
 //! permission request that touches a sensitive path (`.env*`, `**/secrets/**`, CI config,
 //! lockfiles, keys…) or carries a diff over the size limit becomes an escalation flagged
-//! dangerous, whatever rule would otherwise answer it. The project may replace the defaults in
-//! `.troupe/guardrails.toml` of its main checkout:
+//! dangerous, whatever rule would otherwise answer it (the diff counted from the tool's input by
+//! `edits`, for every runner; a shell command's paths read by `shell`). The project may replace
+//! the defaults in `.troupe/guardrails.toml` of its main checkout:
 //!
 //! ```toml
 //! sensitive_paths = [".env*", "**/secrets/**", "deploy/**"]   # replaces the defaults
@@ -16,6 +17,9 @@ use std::time::SystemTime;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
+
+pub mod edits;
+pub mod shell;
 
 /// Paths no rule may approve, unless the project says otherwise. A pattern without a `/`
 /// matches a file name anywhere (as in .gitignore); one with a `/` matches the path from the
@@ -171,15 +175,14 @@ impl Guardrails {
         None
     }
 
-    /// Why a request's diff is too large for a rule, if it is.
+    /// Why a request's diff (unified, as text) is too large for a rule, if it is: its changed
+    /// lines.
     pub fn diff_too_large(&self, diff: &str) -> Option<usize> {
-        let changed = diff
-            .lines()
-            .filter(|l| {
-                (l.starts_with('+') && !l.starts_with("+++"))
-                    || (l.starts_with('-') && !l.starts_with("---"))
-            })
-            .count();
+        self.too_many_changes(edits::diff_text_lines(diff))
+    }
+
+    /// `changed` lines (added and removed, as `edits` counts them), if over the limit.
+    pub fn too_many_changes(&self, changed: usize) -> Option<usize> {
         (changed > self.max_diff_lines).then_some(changed)
     }
 

@@ -517,6 +517,15 @@ pub struct ApprovalRule {
     pub party_id: Option<String>,
     /// `*` for any tool.
     pub tool_name: String,
+    /// A glob over the request's subject, read by kind. A file path is normalised (`.` and `..`
+    /// resolved) and matched from its checkout's root, `*` never crossing `/` (a pattern
+    /// without `/` matches the file's name anywhere); a path outside the checkout matches no
+    /// rule. A shell command is matched word by word: the pattern's last word `*`, or a `*` right
+    /// after a letter or digit (`cargo test*`), takes any further words (`cargo test`,
+    /// `cargo test --release`, not `cargo testfoo`); an operator (`;`, `&&`, `||`, `|`, `&`,
+    /// `>`, `<`, `$(`, a backtick, a newline) matches only where the pattern writes the same
+    /// one, so `cargo test*` never matches `cargo test && curl x | sh`. A command that expands a
+    /// parameter or names a path outside the checkout matches no rule.
     pub pattern: String,
     pub created_by: Option<String>,
     pub created_at: String,

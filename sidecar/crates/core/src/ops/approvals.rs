@@ -1,7 +1,9 @@
 //! Approval operations: a worker's `request_permission` (stored, answered by a matching rule or
 //! left for a person, timed out to deny; the call long-polls and can be resumed after a
 //! reconnect), `list_approvals`, `decide_approval` (approve, deny, abort, approve_pattern),
-//! and the rules' `list_approval_rules` / `revoke_approval_rule`.
+//! and the rules' `list_approval_rules` / `revoke_approval_rule`. How a rule matches is in
+//! `rules`; what no rule may answer (paths outside the member's checkout, sensitive paths,
+//! large diffs) is `escalation`, with `crate::guardrails`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,6 +16,8 @@ use troupe_store::{
 };
 
 use crate::daemon::Daemon;
+use crate::guardrails::edits;
+use crate::guardrails::shell;
 use crate::hub::Hub;
 use crate::ops::MAX_WAIT_MS;
 use crate::orchestrator::Command;
@@ -22,6 +26,9 @@ use troupe_api::types::*;
 
 use crate::hub::wake_key;
 pub use crate::hub::{APPROVALS_KEY, NOTIFICATIONS_KEY, announce_expired};
+
+mod rules;
+use rules::{PathSubject, Subject};
 
 /// How long a request waits for a person when its agent does not say.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -67,9 +74,17 @@ fn outside_path(
         .map(str::to_string)
 }
 
-/// Why no rule may answer a request, if none may: a path outside the member's checkout (the
-/// second value: true), a sensitive path, or a diff over the limit (`crate::guardrails`).
-fn escalation(
+/// What the guardrails and the rules see of a request.
+struct Examined {
+    /// Why no rule may answer it, if none may: a path outside the member's checkout (the
+    /// second value: true), a sensitive path, or a diff over the limit (`crate::guardrails`).
+    escalation: Option<(String, bool)>,
+    /// What rules match.
+    subject: Subject,
+}
+
+/// Where a request's paths lie, what the guardrails say of it and what the rules match.
+fn examine(
     d: &Daemon,
     project_id: &str,
     run: Option<&AgentRun>,
@@ -77,38 +92,133 @@ fn escalation(
     file_path: Option<&str>,
     input: &serde_json::Value,
     diff: Option<&str>,
-) -> Option<(String, bool)> {
-    if let Some(path) = outside_path(run, file_path, input) {
-        return Some((format!("{OUTSIDE_WORKTREE} ({path})"), true));
-    }
+) -> Examined {
     let root = d
         .store
         .get_project(project_id)
         .map(|p| PathBuf::from(p.root_path))
-        .ok()?;
-    let guard = crate::guardrails::Guardrails::for_project(&root);
+        .ok();
     // Paths resolve against where the caller works (a member's checkout, else the session's
-    // directory) and are matched from the root of that checkout (the member's worktree, else
-    // the project's main checkout).
+    // directory; a command's own `cwd` from there) and are matched from the root of that
+    // checkout (the member's worktree, else the project's main checkout).
     let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let workdir = run.and_then(|r| r.workdir.as_deref()).map(Path::new);
-    let base = canonical(workdir.unwrap_or(Path::new(cwd)));
-    let checkout = match workdir {
-        Some(w) => canonical(w),
-        None => canonical(&root),
+    let named = workdir.or(root.as_deref()).unwrap_or(Path::new(cwd));
+    let checkout = canonical(named);
+    let mut base = canonical(workdir.unwrap_or(Path::new(cwd)));
+    if let Some(dir) = input.get("cwd").and_then(|v| v.as_str()) {
+        base = resolve(&base, dir);
+    }
+    let place = Place {
+        base,
+        roots: [checkout.clone(), named.to_path_buf()],
+        checkout,
     };
+
+    let command = input
+        .get("command")
+        .and_then(|v| v.as_str())
+        .map(shell::Command::read);
+    let words = match &command {
+        Some(Ok(c)) => c.path_words(),
+        _ => Vec::new(),
+    };
+    // A command's first word that reaches outside the checkout: no rule answers it, and a
+    // member is flagged for it.
+    let reaching = match &command {
+        Some(Ok(c)) => reaching(c, &place),
+        _ => None,
+    };
+    // The kinds in the order `subject` takes them.
+    let path_in_input = ["file_path", "path"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(|v| v.as_str()));
+    let subject = match (file_path, &command, path_in_input) {
+        (Some(path), _, _) | (None, None, Some(path)) => Subject::Path(place.path_subject(path)),
+        (None, Some(Ok(c)), _) => Subject::Command(
+            (reaching.is_none() && c.opaque_expansions().next().is_none())
+                .then(|| c.tokens.clone()),
+        ),
+        (None, Some(Err(_)), _) => Subject::Command(None),
+        (None, None, None) => Subject::Raw(subject(None, input)),
+    };
+    let escalation = escalation(
+        run,
+        root.as_deref(),
+        &place,
+        file_path,
+        input,
+        (&words, reaching),
+        diff,
+    );
+    Examined {
+        escalation,
+        subject,
+    }
+}
+
+/// Where a request's relative paths start, and the checkout they are matched from.
+struct Place {
+    /// The caller's directory (canonical).
+    base: PathBuf,
+    /// The checkout's root (canonical).
+    checkout: PathBuf,
+    /// Its names: canonical, then as the run or the project gives it.
+    roots: [PathBuf; 2],
+}
+
+impl Place {
+    /// `path` as the rules see it, if it stays in the checkout (lexically and through
+    /// symlinks).
+    fn path_subject(&self, path: &str) -> Option<PathSubject> {
+        if !resolve(&self.base, path).starts_with(&self.checkout) {
+            return None;
+        }
+        PathSubject::new(&self.base, &self.roots, path)
+    }
+
+    /// `path` from the checkout's root, or whole if it lies outside.
+    fn relative(&self, path: &str) -> String {
+        let full = resolve(&self.base, path);
+        full.strip_prefix(&self.checkout)
+            .map(|r| r.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| full.to_string_lossy().into_owned())
+    }
+}
+
+/// Why no rule may answer a request, if none may (see `Examined`). `command` is a shell
+/// command's path words and the first of them that reaches outside the checkout.
+fn escalation(
+    run: Option<&AgentRun>,
+    root: Option<&Path>,
+    place: &Place,
+    file_path: Option<&str>,
+    input: &serde_json::Value,
+    (words, reaching): (&[&str], Option<String>),
+    diff: Option<&str>,
+) -> Option<(String, bool)> {
+    if let Some(path) = outside_path(run, file_path, input) {
+        return Some((format!("{OUTSIDE_WORKTREE} ({path})"), true));
+    }
+    let member = run.is_some_and(|r| r.workdir.is_some());
+    if let (true, Some(word)) = (member, reaching) {
+        return Some((format!("{OUTSIDE_WORKTREE} ({word})"), true));
+    }
+    let guard = crate::guardrails::Guardrails::for_project(root?);
     let rels: Vec<String> = request_paths(file_path, input)
-        .map(|p| {
-            let full = resolve(&base, p);
-            full.strip_prefix(&checkout)
-                .map(|r| r.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| full.to_string_lossy().into_owned())
-        })
+        .chain(words.iter().copied())
+        .map(|p| place.relative(p))
         .collect();
     if let Some((path, pattern)) = guard.sensitive(rels.iter().map(String::as_str)) {
         return Some((format!("sensitive path {path} (matches {pattern})"), false));
     }
-    let lines = diff.and_then(|d| guard.diff_too_large(d))?;
+    // The diff the caller sent, or the one its input makes, whichever is larger.
+    let on_disk = |p: &str| read_for_diff(&resolve(&place.base, p));
+    let changed = diff
+        .map(edits::diff_text_lines)
+        .unwrap_or(0)
+        .max(edits::changed_lines(input, file_path, &on_disk));
+    let lines = guard.too_many_changes(changed)?;
     Some((
         format!(
             "a diff of {lines} changed lines (over the {}-line limit)",
@@ -118,15 +228,91 @@ fn escalation(
     ))
 }
 
-/// The paths a request names: its `file_path`, then the input's.
+/// Most of a file read to count a diff against.
+const MAX_DIFF_READ: u64 = 8 << 20;
+
+/// The lines a file too large to read stands for: more than any sensible limit.
+const LINES_OF_A_LARGE_FILE: usize = 100_000;
+
+/// The text of a regular file (not a FIFO or a device) to count a diff against; one too large
+/// to read stands for `LINES_OF_A_LARGE_FILE` empty lines (replacing it is a large diff).
+fn read_for_diff(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    if meta.len() > MAX_DIFF_READ {
+        return Some("\n".repeat(LINES_OF_A_LARGE_FILE));
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+/// Harmless device paths a command may name outside the checkout (`2>/dev/null`).
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/stdin",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/tty",
+];
+
+/// The first thing in `command` that reaches outside the checkout: `$HOME`, or a word as
+/// `word_escapes` reads it.
+fn reaching(command: &shell::Command, place: &Place) -> Option<String> {
+    if command.expands_home() {
+        return Some("$HOME".into());
+    }
+    command
+        .path_words()
+        .into_iter()
+        .find(|w| word_escapes(place, w))
+        .map(str::to_string)
+}
+
+/// Whether a command's `word`, taken as a path from where the command runs, leaves the
+/// checkout: `~…`, an absolute path elsewhere (a few devices aside), a `..` (or a glob that
+/// matches `..`, as `.*` does in `sh`) or a symlink that leads out.
+fn word_escapes(place: &Place, word: &str) -> bool {
+    if word.starts_with('~') {
+        return true;
+    }
+    if DEVICES.contains(&word) {
+        return false;
+    }
+    // A glob reaches a dot file only when it starts with a dot (`.*`, `.?`); a brace expands
+    // as text (`{..,x}`).
+    let as_dots = |part: &str| {
+        part.starts_with(['.', '{'])
+            && part.contains(['*', '?', '[', '{'])
+            && Glob::new(part).is_ok_and(|g| g.compile_matcher().is_match(".."))
+    };
+    let path = word
+        .split('/')
+        .map(|part| if as_dots(part) { ".." } else { part })
+        .collect::<Vec<_>>()
+        .join("/");
+    !resolve(&place.base, &path).starts_with(&place.checkout)
+}
+
+/// The paths a request names: its `file_path`, then the input's (a command's `cwd` and the
+/// paths of ACP diffs among them).
 fn request_paths<'a>(
     file_path: Option<&'a str>,
     input: &'a serde_json::Value,
 ) -> impl Iterator<Item = &'a str> {
-    let in_input = ["file_path", "path", "notebook_path", "abs_path"]
+    let in_input = ["file_path", "path", "notebook_path", "abs_path", "cwd"]
         .into_iter()
         .filter_map(|k| input.get(k).and_then(|v| v.as_str()));
-    file_path.into_iter().chain(in_input)
+    let in_diffs = input
+        .get("diffs")
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.get("path").and_then(|v| v.as_str()));
+    file_path.into_iter().chain(in_input).chain(in_diffs)
 }
 
 /// `path` (relative to `base`) as the system would find it: `..` after the symlinks before it.
@@ -150,11 +336,6 @@ fn resolve(base: &Path, path: &str) -> PathBuf {
         }
     }
     at
-}
-
-fn rule_matches(rule: &ApprovalRule, tool: &str, subject: &str) -> bool {
-    (rule.tool_name == "*" || rule.tool_name == tool)
-        && Glob::new(&rule.pattern).is_ok_and(|g| g.compile_matcher().is_match(subject))
 }
 
 fn result(a: &Approval) -> PermissionResult {
@@ -282,7 +463,10 @@ pub async fn request_permission(
             let subject = subject(p.file_path.as_deref(), &input);
             // A path outside the member's checkout, a sensitive path or a diff over the limit is
             // always a person's call.
-            let escalated = escalation(
+            let Examined {
+                escalation: escalated,
+                subject: seen,
+            } = examine(
                 d,
                 &session.project_id,
                 run.as_ref(),
@@ -303,7 +487,7 @@ pub async fn request_permission(
                     .store
                     .active_rules(&session.project_id, party_id.as_deref())?
                     .into_iter()
-                    .find(|r| rule_matches(r, &tool, &subject))
+                    .find(|r| rules::matches(r, &tool, &seen))
                     .map(|r| r.rule_id),
             };
             let (is_dangerous, danger_reason) = match &escalated {
@@ -437,7 +621,7 @@ pub fn matching_rule(
         .as_ref()
         .and_then(|r| r.party_id.clone())
         .or(session.party_id.clone());
-    if escalation(
+    let seen = examine(
         d,
         &session.project_id,
         run.as_ref(),
@@ -445,16 +629,14 @@ pub fn matching_rule(
         file_path,
         input,
         None,
-    )
-    .is_some()
-    {
+    );
+    if seen.escalation.is_some() {
         return Ok(None);
     }
-    let subject = subject(file_path, input);
     Ok(d.store
         .active_rules(&session.project_id, party_id.as_deref())?
         .into_iter()
-        .find(|r| rule_matches(r, tool, &subject)))
+        .find(|r| rules::matches(r, tool, &seen.subject)))
 }
 
 pub async fn list_approvals(
@@ -575,3 +757,6 @@ pub async fn revoke_approval_rule(
         rule: d.store.revoke_rule(p.rule_id).await?,
     })
 }
+
+#[cfg(test)]
+mod tests;

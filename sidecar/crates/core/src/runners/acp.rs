@@ -789,6 +789,14 @@ impl Member {
                 .entry("title")
                 .or_insert_with(|| Value::String(title.clone()));
         }
+        // The edits the call shows, in ACP's own shape: the guardrails read their paths and
+        // count their lines (`crate::guardrails::edits`).
+        if !ask.tool.diffs.is_empty() {
+            let diffs = ask.tool.diffs.iter().map(|(path, old, new)| {
+                json!({ "type": "diff", "path": path, "oldText": old, "newText": new })
+            });
+            input.insert("diffs".into(), Value::Array(diffs.collect()));
+        }
         if let Err(why) = self.permits(&tool) {
             let data = json!({"tool": tool, "title": ask.tool.title, "reason": why});
             self.record(Record::Event("agent_tool_refused", data)).await;
@@ -801,6 +809,7 @@ impl Member {
             .tool
             .paths
             .first()
+            .or(ask.tool.diffs.first().map(|(path, _, _)| path))
             .map(|p| p.to_string_lossy().into_owned())
             .or_else(|| {
                 ["file_path", "path", "abs_path"]

@@ -443,7 +443,14 @@ where
                             .as_deref()
                             .map(paths)
                             .unwrap_or_default(),
-                        diffs: Vec::new(),
+                        // What it would write: the large-diff guardrail counts it.
+                        diffs: req
+                            .tool_call
+                            .fields
+                            .content
+                            .as_deref()
+                            .map(diffs)
+                            .unwrap_or_default(),
                     },
                     choices: req
                         .options

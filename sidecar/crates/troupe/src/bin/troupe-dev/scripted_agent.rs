@@ -367,7 +367,8 @@ async fn write_turn(wire: &mut Wire, session: &str, cwd: &str) -> anyhow::Result
             "session/request_permission",
             json!({"sessionId": session,
                    "toolCall": {"toolCallId": "call-write", "title": format!("Write {file}"), "kind": "edit",
-                                "locations": [{"path": path}], "rawInput": {"file_path": path, "content": content}},
+                                "locations": [{"path": path}], "rawInput": {"file_path": path, "content": content},
+                                "content": [{"type": "diff", "path": path, "oldText": null, "newText": content}]},
                    "options": [
                        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                        {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
