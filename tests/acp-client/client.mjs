@@ -185,6 +185,20 @@ async function agent() {
     return { sessionId, stopReason, asks: a.seen.asks.length, texts: texts(a.seen.updates) };
 }
 
+/// A plain prompt (no slash command), as a new user's first one: in a project that names no
+/// default it must start nothing.
+async function bare() {
+    const a = connect(allowOnce);
+    await initialize(a.conn);
+    const { sessionId } = await a.conn.newSession({ cwd: env.TROUPE_PROJECT, mcpServers: [] });
+    const { stopReason } = await a.conn.prompt({
+        sessionId,
+        prompt: [{ type: "text", text: "Fix the off-by-one bug in code.txt" }],
+    });
+    await a.close();
+    return { sessionId, stopReason, asks: a.seen.asks.length, texts: texts(a.seen.updates) };
+}
+
 /// `/agent <TROUPE_TARGET> …` from an editor that fills in forms: an agent's questions in the
 /// person's own words come as forms; the first is answered here, the second from another door
 /// (the CLI) while this editor holds it, and the door withdraws it.
@@ -326,7 +340,7 @@ async function raw() {
     return out;
 }
 
-const scenarios = { party, elsewhere, agent, words, cancel, leave, raw };
+const scenarios = { party, elsewhere, agent, bare, words, cancel, leave, raw };
 const run = scenarios[scenario];
 if (!run) {
     console.error(`unknown scenario ${scenario}: ${Object.keys(scenarios).join(", ")}`);

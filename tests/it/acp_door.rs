@@ -295,6 +295,41 @@ async fn a_request_decided_from_another_door_is_withdrawn_from_the_acp_editor() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_prompt_in_a_project_without_a_team_starts_nothing_and_says_how() {
+    let d = TestDaemon::start();
+    let project = repo(&d.dir.path().join("fresh"));
+    std::fs::write(Path::new(&project).join("code.txt"), "for i in 0..=n\n").unwrap();
+    let r = scenario(&d, &project, "bare", "").await;
+    assert_eq!(r["stopReason"], "end_turn", "{r:#}");
+    assert_eq!(r["asks"], 0, "{r:#}");
+    let text = r["texts"].as_array().unwrap()[0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("Nothing was started") && text.contains(".troupe/config.toml"),
+        "{text}"
+    );
+    let c = d.client().await;
+    let parties = c.call("list_parties", json!({})).await.unwrap();
+    assert_eq!(parties["parties"], json!([]), "no party: {parties}");
+    let runs = c.call("list_agents", json!({})).await.unwrap();
+    assert_eq!(runs["runs"], json!([]), "no run: {runs}");
+    let files: Vec<String> = std::fs::read_dir(&project)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f != ".git")
+        .collect();
+    let mut files = files;
+    files.sort();
+    assert_eq!(
+        files,
+        ["README.md", "code.txt"],
+        "the repository is as it was"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acp_prompt_runs_one_agent_with_slash_agent() {
     let d = TestDaemon::start();
     let project = setup(&d).await;

@@ -13,6 +13,7 @@ mod acp_door;
 mod approvals;
 mod architecture;
 mod auth;
+mod authority;
 mod bad_input;
 mod collab;
 mod daemon;

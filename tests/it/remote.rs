@@ -682,3 +682,56 @@ fn an_unreachable_nats_is_a_clear_error_at_start() {
     assert!(err.contains("config.toml is not valid"), "{err}");
     assert!(err.contains("unknown field `nat`"), "{err}");
 }
+
+/// A remote member calls only what a local member may, as its run: `land_party`,
+/// `decide_approval` and `shutdown_daemon` are refused at the hub, naming it a remote member;
+/// naming another session is refused; as itself it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_member_is_refused_what_only_the_person_may_do() {
+    let (scratch, nats, d, c) = cluster().await;
+    let _w = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
+    let out = d.dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let body = r#"#!/bin/sh
+troupe call land_party "{\"party_id\":\"$TROUPE_PARTY_ID\"}" > /dev/null 2> "$OUT/land.err"
+troupe call decide_approval '{"approval_id":"x","decision":"approve"}' > /dev/null 2> "$OUT/decide.err"
+troupe call shutdown_daemon > /dev/null 2> "$OUT/shutdown.err"
+troupe call send_message '{"from_session_id":"someone-else","to_session_id":"someone-else","content":"x"}' > /dev/null 2> "$OUT/spoof.err"
+env | grep -c '^TROUPE_RUN_TOKEN=trn1' > "$OUT/credential.count"
+troupe call complete '{"output":"tried"}' > /dev/null
+"#;
+    // The member's output files land in a directory of this machine (worker and hub share it).
+    let party = one_remote_member(
+        &c,
+        d.dir.path(),
+        body,
+        json!({ "OUT": out.display().to_string() }),
+    )
+    .await;
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+    for (file, op) in [
+        ("land.err", "land_party"),
+        ("decide.err", "decide_approval"),
+        ("shutdown.err", "shutdown_daemon"),
+    ] {
+        let err = std::fs::read_to_string(out.join(file)).unwrap();
+        assert!(
+            err.contains(op) && err.contains("remote member") && err.contains("the person only"),
+            "{file}: {err}"
+        );
+    }
+    let spoof = std::fs::read_to_string(out.join("spoof.err")).unwrap();
+    assert!(
+        spoof.contains("someone-else") && spoof.contains("refused"),
+        "{spoof}"
+    );
+    // The hub's credential for the run never travelled to the worker.
+    assert_eq!(
+        std::fs::read_to_string(out.join("credential.count"))
+            .unwrap()
+            .trim(),
+        "0"
+    );
+    assert!(c.call("daemon_status", json!({})).await.is_ok());
+}

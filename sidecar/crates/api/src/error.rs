@@ -32,6 +32,16 @@ pub enum ApiError {
     NotFound { what: String, id: String },
     #[error("{0}")]
     Forbidden(String),
+    /// A caller the operation's access does not admit: names the operation, who called and
+    /// who may call it.
+    #[error("{op} is refused to {caller}: {allowed} may call it{}", why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    Refused {
+        op: &'static str,
+        caller: String,
+        caller_kind: crate::access::CallerKind,
+        allowed: &'static str,
+        why: Option<String>,
+    },
     #[error("{what} is {size} bytes; the limit is {limit} bytes")]
     TooLarge {
         what: &'static str,
@@ -73,7 +83,7 @@ impl ApiError {
         match self {
             ApiError::InvalidParams { .. } => (codes::INVALID_PARAMS, "invalid_params"),
             ApiError::NotFound { .. } => (codes::NOT_FOUND, "not_found"),
-            ApiError::Forbidden(_) => (codes::FORBIDDEN, "forbidden"),
+            ApiError::Forbidden(_) | ApiError::Refused { .. } => (codes::FORBIDDEN, "forbidden"),
             ApiError::TooLarge { .. } => (codes::TOO_LARGE, "too_large"),
             ApiError::Conflict(_) => (codes::CONFLICT, "conflict"),
             ApiError::Unavailable(_) => (codes::UNAVAILABLE, "unavailable"),
@@ -89,6 +99,19 @@ impl ApiError {
         if let ApiError::NotFound { what, id } = self {
             data["what"] = what.clone().into();
             data["id"] = id.clone().into();
+        }
+        if let ApiError::Refused {
+            op,
+            caller,
+            caller_kind,
+            allowed,
+            ..
+        } = self
+        {
+            data["op"] = (*op).into();
+            data["caller"] = caller.clone().into();
+            data["caller_kind"] = serde_json::to_value(caller_kind).unwrap_or_default();
+            data["allowed"] = (*allowed).into();
         }
         data
     }

@@ -1,5 +1,5 @@
-//! Where a daemon keeps things: the data dir (database, lock, log) and the runtime dir
-//! (socket, token, endpoint file), with their ownership and permission checks, and what the
+//! Where a daemon keeps things: the data dir (database, lock, log, token) and the runtime dir
+//! (socket, endpoint file), with their ownership and permission checks, and what the
 //! endpoint file says. It is the contract between a daemon and its clients. No IO beyond
 //! creating and checking those directories and files.
 
@@ -13,6 +13,11 @@ use anyhow::{Context, bail};
 /// The environment variable that marks every process of an agent run with the run's id (the
 /// daemon finds a run's processes by it; a client starting a daemon strips it).
 pub const RUN_MARKER: &str = "TROUPE_RUN_ID";
+
+/// The environment variable that carries a run's own credential: its processes present it
+/// instead of the person's token (which they are never given), and a client holding it never
+/// starts a daemon.
+pub const RUN_TOKEN: &str = "TROUPE_RUN_TOKEN";
 
 /// What `endpoint.json` in the runtime dir says about a running daemon.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -68,8 +73,10 @@ impl Layout {
     pub fn socket_path(&self) -> PathBuf {
         self.runtime_dir.join("troupe.sock")
     }
+    /// The person's token: in the data dir, which members' sandbox hides (the runtime dir, with
+    /// the socket they call through, stays visible to them).
     pub fn token_path(&self) -> PathBuf {
-        self.runtime_dir.join("token")
+        self.data_dir.join("token")
     }
     /// JSON with the daemon's pid, version and WebSocket address.
     pub fn endpoint_path(&self) -> PathBuf {

@@ -3,12 +3,14 @@
 //! daemon keeps its files. Every door, the CLI and the daemon's core share it; it holds no
 //! handler, no transport and no business logic (`troupe-core` binds the handlers).
 
+pub mod access;
 pub mod error;
 pub mod layout;
 pub mod types;
 
 use serde_json::Value;
 
+pub use access::{Access, CallerKind};
 pub use error::ApiError;
 use types::*;
 
@@ -16,6 +18,8 @@ use types::*;
 pub struct Operation {
     pub name: &'static str,
     pub summary: &'static str,
+    /// Who may call it (enforced for every door by the core).
+    pub access: Access,
     pub params_schema: fn() -> schemars::Schema,
     pub result_schema: fn() -> schemars::Schema,
 }
@@ -109,7 +113,8 @@ fn json_kind(v: &Value) -> &'static str {
 
 /// The list of operations, handed to a callback macro: `for_each_operation!(my_macro)` expands to
 /// `my_macro! { /// doc
-/// name(Params) -> Result; ... }`. The declaration below and the core's
+/// name(Params) -> Result, Access; ... }` where `Access` is an [`Access`] variant written
+/// without its type (`Person`, `Caller("session_id")`, …). The declaration below and the core's
 /// handler table are both built from it, so the two cannot drift apart. The type names are
 /// those of [`types`]: the caller brings them into scope (`use troupe_api::types::*`).
 #[macro_export]
@@ -117,216 +122,217 @@ macro_rules! for_each_operation {
     ($callback:ident) => {
         $callback! {
         /// Register a session (an agent CLI or a person) in the project of its working directory.
-        register_session(RegisterSessionParams) -> RegisterSessionResult;
+        register_session(RegisterSessionParams) -> RegisterSessionResult, Anyone;
         /// End a session; its messages stay.
-        end_session(SessionIdParams) -> SessionResult;
+        end_session(SessionIdParams) -> SessionResult, Caller("session_id");
         /// Record that a session is alive.
-        heartbeat(SessionIdParams) -> SessionResult;
+        heartbeat(SessionIdParams) -> SessionResult, Caller("session_id");
         /// One session by id.
-        get_session(SessionIdParams) -> SessionResult;
+        get_session(SessionIdParams) -> SessionResult, Anyone;
         /// Sessions, optionally of one project, party, parent or status.
-        list_sessions(ListSessionsParams) -> SessionsResult;
+        list_sessions(ListSessionsParams) -> SessionsResult, Anyone;
         /// Send a message to any session of the same project (no hierarchy check).
-        send_message(SendMessageParams) -> SentMessage;
+        send_message(SendMessageParams) -> SentMessage, Caller("from_session_id");
         /// Send a message to the session's parent.
-        send_to_parent(SendToParentParams) -> SentMessage;
+        send_to_parent(SendToParentParams) -> SentMessage, Caller("session_id");
         /// Send a message to one of the session's children.
-        send_to_child(SendToChildParams) -> SentMessage;
+        send_to_child(SendToChildParams) -> SentMessage, Caller("session_id");
         /// Send a message to every active child of the session.
-        broadcast_to_children(BroadcastToChildrenParams) -> BroadcastResult;
+        broadcast_to_children(BroadcastToChildrenParams) -> BroadcastResult, Caller("session_id");
         /// Send a message to every active member of a party.
-        broadcast_to_party(BroadcastToPartyParams) -> BroadcastResult;
+        broadcast_to_party(BroadcastToPartyParams) -> BroadcastResult, Caller("from_session_id");
         /// Active sessions that share the session's parent.
-        list_siblings(SessionIdParams) -> SessionsResult;
+        list_siblings(SessionIdParams) -> SessionsResult, Anyone;
         /// Find sessions of a project by status (default active) and party.
-        discover_agents(DiscoverAgentsParams) -> SessionsResult;
+        discover_agents(DiscoverAgentsParams) -> SessionsResult, Anyone;
         /// A session's messages in delivery order: unread ones, or those after `since`; can wait for one.
-        poll_messages(PollMessagesParams) -> PollMessagesResult;
+        poll_messages(PollMessagesParams) -> PollMessagesResult, Caller("session_id");
         /// Mark a session's messages read.
-        mark_read(MarkReadParams) -> MarkReadResult;
+        mark_read(MarkReadParams) -> MarkReadResult, Caller("session_id");
         /// The durable timeline of what the daemon did.
-        list_events(ListEventsParams) -> ListEventsResult;
+        list_events(ListEventsParams) -> ListEventsResult, Anyone;
         /// The daemon's version, paths, uptime and row counts.
-        daemon_status(NoParams) -> DaemonStatus;
+        daemon_status(NoParams) -> DaemonStatus, Anyone;
         /// Stop the daemon after answering.
-        shutdown_daemon(ShutdownParams) -> ShutdownResult;
+        shutdown_daemon(ShutdownParams) -> ShutdownResult, Person;
         /// Store a new agent definition (runner, command, isolation, workflow, limits).
-        create_agent_definition(AgentDefinitionParams) -> DefinitionResult;
+        create_agent_definition(AgentDefinitionParams) -> DefinitionResult, Person;
         /// Replace an agent definition.
-        update_agent_definition(AgentDefinitionParams) -> DefinitionResult;
+        update_agent_definition(AgentDefinitionParams) -> DefinitionResult, Person;
         /// One agent definition by name.
-        get_agent_definition(NameParams) -> DefinitionResult;
+        get_agent_definition(NameParams) -> DefinitionResult, Anyone;
         /// Every agent definition.
-        list_agent_definitions(NoParams) -> DefinitionsResult;
+        list_agent_definitions(NoParams) -> DefinitionsResult, Anyone;
         /// Delete an agent definition.
-        delete_agent_definition(NameParams) -> DefinitionResult;
+        delete_agent_definition(NameParams) -> DefinitionResult, Person;
         /// Start a subagent in a child session (refused past the depth limit).
-        start_agent(StartAgentParams) -> StartAgentResult;
+        start_agent(StartAgentParams) -> StartAgentResult, Caller("parent_session_id");
         /// End the caller's agent run with a structured result.
-        complete(CompleteParams) -> CompleteResult;
+        complete(CompleteParams) -> CompleteResult, Caller("session_id");
         /// Agent runs, by parent session or party.
-        list_agents(ListAgentsParams) -> RunsResult;
+        list_agents(ListAgentsParams) -> RunsResult, Anyone;
         /// One agent run with its result.
-        get_agent_result(RunIdParams) -> RunResult;
+        get_agent_result(RunIdParams) -> RunResult, Anyone;
         /// Stop a running subagent.
-        cancel_agent(RunIdParams) -> RunResult;
+        cancel_agent(RunIdParams) -> RunResult, RunParent;
         /// A router's step chooses the agent that handles the request (one of its `agents`); it
         /// ends the step, and the chosen agent runs on the original request.
-        route_to(RouteToParams) -> RouteToResult;
+        route_to(RouteToParams) -> RouteToResult, Caller("session_id");
         /// A run and every run it started (pattern steps, subagents), with why each was started,
         /// status, output and usage rolled up to the root; cancelling the root cancels them all.
-        get_run_tree(RunIdParams) -> RunTreeResult;
+        get_run_tree(RunIdParams) -> RunTreeResult, Anyone;
         /// A team member's turn shares a message on the team's channel (the others see it before
         /// their next turn).
-        team_broadcast(TeamBroadcastParams) -> TeamActResult;
+        team_broadcast(TeamBroadcastParams) -> TeamActResult, Caller("session_id");
         /// A team member's turn votes to conclude (consensus: every member voted).
-        vote_conclude(VoteConcludeParams) -> TeamActResult;
+        vote_conclude(VoteConcludeParams) -> TeamActResult, Caller("session_id");
         /// The team's coordinator gives the team's final answer.
-        conclude_team(ConcludeTeamParams) -> TeamActResult;
+        conclude_team(ConcludeTeamParams) -> TeamActResult, Caller("session_id");
         /// Store a new party definition (validated: agents exist, the flow is a DAG, one leader).
-        create_party_definition(PartyDefinitionParams) -> DefinitionResult;
+        create_party_definition(PartyDefinitionParams) -> DefinitionResult, OwnAgent(None);
         /// Replace a party definition (parties already launched keep their snapshot).
-        update_party_definition(PartyDefinitionParams) -> DefinitionResult;
+        update_party_definition(PartyDefinitionParams) -> DefinitionResult, OwnAgent(None);
         /// One party definition by name.
-        get_party_definition(NameParams) -> DefinitionResult;
+        get_party_definition(NameParams) -> DefinitionResult, Anyone;
         /// Every party definition.
-        list_party_definitions(NoParams) -> DefinitionsResult;
+        list_party_definitions(NoParams) -> DefinitionsResult, Anyone;
         /// Delete a party definition.
-        delete_party_definition(NameParams) -> DefinitionResult;
+        delete_party_definition(NameParams) -> DefinitionResult, OwnAgent(None);
         /// Launch a party from a stored definition in a project; its root roles start at once.
-        launch_party(LaunchPartyParams) -> LaunchPartyResult;
+        launch_party(LaunchPartyParams) -> LaunchPartyResult, OwnAgent(Some("created_by_session_id"));
         /// A party's roles, members, sessions, statuses, crash counts and tasks.
-        get_party_status(PartyIdParams) -> PartyStatusResult;
+        get_party_status(PartyIdParams) -> PartyStatusResult, Anyone;
         /// Tell a role to proceed (past crashed members), retry them, or abort the party.
-        signal_role(SignalRoleParams) -> PartyResult;
+        signal_role(SignalRoleParams) -> PartyResult, Leader;
         /// Change a role's recovery strategy while the party runs.
-        override_recovery(OverrideRecoveryParams) -> PartyResult;
+        override_recovery(OverrideRecoveryParams) -> PartyResult, Leader;
         /// Stop every member; the party ends cancelled.
-        cancel_party(PartyIdParams) -> PartyResult;
+        cancel_party(PartyIdParams) -> PartyResult, Leader;
         /// Parties, newest first, by project and status.
-        list_parties(ListPartiesParams) -> PartiesResult;
+        list_parties(ListPartiesParams) -> PartiesResult, Anyone;
         /// Move a party's task from one role to another.
-        reassign_task(ReassignTaskParams) -> TaskResult;
+        reassign_task(ReassignTaskParams) -> TaskResult, Leader;
         /// Remove a finished party's worktrees and clones (keeps unmerged or uncommitted work unless forced).
-        cleanup_party(CleanupPartyParams) -> CleanupResult;
+        cleanup_party(CleanupPartyParams) -> CleanupResult, Person;
         /// Every managed checkout (party, member, branch, fork point, ahead/behind, dirty,
         /// changed files).
-        list_worktrees(ListWorktreesParams) -> WorktreesResult;
+        list_worktrees(ListWorktreesParams) -> WorktreesResult, Anyone;
         /// A member's committed work against its fork point, file by file with stats (or one
         /// file with both versions).
-        get_member_diff(MemberDiffParams) -> MemberDiffResult;
+        get_member_diff(MemberDiffParams) -> MemberDiffResult, Anyone;
         /// A member's commits not on the target, oldest first.
-        list_member_commits(MemberParams) -> MemberCommitsResult;
+        list_member_commits(MemberParams) -> MemberCommitsResult, Anyone;
         /// Approve a member's work, request changes or comment (on lines or the whole change):
         /// on the timeline and sent to the member, or start a finished member again with it.
-        review_member(ReviewMemberParams) -> ReviewMemberResult;
+        review_member(ReviewMemberParams) -> ReviewMemberResult, Caller("session_id");
         /// The merge queue: members' branches integrated one at a time in DAG order on an
         /// integration branch in its own worktree, tested there, and the target moved only if
         /// the tests pass; a conflict leaves that branch out and tells its member and the person.
-        land_party(LandPartyParams) -> LandResult;
+        land_party(LandPartyParams) -> LandResult, Person;
         /// Best of N: pick the attempt of a role (`pick` in its definition) that lands; its judge
         /// agent, the leader or the person picks, once.
-        pick_member(PickMemberParams) -> PickResult;
+        pick_member(PickMemberParams) -> PickResult, Caller("session_id");
         /// The conflict radar's current predictions: members' branches (or a branch and the
         /// target) that would conflict, with files and line ranges.
-        list_conflicts(ListConflictsParams) -> ConflictsResult;
+        list_conflicts(ListConflictsParams) -> ConflictsResult, Anyone;
         /// Propose a plan for a party (seed 004): steps with an owner role, acceptance text,
         /// tool policy, budget and dependencies; a new draft version, checked (owners are roles,
         /// no dependency cycle).
-        propose_plan(ProposePlanParams) -> PlanResult;
+        propose_plan(ProposePlanParams) -> PlanResult, Caller("session_id");
         /// A teammate reviews a draft plan: approve or request_changes, with comments.
-        review_plan(ReviewPlanParams) -> PlanResult;
+        review_plan(ReviewPlanParams) -> PlanResult, Caller("session_id");
         /// The leader (or the person) commits a draft plan: a snapshot whose steps are then
         /// executed by their owners under their tool policy and budget.
-        commit_plan(CommitPlanParams) -> PlanResult;
+        commit_plan(CommitPlanParams) -> PlanResult, Caller("session_id");
         /// A party's plan: collaboration state, committed plan, its steps and their states, the
         /// draft under review.
-        get_plan(PartyIdParams) -> PlanView;
+        get_plan(PartyIdParams) -> PlanView, Anyone;
         /// A step's owner starts it (its dependencies done); its tool policy and budget apply
         /// from now on.
-        start_step(StepParams) -> StepResult;
+        start_step(StepParams) -> StepResult, Caller("session_id");
         /// A step's owner submits its work for review (summary: what was done).
-        submit_step(StepParams) -> StepResult;
+        submit_step(StepParams) -> StepResult, Caller("session_id");
         /// A reviewer accepts a submitted step against its acceptance text, or reopens it.
-        review_step(ReviewStepParams) -> StepResult;
+        review_step(ReviewStepParams) -> StepResult, Caller("session_id");
         /// A step changes owner; the new owner is told the context so far and carries on.
-        handoff_step(HandoffStepParams) -> StepResult;
+        handoff_step(HandoffStepParams) -> StepResult, Caller("session_id");
         /// A step's owner is blocked: the step is blocked and a decision is raised with the
         /// blocker as topic.
-        block_step(BlockStepParams) -> StepResult;
+        block_step(BlockStepParams) -> StepResult, Caller("session_id");
         /// Raise a decision for the party's members to vote on within a window.
-        propose_decision(ProposeDecisionParams) -> DecisionResult;
+        propose_decision(ProposeDecisionParams) -> DecisionResult, Caller("session_id");
         /// Vote on an open decision (once; eligible voters only). It commits when everyone has
         /// voted or its window ends; a tie goes to the leader, or to the person without one.
-        vote(VoteParams) -> DecisionResult;
+        vote(VoteParams) -> DecisionResult, Caller("session_id");
         /// The leader (or the person) chooses an option: breaks a tie or decides early. The
         /// decision is written as an ADR in the party's branch.
-        commit_decision(CommitDecisionParams) -> DecisionResult;
+        commit_decision(CommitDecisionParams) -> DecisionResult, Caller("session_id");
         /// A party's decisions (with votes, outcome and ADR path), or every one still open.
-        list_decisions(ListDecisionsParams) -> DecisionsResult;
+        list_decisions(ListDecisionsParams) -> DecisionsResult, Anyone;
         /// What the step tool policies of a session's active steps say of a tool: default,
         /// allow, ask or deny (the MCP door asks before each tool call).
-        check_tool_policy(ToolPolicyParams) -> ToolPolicyResult;
+        check_tool_policy(ToolPolicyParams) -> ToolPolicyResult, Anyone;
         /// Create a task.
-        create_task(CreateTaskParams) -> TaskResult;
+        create_task(CreateTaskParams) -> TaskResult, Anyone;
         /// Mark a task escalated: the person and the party's leader are notified; the party goes on.
-        escalate_task(EscalateTaskParams) -> TaskResult;
+        escalate_task(EscalateTaskParams) -> TaskResult, Caller("session_id");
         /// Tasks, optionally of one party.
-        list_tasks(ListTasksParams) -> TasksResult;
+        list_tasks(ListTasksParams) -> TasksResult, Anyone;
         /// One inbox: everything waiting for a person, from every door — pending approvals,
         /// paused roles (budget trips included), escalations, decisions to vote on or break,
         /// best-of-N picks, merge conflicts — each with how to answer it.
-        list_inbox(ListInboxParams) -> InboxResult;
+        list_inbox(ListInboxParams) -> InboxResult, Anyone;
         /// Put away an inbox item that has no answer of its own (an escalation read, a merge
         /// conflict dealt with by hand); answering an item removes it by itself.
-        dismiss_inbox_item(InboxItemParams) -> InboxResult;
+        dismiss_inbox_item(InboxItemParams) -> InboxResult, Person;
         /// Durable notifications for the person (escalations, paused roles, finished parties).
-        list_notifications(ListNotificationsParams) -> NotificationsResult;
+        list_notifications(ListNotificationsParams) -> NotificationsResult, Anyone;
         /// Ask a person for permission and wait (long-poll; resume with approval_id): approved by a matching rule, decided, or denied on timeout.
-        request_permission(RequestPermissionParams) -> PermissionResult;
+        request_permission(RequestPermissionParams) -> PermissionResult, Caller("session_id");
         /// Ask a person a question and wait (long-poll; resume with question_id): one of
         /// `choices`, or free text without them. It waits in the inbox; it expires when the
         /// asking run ends.
-        ask_person(AskPersonParams) -> QuestionResult;
+        ask_person(AskPersonParams) -> QuestionResult, Caller("session_id");
         /// Answer an agent's question (one of its choices, if it offered some).
-        answer_question(AnswerQuestionParams) -> AnswerQuestionResult;
+        answer_question(AnswerQuestionParams) -> AnswerQuestionResult, Person;
         /// Permission requests, by status, party, session or project.
-        list_approvals(ListApprovalsParams) -> ApprovalsResult;
+        list_approvals(ListApprovalsParams) -> ApprovalsResult, Anyone;
         /// Answer a pending request: approve, deny, abort (deny and stop the agent) or approve_pattern.
-        decide_approval(DecideApprovalParams) -> ApprovalResult;
+        decide_approval(DecideApprovalParams) -> ApprovalResult, Person;
         /// The approve-pattern rules, revoked ones included.
-        list_approval_rules(ListApprovalRulesParams) -> ApprovalRulesResult;
+        list_approval_rules(ListApprovalRulesParams) -> ApprovalRulesResult, Anyone;
         /// Revoke an approve-pattern rule.
-        revoke_approval_rule(RuleIdParams) -> ApprovalRuleResult;
+        revoke_approval_rule(RuleIdParams) -> ApprovalRuleResult, Person;
         /// Installed plugins (recovery strategies, routers, executors), the folders that failed to
         /// load and why, and the WIT versions this daemon supports.
-        list_plugins(NoParams) -> PluginsResult;
+        list_plugins(NoParams) -> PluginsResult, Anyone;
         /// Install (or upgrade) the plugin in a folder holding plugin.toml and its component; it
         /// replaces the installed one only if it loads.
-        install_plugin(InstallPluginParams) -> PluginResult;
+        install_plugin(InstallPluginParams) -> PluginResult, Person;
         /// Unload a plugin and delete its folder.
-        remove_plugin(NameParams) -> RemovePluginResult;
+        remove_plugin(NameParams) -> RemovePluginResult, Person;
         /// One plugin: manifest, hash, grant, where its code was loaded from.
-        get_plugin(NameParams) -> PluginResult;
+        get_plugin(NameParams) -> PluginResult, Anyone;
         /// Change what a plugin is granted: HTTP origins, provider key variable, config, limits.
-        grant_plugin(GrantPluginParams) -> PluginResult;
+        grant_plugin(GrantPluginParams) -> PluginResult, Person;
         /// Ask a router plugin which agent should take a request.
-        route_request(RouteRequestParams) -> RouteResult;
+        route_request(RouteRequestParams) -> RouteResult, Anyone;
         /// A Claude Code hook (what `troupe hook <event>` forwards): registers the session, answers
         /// PreToolUse from Troupe's policy and approvals, records stops and notifications, and
         /// hands over unread messages.
-        claude_hook(HookParams) -> HookResult;
+        claude_hook(HookParams) -> HookResult, SelfOrFound("session_id");
         }
     };
 }
 
 macro_rules! declare {
-    ($( $(#[doc = $doc:literal])+ $name:ident($params:ty) -> $result:ty; )+) => {
+    ($( $(#[doc = $doc:literal])+ $name:ident($params:ty) -> $result:ty, $access:expr; )+) => {
         /// Every operation, in the order `troupe api schema` lists them.
         pub static OPERATIONS: &[Operation] = &[$(
             Operation {
                 name: stringify!($name),
                 summary: concat!($($doc),+),
+                access: { #[allow(unused_imports)] use Access::*; $access },
                 params_schema: || schemars::schema_for!($params),
                 result_schema: || schemars::schema_for!($result),
             },
@@ -393,6 +399,7 @@ pub fn schema_document() -> Value {
             serde_json::json!({
                 "name": op.name,
                 "summary": op.summary.trim(),
+                "access": op.access.label(),
                 "params": (op.params_schema)(),
                 "result": (op.result_schema)(),
             })

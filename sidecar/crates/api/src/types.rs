@@ -262,6 +262,9 @@ pub struct DaemonStatus {
     pub active_sessions: i64,
     pub messages: i64,
     pub events: i64,
+    /// Whether members run in the sandbox that hides the data dir from them, and why not.
+    #[serde(default)]
+    pub sandbox: String,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]

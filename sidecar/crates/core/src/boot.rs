@@ -45,9 +45,29 @@ pub async fn start(
     let (shutdown, _) = watch::channel(false);
     let hub = Arc::new(Hub::default());
     crate::builtin::seed(&store).await?;
+    let run_key = crate::authority::RunKey::load_or_create(&layout).with_context(|| {
+        format!(
+            "cannot read or make the run key in {}",
+            layout.data_dir.display()
+        )
+    })?;
+    // The trial run of bubblewrap blocks for a moment: off the runtime's threads.
+    let sandbox = {
+        let layout = layout.clone();
+        tokio::task::spawn_blocking(move || crate::sandbox::Sandbox::detect(&layout))
+            .await
+            .context("the sandbox check failed")?
+    };
+    tracing::info!(sandbox = sandbox.status(), "members' sandbox");
     let cell: crate::orchestrator::HostCell = Arc::default();
-    let (orchestrator, boot) =
-        crate::orchestrator::create(store.clone(), hub.clone(), layout.clone(), cell.clone());
+    let (orchestrator, boot) = crate::orchestrator::create(
+        store.clone(),
+        hub.clone(),
+        layout.clone(),
+        run_key.clone(),
+        sandbox.clone(),
+        cell.clone(),
+    );
     let plugins = crate::plugins::Plugins::new(&layout);
     let daemon = Arc::new(Daemon {
         store: store.clone(),
@@ -57,6 +77,8 @@ pub async fn start(
         radar: Arc::default(),
         config,
         layout,
+        run_key,
+        sandbox,
         ws_addr,
         started,
         shutdown,

@@ -34,6 +34,8 @@ pub struct Ctx {
     pub hub: Arc<Hub>,
     pub layout: Layout,
     pub orchestrator: Orchestrator,
+    /// What wraps the commands run for members (tests of their work).
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 pub fn now_ms() -> i64 {

@@ -35,6 +35,10 @@ pub struct Daemon {
     pub radar: Arc<crate::radar::Radar>,
     pub config: Config,
     pub layout: Layout,
+    /// Signs and checks runs' credentials (`crate::authority`).
+    pub run_key: crate::authority::RunKey,
+    /// What members run in (`crate::sandbox`).
+    pub sandbox: crate::sandbox::Sandbox,
     pub ws_addr: SocketAddr,
     pub started: Instant,
     pub(crate) shutdown: watch::Sender<bool>,
@@ -53,6 +57,7 @@ impl crate::collab::Ctx {
             hub: d.hub.clone(),
             layout: d.layout.clone(),
             orchestrator: d.orchestrator.clone(),
+            sandbox: d.sandbox.clone(),
         }
     }
 }

@@ -732,6 +732,7 @@ pub async fn land_as(
             &marker,
             Duration::from_secs(secs),
             TEST_OUTPUT_TAIL,
+            &ctx.sandbox,
         )
         .await;
         let test = TestRun {

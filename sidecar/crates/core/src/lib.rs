@@ -4,6 +4,7 @@
 //! (`boot`). It knows no wire format: the doors (JSON-RPC, LSP, MCP, the CLI) live in the `troupe`
 //! crate and reach it through `registry::handler` and `daemon::Daemon`.
 
+pub mod authority;
 pub mod boot;
 pub mod budgets;
 pub mod builtin;
@@ -23,7 +24,9 @@ pub mod project;
 pub mod radar;
 pub mod registry;
 pub mod runners;
+pub mod sandbox;
 pub mod shell;
 pub mod system;
 
+pub use authority::Caller;
 pub use daemon::{Config, Daemon};

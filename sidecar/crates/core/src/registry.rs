@@ -10,10 +10,15 @@ use serde_json::Value;
 use troupe_api::types::*;
 use troupe_api::{ApiError, parse_params};
 
+pub use crate::authority::Caller;
+use crate::authority::admit;
 use crate::daemon::Daemon;
 
-/// An operation's entry point: raw params in, JSON result out.
-pub type Handler = fn(Arc<Daemon>, Option<Value>) -> BoxFuture<'static, Result<Value, ApiError>>;
+/// An operation's entry point: who calls and the raw params in, JSON result out. The call is
+/// admitted by the operation's declared access (`crate::authority::admit`) before its params
+/// are parsed; a refused call has done nothing.
+pub type Handler =
+    fn(Arc<Daemon>, Caller, Option<Value>) -> BoxFuture<'static, Result<Value, ApiError>>;
 
 /// Runs a handler future, turning a panic into an internal error so no input can take the
 /// daemon (or the connection) down.
@@ -40,12 +45,18 @@ pub async fn guarded<R: serde::Serialize>(
 }
 
 macro_rules! bind {
-    ($( $(#[doc = $doc:literal])+ $name:ident($params:ty) -> $result:ty; )+) => {
+    ($( $(#[doc = $doc:literal])+ $name:ident($params:ty) -> $result:ty, $access:expr; )+) => {
         /// The handler of an operation, by name (`None`: no such operation).
         pub fn handler(name: &str) -> Option<Handler> {
             match name {
-                $(stringify!($name) => Some(|daemon, params| {
+                $(stringify!($name) => Some(|daemon, caller, params| {
                     async move {
+                        let access = {
+                            #[allow(unused_imports)]
+                            use troupe_api::Access::*;
+                            $access
+                        };
+                        let params = admit(&daemon.store, &caller, stringify!($name), access, params)?;
                         let params: $params = parse_params(stringify!($name), params)?;
                         guarded(stringify!($name), crate::ops::$name(&daemon, params)).await
                     }

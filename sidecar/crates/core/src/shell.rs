@@ -60,17 +60,26 @@ fn text_tail(bytes: &[u8], tail: usize) -> String {
     text[cut..].to_string()
 }
 
-/// Runs `command` with `sh -c` in `dir` with `env` added, for at most `timeout`.
+/// Runs `command` with `sh -c` in `dir` with `env` added, for at most `timeout`, in the
+/// members' sandbox (it is a member's, or runs what members wrote).
 pub async fn run(
     command: &str,
     dir: &Path,
     env: &[(String, String)],
     timeout: Duration,
     tail: usize,
+    sandbox: &crate::sandbox::Sandbox,
 ) -> ShellRun {
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
+    let argv = sandbox.argv(vec!["sh".into(), "-c".into(), command.into()], dir);
+    let Some((program, args)) = argv.split_first() else {
+        return ShellRun {
+            passed: false,
+            exit_code: None,
+            output: "no command".into(),
+        };
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
         .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())

@@ -203,9 +203,10 @@ pub enum MsgCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum PartyCommand {
-    /// Launch a party definition in this directory's project.
+    /// Launch a party definition in this directory's project (`troupe call
+    /// list_party_definitions` lists them; `troupe demo` runs the scripted one in a scratch
+    /// repository).
     Launch {
-        #[arg(default_value = "feature-development")]
         name: String,
         #[arg(long)]
         task: Option<String>,
@@ -320,6 +321,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // The door this process's calls come through: the person's, or an agent CLI's.
+    match &cli.command {
+        Command::Lsp => client::set_door("lsp", false),
+        Command::Acp => client::set_door("acp", false),
+        Command::Mcp => client::set_door("mcp", true),
+        Command::Hook { .. } => client::set_door("hook", true),
+        _ => client::set_door("cli", false),
+    }
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => {
@@ -493,13 +502,14 @@ async fn status(layout: &Layout, json: bool) -> anyhow::Result<()> {
         return print_json(&out);
     }
     println!(
-        "running: pid {} version {} up {:.1}s\n  data dir  {}\n  socket    {}\n  websocket {}\n  {} projects, {} sessions ({} active), {} messages, {} events",
+        "running: pid {} version {} up {:.1}s\n  data dir  {}\n  socket    {}\n  websocket {}\n  sandbox   {}\n  {} projects, {} sessions ({} active), {} messages, {} events",
         status["pid"],
         status["version"].as_str().unwrap_or("?"),
         status["uptime_ms"].as_f64().unwrap_or(0.0) / 1000.0,
         status["data_dir"].as_str().unwrap_or("?"),
         status["socket_path"].as_str().unwrap_or("?"),
         status["ws_url"].as_str().unwrap_or("?"),
+        status["sandbox"].as_str().unwrap_or("?"),
         status["projects"],
         status["sessions"],
         status["active_sessions"],

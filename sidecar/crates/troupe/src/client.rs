@@ -23,6 +23,36 @@ use troupe_api::layout::{Layout, check_private_file};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(330);
 /// Longest we wait for a daemon we started to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// Longest a member's call waits for its daemon to be back (a restart adopting the run); a
+/// member never starts one.
+const MEMBER_WAIT: Duration = Duration::from_secs(10);
+
+/// Which door this process is, as its calls tell the daemon.
+#[derive(Debug, Clone, Copy)]
+struct DoorName {
+    name: &'static str,
+    /// Calls for an agent CLI the person runs (`troupe mcp`, hooks): an agent's rights.
+    agent: bool,
+}
+
+static DOOR: std::sync::OnceLock<DoorName> = std::sync::OnceLock::new();
+
+/// Names the door this process's calls come through (`cli` when never named): the person's
+/// decisions record it. `agent`: this process serves an agent CLI (`troupe mcp`, a hook), whose
+/// calls get an agent's rights even with the person's token. Set once, at start.
+pub fn set_door(name: &'static str, agent: bool) {
+    if DOOR.set(DoorName { name, agent }).is_err() {
+        tracing::debug!(door = name, "the door was already named");
+    }
+}
+
+/// This process's run credential, when it is (a process of) a member Troupe started.
+fn run_token() -> Option<String> {
+    std::env::var(troupe_api::layout::RUN_TOKEN)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
 
 /// A failed call: the daemon's JSON-RPC error, or a transport failure.
 #[derive(Debug, thiserror::Error)]
@@ -139,12 +169,16 @@ impl Client {
 /// Connects to the daemon of `layout` over its Unix socket, starting it first if it is not
 /// running and `autostart` is set.
 pub async fn connect(layout: &Layout, autostart: bool) -> anyhow::Result<Client> {
-    // A remote member's endpoint is its worker's, never a daemon of its own to start.
-    let autostart =
-        autostart && std::env::var_os("TROUPE_NO_AUTOSTART").is_none_or(|v| v.is_empty());
+    // A member never starts a daemon (Troupe stopped means stopped), nor does a remote
+    // member, whose endpoint is its worker's: it waits a while for one to be back.
+    let member = run_token().is_some();
+    let autostart = autostart
+        && !member
+        && std::env::var_os("TROUPE_NO_AUTOSTART").is_none_or(|v| v.is_empty());
     match try_connect(layout).await {
         Ok(client) => return Ok(client),
         Err(NotRunning::Refused(e)) => return Err(e),
+        Err(NotRunning::Absent(_)) if member => return wait_for_daemon(layout).await,
         Err(NotRunning::Absent(reason)) if !autostart => {
             bail!(
                 "no troupe daemon is running for {} ({reason})",
@@ -182,6 +216,25 @@ pub async fn connect(layout: &Layout, autostart: bool) -> anyhow::Result<Client>
     }
 }
 
+/// A member's wait for its daemon: it may be restarting (and adopting the run); if it does not
+/// come back, the member is told Troupe was stopped.
+async fn wait_for_daemon(layout: &Layout) -> anyhow::Result<Client> {
+    let deadline = std::time::Instant::now() + MEMBER_WAIT;
+    loop {
+        match try_connect(layout).await {
+            Ok(client) => return Ok(client),
+            Err(NotRunning::Refused(e)) => return Err(e),
+            Err(NotRunning::Absent(reason)) if std::time::Instant::now() > deadline => {
+                bail!(
+                    "no troupe daemon is running for {} ({reason}); a member's call never starts one (Troupe was stopped, or its daemon did not come back within {MEMBER_WAIT:?})",
+                    layout.data_dir.display()
+                )
+            }
+            Err(NotRunning::Absent(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
 /// Connects to a daemon's WebSocket (the endpoint file says where) with the token.
 pub async fn connect_ws(layout: &Layout) -> anyhow::Result<Client> {
     let endpoint = read_endpoint(layout)?;
@@ -190,6 +243,20 @@ pub async fn connect_ws(layout: &Layout) -> anyhow::Result<Client> {
         .build(&endpoint.ws_url)
         .await
         .with_context(|| format!("cannot connect to {}", endpoint.ws_url))?;
+    Ok(Client { rpc })
+}
+
+/// Connects to a running daemon's Unix socket presenting `token` (a run's credential, say):
+/// what a member's process does, for tests and tools.
+pub async fn connect_with_token(layout: &Layout, token: &str) -> anyhow::Result<Client> {
+    let socket = layout.socket_path();
+    let stream = UnixStream::connect(&socket)
+        .await
+        .with_context(|| format!("cannot connect to {}", socket.display()))?;
+    let rpc = builder(token)?
+        .build_with_stream("ws://localhost/", stream)
+        .await
+        .context("the daemon refused the connection")?;
     Ok(Client { rpc })
 }
 
@@ -242,7 +309,12 @@ async fn try_connect(layout: &Layout) -> Result<Client, NotRunning> {
     Ok(Client { rpc })
 }
 
+/// The credential to present: a member's own (it is never given the person's), else the
+/// person's token from the runtime dir.
 fn read_token(layout: &Layout) -> anyhow::Result<String> {
+    if let Some(token) = run_token() {
+        return Ok(token);
+    }
     let path = layout.token_path();
     check_private_file(&path)?;
     let token = fs::read_to_string(&path)
@@ -257,6 +329,24 @@ pub fn builder(token: &str) -> anyhow::Result<WsClientBuilder> {
         http::header::AUTHORIZATION,
         HeaderValue::from_str(&format!("Bearer {token}")).context("the token is not ASCII")?,
     );
+    let door = DOOR.get().copied().unwrap_or(DoorName {
+        name: "cli",
+        agent: false,
+    });
+    headers.insert(
+        crate::auth::DOOR_HEADER,
+        HeaderValue::from_static(door.name),
+    );
+    if door.agent {
+        headers.insert(crate::auth::AGENT_HEADER, HeaderValue::from_static("1"));
+        if let Some(session) = std::env::var("TROUPE_SESSION_ID")
+            .ok()
+            .and_then(|s| HeaderValue::from_str(s.trim()).ok())
+            .filter(|s| !s.is_empty())
+        {
+            headers.insert(crate::auth::SESSION_HEADER, session);
+        }
+    }
     Ok(WsClientBuilder::default()
         .set_headers(headers)
         .request_timeout(REQUEST_TIMEOUT)

@@ -60,6 +60,10 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     let methods = rpc::build_module(&daemon)?;
     let server_config = rpc::server_config(config.max_message_bytes);
     let token: Arc<str> = token.into();
+    let gate = crate::auth::Gate::Daemon {
+        token: token.clone(),
+        daemon: Arc::downgrade(&daemon),
+    };
 
     // MCP over streamable HTTP: its own loopback port, the same token.
     let mcp_listener = TcpListener::bind((ws_addr.ip(), 0))
@@ -69,10 +73,10 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     tokio::spawn({
         let shutdown = daemon.shutdown_requested();
         let daemon = Arc::downgrade(&daemon);
-        let token = token.clone();
+        let gate = gate.clone();
         async move {
             if let Err(e) =
-                crate::doors::mcp::serve_http(daemon, mcp_listener, token, shutdown).await
+                crate::doors::mcp::serve_http(daemon, mcp_listener, gate, shutdown).await
             {
                 tracing::error!(error = %e, "the MCP endpoint stopped");
             }
@@ -107,7 +111,7 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
                     match stream.peer_cred() {
                         Ok(cred) if cred.uid() == current_uid() => rpc::serve_connection(
                             &mut connections, stream, methods.clone(), server_config.clone(),
-                            token.clone(), stop_handle.clone()),
+                            gate.clone(), stop_handle.clone()),
                         Ok(cred) => tracing::warn!(uid = cred.uid(), "refused a socket peer of another user"),
                         Err(e) => tracing::warn!(error = %e, "cannot read a socket peer's credentials"),
                     }
@@ -121,7 +125,7 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
                         tracing::debug!(error = %e, "cannot set TCP_NODELAY");
                     }
                     rpc::serve_connection(&mut connections, stream, methods.clone(),
-                        server_config.clone(), token.clone(), stop_handle.clone());
+                        server_config.clone(), gate.clone(), stop_handle.clone());
                 }
                 Err(e) => tracing::warn!(error = %e, "accept on the WebSocket port failed"),
             },

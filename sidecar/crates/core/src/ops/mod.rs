@@ -380,6 +380,7 @@ pub async fn daemon_status(d: &Daemon, _: NoParams) -> Result<DaemonStatus, ApiE
         active_sessions,
         messages,
         events,
+        sandbox: d.sandbox.status().to_string(),
     })
 }
 

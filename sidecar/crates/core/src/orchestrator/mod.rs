@@ -252,6 +252,10 @@ struct Loop {
     store: Store,
     hub: Arc<Hub>,
     layout: Layout,
+    /// Signs each run's credential (`member_env`).
+    run_key: crate::authority::RunKey,
+    /// Wraps the processes of runs (`crate::sandbox`).
+    sandbox: crate::sandbox::Sandbox,
     runner: RunTable,
     parties: HashMap<String, LiveParty>,
     /// Runs of live parties, by run id.
@@ -292,6 +296,8 @@ pub fn create(
     store: Store,
     hub: Arc<Hub>,
     layout: Layout,
+    run_key: crate::authority::RunKey,
+    sandbox: crate::sandbox::Sandbox,
     daemon: HostCell,
 ) -> (Orchestrator, Boot) {
     let (commands, command_rx) = mpsc::unbounded_channel();
@@ -304,6 +310,8 @@ pub fn create(
         store,
         hub,
         layout,
+        run_key,
+        sandbox,
         runner,
         parties: HashMap::new(),
         members: HashMap::new(),

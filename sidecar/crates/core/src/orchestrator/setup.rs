@@ -55,6 +55,7 @@ pub(super) async fn run(
     run: AgentRun,
     agent: AgentDefinition,
     env: Vec<(String, String)>,
+    sandbox: crate::sandbox::Sandbox,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let workdir = PathBuf::from(run.workdir.clone().unwrap_or_default());
@@ -67,7 +68,7 @@ pub(super) async fn run(
     let mut error = None;
     for command in &agent.setup {
         let outcome = tokio::select! {
-            outcome = crate::shell::run(command, &workdir, &env, timeout, OUTPUT_TAIL) => outcome,
+            outcome = crate::shell::run(command, &workdir, &env, timeout, OUTPUT_TAIL, &sandbox) => outcome,
             // Its member was stopped: the command's processes end with the dropped future.
             _ = &mut stopped => {
                 error = Some(format!("stopped during setup command `{command}`"));

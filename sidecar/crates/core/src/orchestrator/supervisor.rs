@@ -102,6 +102,7 @@ impl Loop {
             // Off the loop: the loop hears back with `SetupDone` and comes here again.
             let env = member_env(
                 &self.layout,
+                &self.run_key,
                 run,
                 agent,
                 self.parties.get(run.party_id.as_deref().unwrap_or("")),
@@ -117,6 +118,7 @@ impl Loop {
                 run.clone(),
                 agent.clone(),
                 env,
+                self.sandbox.clone(),
                 stopped,
             ));
             return Ok(());
@@ -127,6 +129,7 @@ impl Loop {
             workdir: PathBuf::from(run.workdir.clone().unwrap_or_else(|| ".".into())),
             env: member_env(
                 &self.layout,
+                &self.run_key,
                 run,
                 agent,
                 self.parties.get(run.party_id.as_deref().unwrap_or("")),
@@ -139,6 +142,7 @@ impl Loop {
                 .timeout_secs
                 .and_then(|s| Duration::try_from_secs_f64(s).ok()),
             host: self.daemon.get().cloned(),
+            sandbox: self.sandbox.clone(),
         };
         let placed = crate::runners::runner_for(agent).place(&self.runner, launch)?;
         self.store
@@ -533,9 +537,11 @@ pub(crate) async fn isolate(
     .map_err(|e| format!("isolation task failed: {e}"))?
 }
 
-/// The environment a run's process gets: enough to call back with `troupe call …`.
+/// The environment a run's process gets: enough to call back with `troupe call …` as the run
+/// (its own credential, `TROUPE_RUN_TOKEN`), never the person's token or where it is kept.
 pub(super) fn member_env(
     layout: &Layout,
+    run_key: &crate::authority::RunKey,
     run: &AgentRun,
     agent: &AgentDefinition,
     party: Option<&LiveParty>,
@@ -555,8 +561,8 @@ pub(super) fn member_env(
             layout.socket_path().display().to_string(),
         ),
         (
-            "TROUPE_TOKEN_FILE".into(),
-            layout.token_path().display().to_string(),
+            troupe_api::layout::RUN_TOKEN.into(),
+            run_key.mint(&run.run_id),
         ),
         ("TROUPE_ATTEMPT".into(), run.attempt.to_string()),
     ];

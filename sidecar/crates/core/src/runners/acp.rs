@@ -62,12 +62,14 @@ pub fn spawn(
     workdir: &Path,
     env: &[(String, String)],
     log: std::fs::File,
+    sandbox: &crate::sandbox::Sandbox,
 ) -> std::io::Result<tokio::process::Child> {
     let name = agent_of(agent).unwrap_or_default();
     let argv = agent
         .command
         .clone()
         .unwrap_or_else(|| troupe_engine::acp_default_command(name));
+    let argv = sandbox.argv(argv, workdir);
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("empty command"))?;
@@ -102,7 +104,7 @@ fn mcp_env(env: &[(String, String)]) -> Vec<(String, String)> {
         "TROUPE_HOME",
         "TROUPE_RUNTIME_DIR",
         "TROUPE_SOCKET",
-        "TROUPE_TOKEN_FILE",
+        troupe_api::layout::RUN_TOKEN,
     ];
     env.iter()
         .filter(|(k, _)| KEEP.contains(&k.as_str()))
@@ -1094,8 +1096,14 @@ impl super::Runner for AcpRunner {
         let host = launch.host.ok_or("the daemon is still starting")?;
         let log = table.log_file(&launch.log).map_err(|e| e.to_string())?;
         let spawned = std::time::Instant::now();
-        let child =
-            spawn(&launch.agent, &launch.workdir, &launch.env, log).map_err(|e| e.to_string())?;
+        let child = spawn(
+            &launch.agent,
+            &launch.workdir,
+            &launch.env,
+            log,
+            &launch.sandbox,
+        )
+        .map_err(|e| e.to_string())?;
         let pid = child.id().ok_or("the agent exited at once")?;
         let (run, agent, env) = (launch.run, launch.agent, launch.env);
         Ok(super::Placed {

@@ -96,6 +96,8 @@ pub struct Launch {
     pub timeout: Option<Duration>,
     /// The daemon, for runners that call operations (none while the daemon is still starting).
     pub host: Option<Host>,
+    /// What wraps the processes it starts (`crate::sandbox`).
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 /// Where a started run lives, and how to let it proceed once that is recorded.

@@ -42,8 +42,15 @@ pub async fn run(layout: Layout) -> anyhow::Result<()> {
     wire::serve(Arc::new(door)).await
 }
 
-/// What the party started by a prompt with no slash command is, when the project says nothing.
-const DEFAULT_PARTY: &str = "feature-development";
+/// What a prompt with no slash command answers when the project names no default: nothing is
+/// started (the scripted demo never runs in a person's repository), and this says how to set
+/// one up.
+const NO_DEFAULT: &str = "Nothing was started: this project names no Troupe team yet (no \
+`.troupe/config.toml` from here up to the repository's root). Set one up with a \
+`.troupe/config.toml` holding `[default]` and `party = \"<party>\"` or `agent = \"<agent>\"` \
+(your definitions: `troupe call list_party_definitions`, `troupe call list_agent_definitions`), \
+or name one for this prompt: `/party <party> <task>` or `/agent <agent> <task>`. \
+`troupe demo` shows a scripted party in a scratch repository.\n";
 
 /// Events replayed per read by `session/load`.
 const REPLAY_BATCH: u32 = 1000;
@@ -341,8 +348,8 @@ enum Start {
 }
 
 /// The project's `.troupe/config.toml` `[default]` (`party = "…"` or `agent = "…"`), looked up
-/// from `cwd` up to the repository's root; the built-in party without one.
-fn project_default(cwd: &Path) -> Result<Start, DoorError> {
+/// from `cwd` up to the repository's root; none without one.
+fn project_default(cwd: &Path) -> Result<Option<Start>, DoorError> {
     let mut dir = Some(cwd);
     while let Some(d) = dir {
         let path = d.join(".troupe/config.toml");
@@ -359,8 +366,8 @@ fn project_default(cwd: &Path) -> Result<Start, DoorError> {
                     .map(str::to_string)
             };
             return match (pick("party"), pick("agent")) {
-                (Some(party), None) => Ok(Start::Party(party)),
-                (None, Some(agent)) => Ok(Start::Agent(agent)),
+                (Some(party), None) => Ok(Some(Start::Party(party))),
+                (None, Some(agent)) => Ok(Some(Start::Agent(agent))),
                 _ => Err(DoorError::InvalidParams(format!(
                     "{}: [default] must set exactly one of party = \"…\" or agent = \"…\"",
                     path.display()
@@ -372,7 +379,7 @@ fn project_default(cwd: &Path) -> Result<Start, DoorError> {
         }
         dir = d.parent();
     }
-    Ok(Start::Party(DEFAULT_PARTY.into()))
+    Ok(None)
 }
 
 /// A running turn's entry in `Inner::turns`, removed when the turn ends (or fails).
@@ -419,8 +426,12 @@ impl Turn {
         let Some(command) = text.strip_prefix('/') else {
             let cwd = PathBuf::from(s(&self.row, "cwd"));
             return match project_default(&cwd)? {
-                Start::Party(name) => self.party(&name, text).await,
-                Start::Agent(name) => self.agent(&name, text).await,
+                Some(Start::Party(name)) => self.party(&name, text).await,
+                Some(Start::Agent(name)) => self.agent(&name, text).await,
+                None => {
+                    self.say(NO_DEFAULT)?;
+                    Ok(Stop::EndTurn)
+                }
             };
         };
         let (name, rest) = command
@@ -801,7 +812,7 @@ impl Turn {
 fn help() -> String {
     let mut text = String::from(
         "A prompt launches this project's default (`.troupe/config.toml`: `[default] party = \"…\"` \
-         or `agent = \"…\"`; without one, the built-in `feature-development` party) with the \
+         or `agent = \"…\"`; without one, nothing: name one with `/party` or `/agent`) with the \
          prompt as its task. Commands:\n",
     );
     for c in COMMANDS {

@@ -1,7 +1,9 @@
 //! The MCP door (rmcp, pinned, used only here): an agent CLI (Claude Code, Codex, Gemini) gets
 //! the operation registry's agent-facing operations as tools, with their JSON Schemas. Over stdio
 //! (`troupe mcp`) it is a client of the daemon like the CLI; over streamable HTTP it is served by
-//! the daemon itself (loopback, token). Either way a tool call is the operation of the same name.
+//! the daemon itself (loopback, token). Either way a tool call is the operation of the same name,
+//! admitted as its caller: a member by its run's credential, else an agent CLI of the person's
+//! (the person's token here never makes the person).
 //! The calling session (`TROUPE_SESSION_ID` for stdio, the `X-Troupe-Session` header for HTTP) is
 //! filled into the params, so the model never passes ids of its own; party tools are offered only
 //! to a party's leader. `request_permission` answers in the shape Claude Code's
@@ -104,19 +106,23 @@ const CALLER_FIELDS: &[&str] = &[
 enum Backend {
     /// `troupe mcp`: through the daemon's socket, as the CLI does.
     Client(Arc<Client>),
-    /// The daemon's own HTTP endpoint: in-process.
-    Daemon(Weak<Daemon>),
+    /// The daemon's own HTTP endpoint: in-process, as the request's caller (its credential,
+    /// checked by the endpoint's gate; none only before a request gave one).
+    Daemon(Weak<Daemon>, Option<troupe_core::Caller>),
 }
 
 impl Backend {
     async fn call(&self, op: &str, params: Value) -> Result<Value, String> {
         match self {
             Backend::Client(c) => c.call(op, params).await.map_err(|e| e.to_string()),
-            Backend::Daemon(d) => {
+            Backend::Daemon(d, caller) => {
                 let d = d.upgrade().ok_or("the daemon is shutting down")?;
+                let caller = caller.clone().ok_or("unauthorized: no credential")?;
                 let call = troupe_core::registry::handler(op)
                     .ok_or_else(|| format!("unknown operation {op}"))?;
-                call(d, Some(params)).await.map_err(|e| e.to_string())
+                call(d, caller, Some(params))
+                    .await
+                    .map_err(|e| e.to_string())
             }
         }
     }
@@ -156,7 +162,7 @@ pub async fn serve_stdio(layout: &Layout) -> anyhow::Result<()> {
 pub async fn serve_http(
     daemon: Weak<Daemon>,
     listener: tokio::net::TcpListener,
-    token: Arc<str>,
+    gate: crate::auth::Gate,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     use axum::response::IntoResponse;
@@ -168,7 +174,7 @@ pub async fn serve_http(
     let service = StreamableHttpService::new(
         move || {
             Ok(Door {
-                backend: Backend::Daemon(daemon.clone()),
+                backend: Backend::Daemon(daemon.clone(), None),
                 session: None,
                 party_members: Arc::default(),
             })
@@ -183,31 +189,44 @@ pub async fn serve_http(
             "/hooks/{event}",
             axum::routing::post(
                 move |axum::extract::Path(event): axum::extract::Path<String>,
+                      axum::Extension(caller): axum::Extension<troupe_core::Caller>,
                       headers: http::HeaderMap,
                       body: axum::body::Bytes| {
                     let daemon = hooks.clone();
-                    async move { http_hook(daemon, event, headers, body).await }
+                    async move { http_hook(daemon, caller, event, headers, body).await }
                 },
             ),
         )
         .layer(axum::middleware::from_fn(
-            move |req: axum::extract::Request, next: axum::middleware::Next| {
-                let token = token.clone();
+            move |mut req: axum::extract::Request, next: axum::middleware::Next| {
+                let gate = gate.clone();
                 async move {
-                    let presented = req
-                        .headers()
-                        .get(http::header::AUTHORIZATION)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.strip_prefix("Bearer "))
-                        .unwrap_or_default();
-                    if crate::auth::token_matches(presented.trim(), &token) {
-                        next.run(req).await
-                    } else {
-                        (
+                    // The MCP endpoint and the hooks are agents' doors: the person's token
+                    // here is an agent CLI of the person's, never the person.
+                    match gate.admit(req.headers()) {
+                        Ok(Some(troupe_core::Caller::Person { .. })) => {
+                            let session = req
+                                .headers()
+                                .get(crate::auth::SESSION_HEADER)
+                                .and_then(|v| v.to_str().ok())
+                                .map(str::trim)
+                                .filter(|v| !v.is_empty())
+                                .map(str::to_string);
+                            req.extensions_mut().insert(troupe_core::Caller::Agent {
+                                session_id: session,
+                                door: "mcp".into(),
+                            });
+                            next.run(req).await
+                        }
+                        Ok(Some(caller)) => {
+                            req.extensions_mut().insert(caller);
+                            next.run(req).await
+                        }
+                        Ok(None) | Err(_) => (
                             http::StatusCode::UNAUTHORIZED,
                             "unauthorized: bad or missing token",
                         )
-                            .into_response()
+                            .into_response(),
                     }
                 }
             },
@@ -229,6 +248,7 @@ pub async fn serve_http(
 /// answered with what `troupe hook <Event>` would print (an empty body: nothing to say).
 async fn http_hook(
     daemon: Weak<Daemon>,
+    caller: troupe_core::Caller,
     event: String,
     headers: http::HeaderMap,
     body: axum::body::Bytes,
@@ -274,15 +294,18 @@ async fn http_hook(
             json!({"error": "the daemon is shutting down"}),
         );
     };
-    let params = troupe_api::types::HookParams {
-        cli: "claude".into(),
-        payload,
-        session_id: header("x-troupe-session"),
-        parent_session_id: header("x-troupe-parent-session"),
+    let params = json!({
+        "cli": "claude",
+        "payload": payload,
+        "session_id": header("x-troupe-session"),
+        "parent_session_id": header("x-troupe-parent-session"),
+    });
+    let Some(hook) = troupe_core::registry::handler("claude_hook") else {
+        return http::StatusCode::NOT_FOUND.into_response();
     };
-    match troupe_core::ops::claude_hook(&d, params).await {
-        Ok(r) if r.output.as_object().is_some_and(|o| !o.is_empty()) => {
-            json_response(http::StatusCode::OK, r.output)
+    match hook(d, caller, Some(params)).await {
+        Ok(r) if r["output"].as_object().is_some_and(|o| !o.is_empty()) => {
+            json_response(http::StatusCode::OK, r["output"].clone())
         }
         Ok(_) => http::StatusCode::OK.into_response(),
         Err(e) => json_response(
@@ -397,7 +420,8 @@ impl ServerHandler for Door {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let (_, tools) = self.offer(&context, None).await;
+        let door = self.for_request(&context);
+        let (_, tools) = door.offer(&context, None).await;
         Ok(ListToolsResult::with_all_items(tools.to_vec()))
     }
 
@@ -407,7 +431,9 @@ impl ServerHandler for Door {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        let (leader, tools) = self.offer(&context, Some(&name)).await;
+        let door = self.for_request(&context);
+        let door = &door;
+        let (leader, tools) = door.offer(&context, Some(&name)).await;
         if !tools.iter().any(|t| t.name == name) {
             let why = if LEADER_TOOLS.contains(&name.as_str()) && !leader {
                 format!("tool {name} is for a party's leader only")
@@ -416,18 +442,18 @@ impl ServerHandler for Door {
             };
             return Err(McpError::invalid_params(why, None));
         }
-        let session = self.session_of(&context);
+        let session = door.session_of(&context);
         let mut args = Value::Object(request.arguments.unwrap_or_default());
         if let Some(s) = session.as_deref()
-            && let Err(why) = self.step_policy(s, &name).await
+            && let Err(why) = door.step_policy(s, &name).await
         {
             return Ok(CallToolResult::error(text(why)).into());
         }
         let result = if name == "request_permission" {
-            self.permission(session.as_deref(), args).await
+            door.permission(session.as_deref(), args).await
         } else {
             fill_caller(session.as_deref(), &name, &mut args);
-            match self.backend.call(&name, args).await {
+            match door.backend.call(&name, args).await {
                 Ok(v) => CallToolResult::success(text(v.to_string())),
                 Err(e) => CallToolResult::error(text(e)),
             }
@@ -464,6 +490,24 @@ fn caller_fields(op: &str) -> Vec<&'static str> {
 }
 
 impl Door {
+    /// This door as one HTTP request's caller sees it (its credential's caller, and a member's
+    /// own session whatever its headers say); the stdio door is the same for every request.
+    fn for_request(&self, context: &RequestContext<RoleServer>) -> Door {
+        let mut door = self.clone();
+        if let Backend::Daemon(d, _) = &self.backend {
+            let caller = context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<troupe_core::Caller>())
+                .cloned();
+            if let Some(troupe_core::Caller::Member(m)) = &caller {
+                door.session = Some(m.session_id.clone());
+            }
+            door.backend = Backend::Daemon(d.clone(), caller);
+        }
+        door
+    }
+
     /// The calling session: the stdio door's, or the HTTP request's `X-Troupe-Session`.
     fn session_of(&self, context: &RequestContext<RoleServer>) -> Option<String> {
         self.session.clone().or_else(|| {

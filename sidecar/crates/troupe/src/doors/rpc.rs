@@ -1,6 +1,7 @@
 //! The JSON-RPC door: builds the jsonrpsee module from the operation registry and serves it
-//! on the Unix socket and the loopback WebSocket, refusing any connection without the token
-//! (and, on the socket, any peer of another uid). No operation logic here.
+//! on the Unix socket and the loopback WebSocket, refusing any connection without a credential
+//! (and, on the socket, any peer of another uid). Who a connection is (`crate::auth::Gate`)
+//! travels with each of its calls to the registry, which admits them. No operation logic here.
 
 use std::sync::Arc;
 
@@ -63,11 +64,13 @@ pub fn build_module(daemon: &Arc<Daemon>) -> anyhow::Result<Methods> {
         let call = troupe_core::registry::handler(op.name)
             .ok_or_else(|| anyhow::anyhow!("operation {} has no handler", op.name))?;
         let daemon = daemon.clone();
-        module.register_async_method(op.name, move |params, _, _| {
+        module.register_async_method(op.name, move |params, _, extensions| {
             let daemon = daemon.clone();
+            let caller = extensions.get::<troupe_core::Caller>().cloned();
             async move {
                 let params = json_params(params.as_str())?;
-                call(daemon, params).await.map_err(|e| e.to_rpc())
+                let caller = caller.ok_or_else(|| unauthorized("no credential"))?;
+                call(daemon, caller, params).await.map_err(|e| e.to_rpc())
             }
         })?;
     }
@@ -170,7 +173,7 @@ pub fn serve_connection<S>(
     io: S,
     methods: Methods,
     config: ServerConfig,
-    token: Arc<str>,
+    gate: crate::auth::Gate,
     stop: StopHandle,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
@@ -183,15 +186,20 @@ pub fn serve_connection<S>(
         )
         .to_service_builder()
         .build(methods, stop.clone());
-    let svc = tower::service_fn(move |req: HttpRequest<hyper::body::Incoming>| {
+    let svc = tower::service_fn(move |mut req: HttpRequest<hyper::body::Incoming>| {
         let mut svc = svc.clone();
-        let verdict = check_token(&req, &token);
+        let verdict = gate.admit(req.headers());
         async move {
             // An error type with a `'static` bound spelled out, or the spawn below does not
             // type-check (the same trick as jsonrpsee's own service example).
             let response: anyhow::Result<HttpResponse> = match verdict {
-                Ok(()) => svc.call(req).await.map_err(|e| anyhow::anyhow!("{e}")),
-                Err(reason) => Ok(refusal(reason)),
+                Ok(caller) => {
+                    if let Some(caller) = caller {
+                        req.extensions_mut().insert(caller);
+                    }
+                    svc.call(req).await.map_err(|e| anyhow::anyhow!("{e}"))
+                }
+                Err(reason) => Ok(refusal(&reason)),
             };
             response
         }
@@ -201,22 +209,6 @@ pub fn serve_connection<S>(
             tracing::debug!(error = %e, "connection ended with an error");
         }
     });
-}
-
-fn check_token<B>(req: &HttpRequest<B>, token: &str) -> Result<(), &'static str> {
-    let Some(header) = req.headers().get(http::header::AUTHORIZATION) else {
-        return Err("missing token (send `Authorization: Bearer <token>`)");
-    };
-    let presented = header
-        .to_str()
-        .ok()
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .ok_or("malformed Authorization header (expected `Bearer <token>`)")?;
-    if crate::auth::token_matches(presented.trim(), token) {
-        Ok(())
-    } else {
-        Err("wrong token")
-    }
 }
 
 /// HTTP 401 carrying a JSON-RPC error body, so HTTP and WebSocket clients both learn why.

@@ -71,6 +71,8 @@ struct Hub {
     daemon: std::sync::OnceLock<Weak<Daemon>>,
     attached: tokio::sync::watch::Sender<bool>,
     runs: Mutex<HashMap<String, Live>>,
+    /// Woken each time a run is waited for (a restarted hub taking its runs back).
+    registered: tokio::sync::Notify,
     scratch: PathBuf,
 }
 
@@ -116,6 +118,7 @@ pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::
         attached: tokio::sync::watch::channel(false).0,
         orphans: Mutex::new(HashMap::new()),
         runs: Mutex::new(HashMap::new()),
+        registered: tokio::sync::Notify::new(),
         scratch,
     });
     let exits = hub
@@ -216,16 +219,58 @@ fn refused(code: i32, message: String) -> CallReply {
 }
 
 impl Hub {
+    /// The run the hub waits for, if it does; a restarted hub that has not taken back a run it
+    /// recorded yet is waited for (its daemon's start and recovery), not answered "gone".
+    async fn live(&self, run_id: &str) -> Option<(String, PathBuf, String, RemoteRun)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let registered = self.registered.notified();
+            let found = lock(&self.runs).get(run_id).map(|l| {
+                (
+                    l.secret.clone(),
+                    l.workdir.clone(),
+                    l.branch.clone(),
+                    l.run.clone(),
+                )
+            });
+            if found.is_some() || !self.record_path(run_id).exists() {
+                return found;
+            }
+            // Recorded, not (yet) waited for: wait for the daemon's recovery to take it back.
+            let mut attached = self.attached.subscribe();
+            let attached_now = *attached.borrow();
+            let woke = tokio::time::timeout_at(deadline, async {
+                if attached_now {
+                    registered.await;
+                } else {
+                    tokio::select! {
+                        () = registered => {}
+                        () = async { drop(attached.wait_for(|a| *a).await) } => {
+                            // Recovery spawned the adoptions: let them register.
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                    }
+                }
+            })
+            .await;
+            if woke.is_err() {
+                return lock(&self.runs).get(run_id).map(|l| {
+                    (
+                        l.secret.clone(),
+                        l.workdir.clone(),
+                        l.branch.clone(),
+                        l.run.clone(),
+                    )
+                });
+            }
+        }
+    }
+
     /// Serves one remote call: the run must be one the hub waits for, with its secret.
     async fn call(&self, call: CallRequest) -> CallReply {
-        let live = lock(&self.runs).get(&call.run_id).map(|l| {
-            (
-                l.secret.clone(),
-                l.workdir.clone(),
-                l.branch.clone(),
-                l.run.clone(),
-            )
-        });
+        tracing::debug!(op = %call.op, run = %call.run_id, "remote call");
+        let live = self.live(&call.run_id).await;
+        tracing::debug!(op = %call.op, run = %call.run_id, found = live.is_some(), "remote call's run");
         let Some((secret, workdir, branch, run)) = live else {
             // Said so that the worker stops the member (`RUN_GONE`).
             return CallReply::Error {
@@ -285,13 +330,29 @@ impl Hub {
                 format!("unknown operation {:?}", call.op),
             );
         };
-        let Some(daemon) = self.daemon() else {
+        // A restarted hub serves calls before its daemon is built: wait for it (a call
+        // refused meanwhile would fail a member that did nothing wrong).
+        let mut attached = self.attached.subscribe();
+        let ready = tokio::time::timeout(Duration::from_secs(60), async {
+            drop(attached.wait_for(|a| *a).await)
+        })
+        .await;
+        let (Ok(()), Some(daemon)) = (ready, self.daemon()) else {
             return refused(
                 troupe_api::error::codes::UNAVAILABLE,
                 "the hub is starting or stopping".into(),
             );
         };
-        match handler(daemon, call.params).await {
+        // The run calls as itself: what a local member may, nothing more.
+        let caller = match daemon.store.get_run(&call.run_id) {
+            Ok(run) => troupe_core::Caller::member_of(&run, true),
+            Err(e) => {
+                let e = troupe_api::ApiError::from(e);
+                let (code, _) = e.code_and_kind();
+                return refused(code, e.to_string());
+            }
+        };
+        match handler(daemon, caller, call.params).await {
             Ok(v) => CallReply::Result(v),
             Err(e) => {
                 let (code, _) = e.code_and_kind();
@@ -399,7 +460,13 @@ impl Hub {
             session_id: run.session_id.clone(),
             pool: run.pool.clone(),
             command,
-            env: run.env.clone(),
+            // The run's credential is for this machine's socket: it does not travel.
+            env: run
+                .env
+                .iter()
+                .filter(|(k, _)| k != troupe_api::layout::RUN_TOKEN)
+                .cloned()
+                .collect(),
             branch,
             base,
             bundle,
@@ -448,6 +515,7 @@ impl Hub {
                 run: run.clone(),
             },
         );
+        self.registered.notify_waiters();
         Ok((exit, Forget(self.clone(), run.run_id.clone(), bundle)))
     }
 

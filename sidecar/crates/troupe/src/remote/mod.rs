@@ -41,6 +41,9 @@ pub const HUB_UP_PAUSE: Duration = Duration::from_millis(500);
 struct Settings {
     /// The NATS server (JetStream) of the hub: `nats = "nats://hub.example:4222"`.
     nats: Option<String>,
+    /// The members' sandbox (`[sandbox] enabled = false`), read by the core.
+    #[allow(dead_code)]
+    sandbox: Option<toml::Table>,
 }
 
 /// The NATS URL to use: the flag (or `TROUPE_NATS`), else `nats` in `<data dir>/config.toml`.

@@ -638,7 +638,7 @@ impl Worker {
                     accepted = unix.accept() => match accepted {
                         Ok((stream, _)) => rpc::serve_connection(
                             &mut connections, stream, methods.clone(), config.clone(),
-                            token.clone(), stop.clone()),
+                            crate::auth::Gate::Token(token.clone()), stop.clone()),
                         Err(e) => tracing::warn!(error = %e, "accept on a run's socket failed"),
                     },
                     Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -698,6 +698,9 @@ impl Worker {
             .args(args)
             .current_dir(code_dir)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            // It calls through this run's own endpoint, with its token (never a credential
+            // of the hub's, which does not travel).
+            .env_remove(troupe_api::layout::RUN_TOKEN)
             .env("TROUPE_HOME", &layout.data_dir)
             .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
             .env("TROUPE_WORKER", &self.name)

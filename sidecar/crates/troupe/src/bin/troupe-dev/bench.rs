@@ -25,6 +25,8 @@ pub enum BenchCommand {
     Parties(PartiesArgs),
     /// The approval round trip through a real `troupe lsp`, excluding the human.
     Approvals(crate::bench_approvals::ApprovalArgs),
+    /// What admitting a call costs: the policy check per call, against a round trip.
+    Authority(crate::bench_authority::AuthorityArgs),
     /// MCP tool call round trips over stdio (`troupe mcp`).
     Mcp(crate::bench_agents::McpArgs),
     /// ACP member spawn → first update (the scripted agent, or any ACP command).
@@ -119,6 +121,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Messaging(args) => args,
         BenchCommand::Parties(args) => return crate::bench_parties::run(args, json).await,
         BenchCommand::Approvals(args) => return crate::bench_approvals::run(args, json).await,
+        BenchCommand::Authority(args) => return crate::bench_authority::run(args, json).await,
         BenchCommand::Mcp(args) => return crate::bench_agents::mcp(args, json).await,
         BenchCommand::Acp(args) => return crate::bench_agents::acp(args, json).await,
         BenchCommand::AcpDoor(args) => return crate::bench_acp_door::run(args, json).await,

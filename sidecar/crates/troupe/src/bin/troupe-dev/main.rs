@@ -6,6 +6,7 @@ mod bench;
 mod bench_acp_door;
 mod bench_agents;
 mod bench_approvals;
+mod bench_authority;
 mod bench_parties;
 mod bench_patterns;
 mod bench_radar;

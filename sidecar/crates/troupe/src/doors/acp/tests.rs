@@ -10,7 +10,8 @@ fn the_default_is_read_from_the_project_config_up_to_the_repository() {
     std::fs::create_dir_all(root.join("src/deep")).unwrap();
     assert_eq!(
         project_default(&root.join("src/deep")).unwrap(),
-        Start::Party(DEFAULT_PARTY.into())
+        None,
+        "without a config nothing is started (never the scripted demo)"
     );
     std::fs::create_dir_all(root.join(".troupe")).unwrap();
     std::fs::write(
@@ -20,7 +21,7 @@ fn the_default_is_read_from_the_project_config_up_to_the_repository() {
     .unwrap();
     assert_eq!(
         project_default(&root.join("src/deep")).unwrap(),
-        Start::Agent("reviewer".into())
+        Some(Start::Agent("reviewer".into()))
     );
     std::fs::write(
         root.join(".troupe/config.toml"),

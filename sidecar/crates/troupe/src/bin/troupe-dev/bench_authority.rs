@@ -1,0 +1,215 @@
+//! `troupe-dev bench authority`: what admitting a call costs. A real daemon (child process)
+//! with one process member that hands over its run's credential; then, in the same run: the
+//! `list_sessions` round trip as the person (the floor) and as the member (its credential
+//! checked and its run's liveness read on every call), a bound call (`poll_messages`, the
+//! session filled from the credential) as the member against the person naming the session,
+//! and `troupe_core::authority::admit` alone, in process, on the daemon's database.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Serialize;
+use serde_json::json;
+
+use troupe::client::{self, Client};
+
+#[derive(Debug, Args)]
+pub struct AuthorityArgs {
+    /// Round trips per measurement.
+    #[arg(long, default_value_t = 3000)]
+    pub calls: usize,
+    /// Independent runs (fresh daemon each); medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Figures {
+    /// `list_sessions` as the person: the floor.
+    person_list_sessions_us: f64,
+    /// `list_sessions` with a run's credential.
+    member_list_sessions_us: f64,
+    /// `poll_messages {session_id, wait_ms: 0}` as the person.
+    person_poll_us: f64,
+    /// `poll_messages {wait_ms: 0}` as the member (session bound from the credential).
+    member_poll_us: f64,
+    /// `admit` alone, in process: the person (no check) and a member on a bound operation.
+    admit_person_us: f64,
+    admit_member_us: f64,
+}
+
+const KEEPER: &str = "#!/bin/sh\nprintf '%s' \"$TROUPE_RUN_TOKEN\" > \"$KEYS/tok.tmp\" && mv \"$KEYS/tok.tmp\" \"$KEYS/tok\"\nwhile [ ! -e \"$KEYS/release\" ]; do sleep 0.05; done\ntroupe call complete '{\"output\":\"ok\"}' >/dev/null\n";
+
+async fn median_us(
+    calls: usize,
+    mut call: impl AsyncFnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<f64> {
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        call().await?;
+        samples.push(t.elapsed());
+    }
+    let (p50, _) = crate::bench::percentiles(&mut samples);
+    Ok(p50)
+}
+
+async fn one_run(args: &AuthorityArgs) -> anyhow::Result<Figures> {
+    let (scratch, layout) = crate::bench::scratch_layout("troupe-bench-auth-")?;
+    let (_daemon, person, _) = crate::bench::start_daemon(&layout).await?;
+    let keys = scratch.path().join("keys");
+    std::fs::create_dir_all(&keys)?;
+    let script = scratch.path().join("keeper.sh");
+    std::fs::write(&script, KEEPER)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let project = scratch.path().join("proj");
+    std::fs::create_dir_all(project.join(".git"))?;
+    person
+        .call(
+            "create_agent_definition",
+            json!({ "definition": { "name": "keeper", "command": [script],
+                    "env": { "KEYS": keys.display().to_string() } } }),
+        )
+        .await?;
+    let parent = crate::bench::register(&person, &project.display().to_string()).await?;
+    let run = person
+        .call(
+            "start_agent",
+            json!({ "agent": "keeper", "prompt": "wait", "parent_session_id": parent }),
+        )
+        .await?;
+    let session = run["session_id"]
+        .as_str()
+        .context("no session")?
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let token = loop {
+        if let Ok(t) = std::fs::read_to_string(keys.join("tok"))
+            && !t.is_empty()
+        {
+            break t;
+        }
+        if Instant::now() > deadline {
+            bail!("the member did not hand over its credential");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let member: Client = client::connect_with_token(&layout, &token).await?;
+
+    let n = args.calls;
+    let person_list_sessions_us = median_us(n, async || {
+        person.call("list_sessions", json!({})).await?;
+        Ok(())
+    })
+    .await?;
+    let member_list_sessions_us = median_us(n, async || {
+        member.call("list_sessions", json!({})).await?;
+        Ok(())
+    })
+    .await?;
+    let person_poll_us = median_us(n, async || {
+        person
+            .call(
+                "poll_messages",
+                json!({ "session_id": session, "wait_ms": 0 }),
+            )
+            .await?;
+        Ok(())
+    })
+    .await?;
+    let member_poll_us = median_us(n, async || {
+        member
+            .call("poll_messages", json!({ "wait_ms": 0 }))
+            .await?;
+        Ok(())
+    })
+    .await?;
+
+    // `admit` alone, on the daemon's own database (read-only use: reads of the run).
+    let store = troupe_core::boot::open_store(&layout)?;
+    let run_row = store.run_of_session(&session)?.context("no run row")?;
+    let member_caller = troupe_core::Caller::member_of(&run_row, false);
+    let person_caller = troupe_core::Caller::person("bench");
+    let access = troupe_api::Access::Caller("session_id");
+    let time = |caller: &troupe_core::Caller| -> anyhow::Result<f64> {
+        let t = Instant::now();
+        for _ in 0..n {
+            troupe_core::authority::admit(
+                &store,
+                caller,
+                "poll_messages",
+                access,
+                Some(json!({ "wait_ms": 0 })),
+            )?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    };
+    let admit_person_us = time(&person_caller)?;
+    let admit_member_us = time(&member_caller)?;
+    drop(store);
+    std::fs::write(keys.join("release"), "")?;
+    Ok(Figures {
+        person_list_sessions_us,
+        member_list_sessions_us,
+        person_poll_us,
+        member_poll_us,
+        admit_person_us,
+        admit_member_us,
+    })
+}
+
+pub async fn run(args: AuthorityArgs, json: bool) -> anyhow::Result<()> {
+    if args.runs == 0 || args.calls == 0 {
+        bail!("--runs and --calls must be at least 1");
+    }
+    let mut runs = Vec::new();
+    for i in 0..args.runs {
+        let f = one_run(&args)
+            .await
+            .with_context(|| format!("run {}", i + 1))?;
+        if !json {
+            eprintln!("run {}: {f:?}", i + 1);
+        }
+        runs.push(f);
+    }
+    let m = |pick: fn(&Figures) -> f64| crate::bench::median(runs.iter().map(pick).collect());
+    let summary = json!({
+        "runs": args.runs,
+        "calls": args.calls,
+        "person_list_sessions_us": m(|f| f.person_list_sessions_us),
+        "member_list_sessions_us": m(|f| f.member_list_sessions_us),
+        "person_poll_us": m(|f| f.person_poll_us),
+        "member_poll_us": m(|f| f.member_poll_us),
+        "admit_person_us": m(|f| f.admit_person_us),
+        "admit_member_us": m(|f| f.admit_member_us),
+        "admit_member_share_of_list_sessions": m(|f| f.admit_member_us / f.person_list_sessions_us),
+        "member_over_person_list_sessions": m(|f| f.member_list_sessions_us / f.person_list_sessions_us),
+    });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "authority (medians of {} runs, {} calls each):\n  list_sessions round trip: person {:.1} µs (floor), member {:.1} µs ({:.2}×)\n  poll_messages round trip: person naming the session {:.1} µs, member bound {:.1} µs\n  admit alone: person {:.2} µs, member on a bound operation {:.2} µs = {:.1}% of the floor",
+            args.runs,
+            args.calls,
+            summary["person_list_sessions_us"].as_f64().unwrap_or(0.0),
+            summary["member_list_sessions_us"].as_f64().unwrap_or(0.0),
+            summary["member_over_person_list_sessions"]
+                .as_f64()
+                .unwrap_or(0.0),
+            summary["person_poll_us"].as_f64().unwrap_or(0.0),
+            summary["member_poll_us"].as_f64().unwrap_or(0.0),
+            summary["admit_person_us"].as_f64().unwrap_or(0.0),
+            summary["admit_member_us"].as_f64().unwrap_or(0.0),
+            summary["admit_member_share_of_list_sessions"]
+                .as_f64()
+                .unwrap_or(0.0)
+                * 100.0,
+        );
+    }
+    Ok(())
+}
