@@ -3,7 +3,9 @@
 //! `list_sessions` round trip as the person (the floor) and as the member (its credential
 //! checked and its run's liveness read on every call), a bound call (`poll_messages`, the
 //! session filled from the credential) as the member against the person naming the session,
-//! and `troupe_core::authority::admit` alone, in process, on the daemon's database.
+//! and `troupe_core::authority::admit` alone, in process, on the daemon's database; and what
+//! the member sandbox adds to a start: `true` started and waited for plain, and in the sandbox
+//! as members are (`troupe_core::sandbox`).
 
 use std::time::{Duration, Instant};
 
@@ -37,6 +39,27 @@ struct Figures {
     /// `admit` alone, in process: the person (no check) and a member on a bound operation.
     admit_person_us: f64,
     admit_member_us: f64,
+    /// Start and wait of `true`: plain (the floor) and in the sandbox, ms.
+    plain_start_ms: f64,
+    sandboxed_start_ms: f64,
+}
+
+/// Median ms to start `argv` and wait for it, over `n` starts.
+fn start_ms(argv: &[String], n: usize) -> anyhow::Result<f64> {
+    let (program, args) = argv.split_first().context("empty command")?;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let status = std::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .status()?;
+        if !status.success() {
+            bail!("{argv:?} failed: {status}");
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok(crate::bench::median(samples))
 }
 
 const KEEPER: &str = "#!/bin/sh\nprintf '%s' \"$TROUPE_RUN_TOKEN\" > \"$KEYS/tok.tmp\" && mv \"$KEYS/tok.tmp\" \"$KEYS/tok\"\nwhile [ ! -e \"$KEYS/release\" ]; do sleep 0.05; done\ntroupe call complete '{\"output\":\"ok\"}' >/dev/null\n";
@@ -152,6 +175,16 @@ async fn one_run(args: &AuthorityArgs) -> anyhow::Result<Figures> {
     let admit_member_us = time(&member_caller)?;
     drop(store);
     std::fs::write(keys.join("release"), "")?;
+    let sandbox = troupe_core::sandbox::Sandbox::detect(&layout);
+    if !sandbox.is_on() {
+        bail!("the sandbox is off here: {}", sandbox.status());
+    }
+    let starts = 200.min(n);
+    let plain_start_ms = start_ms(&["true".to_string()], starts)?;
+    let sandboxed_start_ms = start_ms(
+        &sandbox.argv(vec!["true".to_string()], scratch.path()),
+        starts,
+    )?;
     Ok(Figures {
         person_list_sessions_us,
         member_list_sessions_us,
@@ -159,6 +192,8 @@ async fn one_run(args: &AuthorityArgs) -> anyhow::Result<Figures> {
         member_poll_us,
         admit_person_us,
         admit_member_us,
+        plain_start_ms,
+        sandboxed_start_ms,
     })
 }
 
@@ -188,12 +223,15 @@ pub async fn run(args: AuthorityArgs, json: bool) -> anyhow::Result<()> {
         "admit_member_us": m(|f| f.admit_member_us),
         "admit_member_share_of_list_sessions": m(|f| f.admit_member_us / f.person_list_sessions_us),
         "member_over_person_list_sessions": m(|f| f.member_list_sessions_us / f.person_list_sessions_us),
+        "plain_start_ms": m(|f| f.plain_start_ms),
+        "sandboxed_start_ms": m(|f| f.sandboxed_start_ms),
+        "sandbox_start_added_ms": m(|f| f.sandboxed_start_ms - f.plain_start_ms),
     });
     if json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "authority (medians of {} runs, {} calls each):\n  list_sessions round trip: person {:.1} µs (floor), member {:.1} µs ({:.2}×)\n  poll_messages round trip: person naming the session {:.1} µs, member bound {:.1} µs\n  admit alone: person {:.2} µs, member on a bound operation {:.2} µs = {:.1}% of the floor",
+            "authority (medians of {} runs, {} calls each):\n  list_sessions round trip: person {:.1} µs (floor), member {:.1} µs ({:.2}×)\n  poll_messages round trip: person naming the session {:.1} µs, member bound {:.1} µs\n  admit alone: person {:.2} µs, member on a bound operation {:.2} µs = {:.1}% of the floor\n  start and wait of `true`: plain {:.2} ms (floor), in the sandbox {:.2} ms (+{:.2} ms)",
             args.runs,
             args.calls,
             summary["person_list_sessions_us"].as_f64().unwrap_or(0.0),
@@ -209,6 +247,9 @@ pub async fn run(args: AuthorityArgs, json: bool) -> anyhow::Result<()> {
                 .as_f64()
                 .unwrap_or(0.0)
                 * 100.0,
+            summary["plain_start_ms"].as_f64().unwrap_or(0.0),
+            summary["sandboxed_start_ms"].as_f64().unwrap_or(0.0),
+            summary["sandbox_start_added_ms"].as_f64().unwrap_or(0.0),
         );
     }
     Ok(())
