@@ -735,3 +735,245 @@ troupe call complete '{"output":"tried"}' > /dev/null
     );
     assert!(c.call("daemon_status", json!({})).await.is_ok());
 }
+
+/// A NATS server with TLS (certificates made here with the openssl CLI) and a user for the hub
+/// and one for the worker pool, whose permissions keep it off the hub's subjects.
+struct SecureNats {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+}
+
+impl Drop for SecureNats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl SecureNats {
+    fn start(dir: &Path) -> SecureNats {
+        std::fs::create_dir_all(dir.join("js")).unwrap();
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=troupe test CA",
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        );
+        std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "server.pem",
+                "-days",
+                "1",
+                "-extfile",
+                "san.ext",
+            ],
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let d = dir.display();
+        std::fs::write(
+            dir.join("nats.conf"),
+            format!(
+                r#"listen: "127.0.0.1:{port}"
+jetstream {{ store_dir: "{d}/js" }}
+tls {{ cert_file: "{d}/server.pem", key_file: "{d}/server.key", ca_file: "{d}/ca.pem" }}
+authorization {{
+  users = [
+    {{ user: hub, password: hub-secret }}
+    {{ user: gpu-pool, password: pool-secret,
+       permissions: {{ publish: {{ deny: ["troupe.hub.up", "troupe.pool.*.runs"] }} }} }}
+  ]
+}}
+"#
+            ),
+        )
+        .unwrap();
+        let child = Command::new(nats_server_bin())
+            .arg("-c")
+            .arg(dir.join("nats.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let mut buf = [0u8; 1024];
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                if let Ok(n) = s.read(&mut buf)
+                    && String::from_utf8_lossy(&buf[..n]).contains("\"tls_required\":true")
+                {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        SecureNats {
+            child,
+            url: format!("tls://127.0.0.1:{port}"),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// `[nats_auth]` for a user of it.
+    fn config(&self, user: &str, password: &str) -> String {
+        std::fs::write(self.dir.join(format!("{user}.pw")), password).unwrap();
+        format!(
+            "[nats_auth]\nuser = \"{user}\"\npassword_file = \"{}\"\ntls_ca = \"{}\"\n",
+            self.dir.join(format!("{user}.pw")).display(),
+            self.dir.join("ca.pem").display()
+        )
+    }
+}
+
+/// Remote workers authenticated end to end: over TLS with the hub's and the pool's own users, a
+/// remote member runs; a worker without credentials, or with credentials in its URL, cannot
+/// start; the pool's user cannot publish on the hub's subjects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_need_credentials_and_tls_and_their_user_stays_off_the_hubs_subjects() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = SecureNats::start(&scratch.path().join("nats"));
+    let d = TestDaemon::start_with_config(
+        &["--nats", &nats.url],
+        &[("TROUPE_LEASE_SECS", LEASE_SECS)],
+        &nats.config("hub", "hub-secret"),
+    );
+    let c = d.client().await;
+
+    // No credentials: refused by the server, a clear error.
+    let bare = scratch.path().join("bare");
+    let out = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&bare)
+        .args(["worker", "--nats", &nats.url, "--pool", "gpu"])
+        .env("TROUPE_RUNTIME_DIR", bare.join("run"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot reach NATS"), "{err}");
+    // Credentials in the URL: refused before anything is logged.
+    let in_url = nats.url.replace("tls://", "tls://gpu-pool:pool-secret@");
+    let out = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&bare)
+        .args(["worker", "--nats", &in_url, "--pool", "gpu"])
+        .env("TROUPE_RUNTIME_DIR", bare.join("run"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[nats_auth]") && !err.contains("pool-secret"),
+        "{err}"
+    );
+
+    // The pool's own user over TLS: a remote member runs and completes.
+    let w = scratch.path().join("w1");
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create(&w)
+            .unwrap();
+    }
+    std::fs::write(
+        w.join("config.toml"),
+        nats.config("gpu-pool", "pool-secret"),
+    )
+    .unwrap();
+    let _w1 = Worker::start(&w, &nats.url, "gpu", "w1");
+    let party = one_remote_member(
+        &c,
+        d.dir.path(),
+        "#!/bin/sh\ntroupe call complete '{\"output\":\"over tls\"}' >/dev/null\n",
+        json!({}),
+    )
+    .await;
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["members"][0]["output"], "over tls", "{end}");
+
+    // The pool's user cannot announce itself as the hub.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let pool =
+        async_nats::ConnectOptions::with_user_and_password("gpu-pool".into(), "pool-secret".into())
+            .add_root_certificates(nats.dir.join("ca.pem"))
+            .require_tls(true)
+            .event_callback(move |event| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(event.to_string());
+                }
+            })
+            .connect(&nats.url)
+            .await
+            .unwrap();
+    pool.publish("troupe.hub.up", "".into()).await.unwrap();
+    pool.flush().await.unwrap();
+    let violation = wait_for("the server to refuse the publish", 30, || {
+        let event = rx.try_recv().ok();
+        async move { event.filter(|e| e.to_lowercase().contains("permissions violation")) }
+    })
+    .await;
+    assert!(violation.contains("troupe.hub.up"), "{violation}");
+}

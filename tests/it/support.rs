@@ -33,8 +33,18 @@ impl TestDaemon {
         Self::start_with_env(args, &[])
     }
 
+    /// With extra arguments to `troupe serve`, extra environment and a `config.toml` in its
+    /// data dir, written before it starts.
+    pub fn start_with_config(args: &[&str], env: &[(&str, &str)], config: &str) -> TestDaemon {
+        Self::start_inner(args, env, Some(config))
+    }
+
     /// With extra arguments to `troupe serve` and extra environment.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestDaemon {
+        Self::start_inner(args, env, None)
+    }
+
+    fn start_inner(args: &[&str], env: &[(&str, &str)], config: Option<&str>) -> TestDaemon {
         let dir = tempfile::Builder::new()
             .prefix("troupe-it-")
             .tempdir()
@@ -43,6 +53,15 @@ impl TestDaemon {
             data_dir: dir.path().join("data"),
             runtime_dir: dir.path().join("run"),
         };
+        if let Some(config) = config {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .recursive(true)
+                .create(&layout.data_dir)
+                .unwrap();
+            std::fs::write(layout.data_dir.join("config.toml"), config).unwrap();
+        }
         let mut daemon = TestDaemon {
             dir,
             layout,

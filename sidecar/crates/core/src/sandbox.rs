@@ -14,6 +14,10 @@ use std::sync::Arc;
 
 use troupe_api::layout::Layout;
 
+/// What the daemon's own environment holds that a member must not inherit (where the hub's
+/// NATS is, which may name its server and account).
+pub const WITHHELD_ENV: &[&str] = &["TROUPE_NATS"];
+
 /// How members are started.
 #[derive(Debug, Clone)]
 pub struct Sandbox {

@@ -79,6 +79,9 @@ pub async fn run(
         };
     };
     let mut cmd = tokio::process::Command::new(program);
+    for name in crate::sandbox::WITHHELD_ENV {
+        cmd.env_remove(name);
+    }
     cmd.args(args)
         .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k, v)))

@@ -73,8 +73,11 @@ pub fn spawn(
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("empty command"))?;
-    tokio::process::Command::new(program)
-        .args(args)
+    let mut cmd = tokio::process::Command::new(program);
+    for name in crate::sandbox::WITHHELD_ENV {
+        cmd.env_remove(name);
+    }
+    cmd.args(args)
         .current_dir(workdir)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .envs(agent.env.iter())

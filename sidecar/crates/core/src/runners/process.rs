@@ -131,6 +131,9 @@ impl RunTable {
             )?;
         }
         let mut cmd = tokio::process::Command::new(program);
+        for name in crate::sandbox::WITHHELD_ENV {
+            cmd.env_remove(name);
+        }
         cmd.args(args)
             .current_dir(&spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))

@@ -106,7 +106,7 @@ impl HubHandle {
 /// Connects to NATS (a clear error when it cannot be reached), makes the streams and buckets,
 /// and starts reading exits and serving remote calls.
 pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::Result<HubHandle> {
-    let client = super::connect(url).await?;
+    let client = super::connect(url, &super::nats_auth(&layout.data_dir)?).await?;
     let jet = jet(&client).await?;
     let scratch = layout.data_dir.join("remote");
     std::fs::create_dir_all(&scratch)

@@ -41,25 +41,70 @@ pub const HUB_UP_PAUSE: Duration = Duration::from_millis(500);
 struct Settings {
     /// The NATS server (JetStream) of the hub: `nats = "nats://hub.example:4222"`.
     nats: Option<String>,
+    /// How to authenticate to it (never in the URL, which is logged).
+    #[serde(default)]
+    nats_auth: NatsAuth,
     /// The members' sandbox (`[sandbox] enabled = false`), read by the core.
     #[allow(dead_code)]
     sandbox: Option<toml::Table>,
 }
 
-/// The NATS URL to use: the flag (or `TROUPE_NATS`), else `nats` in `<data dir>/config.toml`.
-pub fn nats_url(flag: Option<String>, data_dir: &Path) -> anyhow::Result<Option<String>> {
-    if flag.is_some() {
-        return Ok(flag);
-    }
+/// How the hub or a worker authenticates to NATS and checks its server: `[nats_auth]` in
+/// `<data dir>/config.toml` (a creds file, an nkey seed file, or a user and a password or
+/// password file; a CA file for TLS, which `tls://` or a CA requires).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatsAuth {
+    /// A `.creds` file (a user JWT and its nkey seed), as `nsc` makes them.
+    pub creds: Option<std::path::PathBuf>,
+    /// A file holding an nkey seed (`SU…`).
+    pub nkey_seed_file: Option<std::path::PathBuf>,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    /// A file holding the password (preferred over `password`: config files get shared).
+    pub password_file: Option<std::path::PathBuf>,
+    /// The CA that signed the server's certificate: TLS is then required.
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// A client certificate and key, when the server asks for one.
+    pub tls_cert: Option<std::path::PathBuf>,
+    pub tls_key: Option<std::path::PathBuf>,
+}
+
+fn settings(data_dir: &Path) -> anyhow::Result<Settings> {
     let path = data_dir.join("config.toml");
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let settings: Settings =
-        toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
-    Ok(settings.nats.filter(|u| !u.trim().is_empty()))
+    toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))
+}
+
+/// The NATS URL to use: the flag (or `TROUPE_NATS`), else `nats` in `<data dir>/config.toml`.
+/// A URL carrying credentials is refused: it is logged and members inherit it.
+pub fn nats_url(flag: Option<String>, data_dir: &Path) -> anyhow::Result<Option<String>> {
+    let url = match flag {
+        Some(flag) => Some(flag),
+        None => settings(data_dir)?.nats.filter(|u| !u.trim().is_empty()),
+    };
+    if let Some(u) = &url
+        && u.split_once("://")
+            .map_or(u.as_str(), |(_, rest)| rest)
+            .split(['/', ','])
+            .next()
+            .is_some_and(|host| host.contains('@'))
+    {
+        bail!(
+            "the NATS URL carries credentials: put them in {} under [nats_auth] (creds, nkey_seed_file, or user and password_file) — a URL is logged and members inherit it",
+            data_dir.join("config.toml").display()
+        );
+    }
+    Ok(url)
+}
+
+/// `[nats_auth]` of the data dir's `config.toml` (nothing when absent).
+pub fn nats_auth(data_dir: &Path) -> anyhow::Result<NatsAuth> {
+    Ok(settings(data_dir)?.nats_auth)
 }
 
 /// How long a lease lives without renewal (`TROUPE_LEASE_SECS` changes it, for tests).
@@ -147,13 +192,43 @@ pub enum CallReply {
 }
 
 /// Connects to NATS; a clear error when it cannot be reached.
-pub async fn connect(url: &str) -> anyhow::Result<async_nats::Client> {
-    async_nats::ConnectOptions::new()
+pub async fn connect(url: &str, auth: &NatsAuth) -> anyhow::Result<async_nats::Client> {
+    let read = |p: &Path| {
+        std::fs::read_to_string(p)
+            .map(|t| t.trim().to_string())
+            .with_context(|| format!("cannot read {}", p.display()))
+    };
+    let mut options = match (&auth.creds, &auth.nkey_seed_file, &auth.user) {
+        (Some(creds), _, _) => async_nats::ConnectOptions::with_credentials_file(creds)
+            .await
+            .with_context(|| format!("cannot read the NATS creds file {}", creds.display()))?,
+        (None, Some(seed), _) => async_nats::ConnectOptions::with_nkey(read(seed)?),
+        (None, None, Some(user)) => {
+            let password = match (&auth.password_file, &auth.password) {
+                (Some(file), _) => read(file)?,
+                (None, Some(p)) => p.clone(),
+                (None, None) => bail!("[nats_auth] user {user:?} needs password_file or password"),
+            };
+            async_nats::ConnectOptions::with_user_and_password(user.clone(), password)
+        }
+        (None, None, None) => async_nats::ConnectOptions::new(),
+    };
+    if let Some(ca) = &auth.tls_ca {
+        options = options.add_root_certificates(ca.clone()).require_tls(true);
+    } else if url.starts_with("tls://") {
+        options = options.require_tls(true);
+    }
+    if let (Some(cert), Some(key)) = (&auth.tls_cert, &auth.tls_key) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    options
         .connection_timeout(Duration::from_secs(5))
         .name("troupe")
         .connect(url)
         .await
-        .with_context(|| format!("cannot reach NATS at {url} (is nats-server running with -js?)"))
+        .with_context(|| {
+            format!("cannot reach NATS at {url} (is nats-server running with -js, and are [nats_auth]'s credentials and CA right?)")
+        })
 }
 
 /// The streams and buckets, made if missing (so either end may start first).

@@ -73,7 +73,7 @@ pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
     layout.prepare_dirs()?;
     // A reaper of an earlier worker may still hold it for a moment, ending that one's runs.
     let _lock = lock_within(&layout, Duration::from_secs(5)).await?;
-    let client = super::connect(&args.nats).await?;
+    let client = super::connect(&args.nats, &super::nats_auth(&layout.data_dir)?).await?;
     let jet = jet(&client).await?;
     let name = args
         .name
