@@ -627,3 +627,110 @@ troupe call complete '{{"output":"worked"}}' > /dev/null 2> "$OUT/complete.err"
         .unwrap();
     assert!(String::from_utf8_lossy(&log.stdout).contains("work"));
 }
+
+/// A project may let a sandboxed member's edits inside its own checkout through without asking
+/// (`[sandbox] approve_own_checkout_edits = true`): the same party run asks the person four times
+/// without it, once with it (the command that leaves the checkout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandboxed_edits_inside_a_members_own_checkout_need_no_person_when_the_project_says_so() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    // Three edits in its checkout and a command reaching outside; it waits for each answer
+    // (the test answers the person's prompts as they come), then completes.
+    let script = executable(
+        d.dir.path(),
+        "editor.sh",
+        r#"#!/bin/sh
+ask() {
+  R=$(troupe call request_permission "$1")
+  A=$(echo "$R" | python3 -c 'import json,sys; print(json.load(sys.stdin)["approval_id"])')
+  S=$(echo "$R" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
+  while [ "$S" = pending ]; do
+    S=$(troupe call request_permission "{\"approval_id\":\"$A\",\"wait_ms\":20000}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
+  done
+}
+for f in a.txt src/b.txt c.txt; do
+  ask "{\"tool_name\":\"Write\",\"input\":{\"file_path\":\"$PWD/$f\",\"content\":\"x\"},\"file_path\":\"$PWD/$f\",\"wait_ms\":20000}"
+done
+ask '{"tool_name":"Bash","input":{"command":"cat ~/.ssh/config"},"wait_ms":20000}'
+troupe call complete '{"output":"asked"}' > /dev/null
+"#,
+    );
+    define(
+        &c,
+        "agent",
+        json!({ "name": "editor", "command": [script], "isolation": "worktree" }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "edits", "roles": { "dev": { "agent": "editor" } } }),
+    )
+    .await;
+    let mut prompts = Vec::new();
+    for (name, allow) in [("plain", false), ("trusting", true)] {
+        let project = repo(&d.dir.path().join(name));
+        if allow {
+            std::fs::create_dir_all(Path::new(&project).join(".troupe")).unwrap();
+            std::fs::write(
+                Path::new(&project).join(".troupe/config.toml"),
+                "[sandbox]\napprove_own_checkout_edits = true\n",
+            )
+            .unwrap();
+        }
+        let party = launch(&c, "edits", &project).await;
+        let started = std::time::Instant::now();
+        let mut asked = 0;
+        loop {
+            let status = c
+                .call("get_party_status", json!({ "party_id": party }))
+                .await
+                .unwrap();
+            if status["party"]["status"] != "running" {
+                break;
+            }
+            let pending = c
+                .call(
+                    "list_approvals",
+                    json!({ "status": "pending", "party_id": party }),
+                )
+                .await
+                .unwrap();
+            for a in pending["approvals"].as_array().unwrap() {
+                let id = a["approval_id"].as_str().unwrap();
+                if c.call(
+                    "decide_approval",
+                    json!({ "approval_id": id, "decision": "approve" }),
+                )
+                .await
+                .is_ok()
+                {
+                    asked += 1;
+                }
+            }
+            // Polls for the next request or the party's end, within a bound.
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(90),
+                "the {name} party did not end"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let all = c
+            .call("list_approvals", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        let by_sandbox = all["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["rule_id"] == "sandbox:own-checkout")
+            .count();
+        prompts.push((name, asked, by_sandbox));
+    }
+    assert_eq!(
+        prompts,
+        [("plain", 4, 0), ("trusting", 1, 3)],
+        "prompts to the person, and edits let through by the sandbox"
+    );
+}

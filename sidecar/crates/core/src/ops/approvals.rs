@@ -157,6 +157,48 @@ fn examine(
     }
 }
 
+/// The rule that answers a sandboxed member's file edit inside its own checkout, in a project
+/// that lets those through (recorded as the request's rule).
+pub const SANDBOX_RULE: &str = "sandbox:own-checkout";
+
+/// Whether a request is a file edit inside the asking member's own checkout (a worktree or
+/// clone, not the project), the member runs in the sandbox (the data dir is not there for
+/// it), and the project lets those through: `.troupe/config.toml` `[sandbox]
+/// approve_own_checkout_edits = true`. Then only what leaves the checkout reaches the person
+/// (a path outside it, a sensitive path or a large diff escalated before this is asked).
+fn sandboxed_worktree_edit(
+    d: &Daemon,
+    run: Option<&AgentRun>,
+    project_id: &str,
+    seen: &Subject,
+) -> bool {
+    if !d.sandbox.is_on() || !matches!(seen, Subject::Path(Some(_))) {
+        return false;
+    }
+    let Some(workdir) = run.and_then(|r| r.workdir.as_deref()).map(Path::new) else {
+        return false;
+    };
+    let Ok(project) = d.store.get_project(project_id) else {
+        return false;
+    };
+    let root = Path::new(&project.root_path);
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    if canonical(workdir) == canonical(root) {
+        return false;
+    }
+    let Ok(text) = std::fs::read_to_string(root.join(".troupe/config.toml")) else {
+        return false;
+    };
+    toml::from_str::<toml::Table>(&text)
+        .ok()
+        .and_then(|t| {
+            t.get("sandbox")?
+                .get("approve_own_checkout_edits")?
+                .as_bool()
+        })
+        .unwrap_or(false)
+}
+
 /// Where a request's relative paths start, and the checkout they are matched from.
 struct Place {
     /// The caller's directory (canonical).
@@ -488,7 +530,11 @@ pub async fn request_permission(
                     .active_rules(&session.project_id, party_id.as_deref())?
                     .into_iter()
                     .find(|r| rules::matches(r, &tool, &seen))
-                    .map(|r| r.rule_id),
+                    .map(|r| r.rule_id)
+                    .or_else(|| {
+                        sandboxed_worktree_edit(d, run.as_ref(), &session.project_id, &seen)
+                            .then(|| SANDBOX_RULE.to_string())
+                    }),
             };
             let (is_dangerous, danger_reason) = match &escalated {
                 Some((why, _)) => (
