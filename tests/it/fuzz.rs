@@ -1,8 +1,10 @@
 //! Fuzz targets against real processes (proptest, through `troupe-fuzz`): arbitrary params for
 //! every operation of the registry through a real daemon's socket, arbitrary JSON-RPC frames
 //! and bytes at its HTTP and socket doors, arbitrary LSP frames and requests at a real
-//! `troupe lsp`, and arbitrary tool calls at a real `troupe mcp`. Every case is answered or
-//! refused with a typed error within a bound, nothing panics, and the daemon keeps serving.
+//! `troupe lsp`, and arbitrary tool calls at a real `troupe mcp`; the ACP door (`acp.rs`),
+//! Claude Code's hooks (`hooks.rs`) and the NATS hub and workers (`remote.rs`) have theirs
+//! beside. Every case is answered or refused with a typed error within a bound, nothing panics,
+//! and the daemon keeps serving. A long-poll is known from its params (`wait_ms`), not a list.
 //! `cargo test` runs a short fixed corpus; `scripts/fuzz` runs each target for minutes.
 
 use std::io::{Read, Write};
@@ -23,13 +25,46 @@ use troupe_fuzz::proptest;
 
 use crate::support::{BIN, TestDaemon, register};
 
+mod acp;
+mod hooks;
+mod remote;
+
 /// How long any one answer may take before the case counts as a hang (generous: the machine
 /// may be loaded; an answer normally takes milliseconds).
 const HANG: Duration = Duration::from_secs(30);
-/// How long a long-poll (`poll_messages`, `request_permission`) is given before we stop
-/// waiting: one that waits as asked is not a hang.
+/// How long a long-poll is given before we stop waiting: one that waits as asked (or its
+/// default wait, 30 s for a person's answer) is not a hang.
 const LONG_POLL: Duration = Duration::from_secs(2);
-const LONG_POLLS: &[&str] = &["poll_messages", "request_permission"];
+
+/// Whether `op` is a long-poll: learnt from the operation list (its params take `wait_ms`), so
+/// a new long-poll (`ask_person` came after these targets) needs no entry here.
+fn long_poll(op: &str) -> bool {
+    troupe_api::param_field(op, "wait_ms") != troupe_api::Field::Absent
+}
+
+/// An operation whose summary says it is a long-poll takes `wait_ms`: one that waited some
+/// other way would be taken for a hang by these targets.
+#[test]
+fn the_long_polls_are_learnt_from_the_operation_list() {
+    let learnt: Vec<&str> = OPERATIONS
+        .iter()
+        .map(|o| o.name)
+        .filter(|o| long_poll(o))
+        .collect();
+    for op in ["poll_messages", "request_permission", "ask_person"] {
+        assert!(learnt.contains(&op), "{op} is not learnt: {learnt:?}");
+    }
+    for op in OPERATIONS
+        .iter()
+        .filter(|o| o.summary.contains("long-poll"))
+    {
+        assert!(
+            long_poll(op.name),
+            "{} says it is a long-poll but takes no wait_ms",
+            op.name
+        );
+    }
+}
 
 /// The codes an operation may answer bad input with (-32603 would mean a panic or an untyped
 /// failure, and fails the case).
@@ -93,6 +128,30 @@ fn assert_serving(rt: &tokio::runtime::Runtime, w: &mut World) -> Result<(), Tes
     })
 }
 
+/// Denies every permission request at once (from a task of the current runtime), so that a
+/// `request_permission` answers.
+fn deny_every_request(decider: troupe::client::Client) {
+    tokio::spawn(async move {
+        let Ok(mut sub) = decider
+            .subscribe("subscribe_approvals", json!({}), "unsubscribe_approvals")
+            .await
+        else {
+            return;
+        };
+        while let Some(Ok(snapshot)) = sub.next().await {
+            for a in snapshot["approvals"].as_array().into_iter().flatten() {
+                // Decided meanwhile (by a fuzz case): nothing to do.
+                let _ = decider
+                    .call(
+                        "decide_approval",
+                        json!({ "approval_id": a["approval_id"], "decision": "deny" }),
+                    )
+                    .await;
+            }
+        }
+    });
+}
+
 // --- the registry: params of every operation ----------------------------------------------
 
 /// Seeds every operation gets first: absent, wrong kinds, and an unknown field.
@@ -130,14 +189,10 @@ async fn call_checked(
     op: &str,
     params: Option<Value>,
 ) -> Result<(), TestCaseError> {
-    let bound = if LONG_POLLS.contains(&op) {
-        LONG_POLL
-    } else {
-        HANG
-    };
+    let bound = if long_poll(op) { LONG_POLL } else { HANG };
     let args = params.unwrap_or(Value::Null);
     match tokio::time::timeout(bound, c.call(op, args.clone())).await {
-        Err(_) if LONG_POLLS.contains(&op) => Ok(()),
+        Err(_) if long_poll(op) => Ok(()),
         Err(_) => Err(TestCaseError::fail(format!(
             "{op} hung (no answer in {bound:?}) on {args}"
         ))),
@@ -524,7 +579,7 @@ fn lsp_request(pool: Vec<String>) -> BoxedStrategy<Value> {
     // params are fuzzed through `registry_params`).
     let ops: Vec<String> = OPERATIONS
         .iter()
-        .filter(|o| o.name != "shutdown_daemon" && !LONG_POLLS.contains(&o.name))
+        .filter(|o| o.name != "shutdown_daemon" && !long_poll(o.name))
         .map(|o| format!("troupe.{}", o.name))
         .collect();
     let command = prop_oneof![
@@ -751,26 +806,7 @@ fn fuzz_mcp_tools() {
     let mut w = world(&rt);
     let session = w.pool[0].clone();
     let (mcp, tools) = rt.block_on(async {
-        // Deny every permission request at once, so `request_permission` answers.
-        let decider = w.daemon.client().await;
-        tokio::spawn(async move {
-            let Ok(mut sub) = decider
-                .subscribe("subscribe_approvals", json!({}), "unsubscribe_approvals")
-                .await
-            else {
-                return;
-            };
-            while let Some(Ok(snapshot)) = sub.next().await {
-                for a in snapshot["approvals"].as_array().into_iter().flatten() {
-                    let _ = decider
-                        .call(
-                            "decide_approval",
-                            json!({ "approval_id": a["approval_id"], "decision": "deny" }),
-                        )
-                        .await;
-                }
-            }
-        });
+        deny_every_request(w.daemon.client().await);
         let layout = w.daemon.layout.clone();
         let s = session.clone();
         let cmd = tokio::process::Command::new(BIN).configure(move |c| {
@@ -810,13 +846,10 @@ fn fuzz_mcp_tools() {
             if let Value::Object(map) = &args {
                 request = request.with_arguments(map.clone());
             }
-            let bound = if name == "poll_messages" {
-                LONG_POLL
-            } else {
-                HANG
-            };
+            // A tool is its operation: a long-poll's tool waits as the operation does.
+            let bound = if long_poll(&name) { LONG_POLL } else { HANG };
             match tokio::time::timeout(bound, mcp.call_tool(request)).await {
-                Err(_) if name == "poll_messages" => {}
+                Err(_) if long_poll(&name) => {}
                 Err(_) => {
                     return Err(TestCaseError::fail(format!("{name} hung on {args}")));
                 }

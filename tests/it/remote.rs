@@ -12,6 +12,7 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -40,15 +41,15 @@ fn nats_server_bin() -> PathBuf {
 }
 
 /// A nats-server with JetStream on a free loopback port, its store in `dir`; killed on drop.
-struct Nats {
+pub(crate) struct Nats {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     port: u16,
     dir: PathBuf,
 }
 
 impl Nats {
-    fn start(dir: &Path) -> Nats {
+    pub(crate) fn start(dir: &Path) -> Nats {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -106,17 +107,31 @@ impl Drop for Nats {
 }
 
 /// A `troupe worker` on its own data dir; killed on drop.
-struct Worker {
+pub(crate) struct Worker {
     child: Option<Child>,
+    /// What it logged (also copied to the test's stderr).
+    log: Arc<Mutex<String>>,
 }
 
 impl Worker {
     fn start(data: &Path, nats: &str, pool: &str, name: &str) -> Worker {
+        Self::start_with_slots(data, nats, pool, name, 1)
+    }
+
+    /// A worker that runs up to `slots` members at once.
+    pub(crate) fn start_with_slots(
+        data: &Path,
+        nats: &str,
+        pool: &str,
+        name: &str,
+        slots: usize,
+    ) -> Worker {
+        let slots = slots.to_string();
         let mut child = Command::new(BIN)
             .arg("--data-dir")
             .arg(data)
             .args([
-                "worker", "--nats", nats, "--pool", pool, "--name", name, "--slots", "1",
+                "worker", "--nats", nats, "--pool", pool, "--name", name, "--slots", &slots,
             ])
             .env("TROUPE_RUNTIME_DIR", data.join("run"))
             .env("TROUPE_LEASE_SECS", LEASE_SECS)
@@ -140,12 +155,32 @@ impl Worker {
             }
         }
         let tag = name.to_string();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 eprintln!("[{tag}] {line}");
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
             }
         });
-        Worker { child: Some(child) }
+        Worker {
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// What it logged so far.
+    pub(crate) fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Whether it still runs.
+    pub(crate) fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     fn kill9(&mut self) {
@@ -199,7 +234,7 @@ async fn gone(what: &str, pgid: i32, secs: u64) {
     .await
 }
 
-fn hub(nats: &Nats) -> TestDaemon {
+pub(crate) fn hub(nats: &Nats) -> TestDaemon {
     TestDaemon::start_with_env(&["--nats", &nats.url], &[("TROUPE_LEASE_SECS", LEASE_SECS)])
 }
 

@@ -758,9 +758,13 @@ async fn hook(layout: &Layout, event: &str) -> anyhow::Result<()> {
         .read_to_string(&mut text)
         .context("reading the hook's JSON from stdin")?;
     let mut payload: Value = serde_json::from_str(&text).context("the hook's input is not JSON")?;
-    if payload.get("hook_event_name").is_none() {
-        payload["hook_event_name"] = json!(event);
-    }
+    // Anything else (found by fuzzing: `[]` panicked here) is refused as the HTTP form does.
+    let Some(fields) = payload.as_object_mut() else {
+        bail!("the hook's input must be a JSON object");
+    };
+    fields
+        .entry("hook_event_name")
+        .or_insert_with(|| json!(event));
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let params = json!({
         "payload": payload,

@@ -125,12 +125,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// An operation's error, as the editor is told it.
+/// An operation's error, as the editor is told it: the daemon's typed refusals keep their code
+/// (found by fuzzing: `/land` on a party with nothing to land was an internal error).
 fn failed(op: &str, e: CallError) -> DoorError {
     let text = format!("{op}: {e}");
-    match e.kind() {
-        Some("not_found") => DoorError::NotFound(text),
-        Some("invalid_params") => DoorError::InvalidParams(text),
+    match (e.kind(), e.code()) {
+        (Some("not_found"), _) => DoorError::NotFound(text),
+        (Some("invalid_params"), _) => DoorError::InvalidParams(text),
+        (Some(kind), Some(code)) if kind != "internal" => DoorError::Refused {
+            code,
+            message: text,
+        },
         _ => DoorError::Internal(text),
     }
 }

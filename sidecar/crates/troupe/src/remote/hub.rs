@@ -142,7 +142,7 @@ pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::
     tokio::spawn(async move {
         while let Some(msg) = messages.next().await {
             let Ok(msg) = msg else { continue };
-            match serde_json::from_slice::<RunExit>(&msg.payload) {
+            match super::read_exit(&msg.payload) {
                 Ok(exit) => {
                     let waiter = lock(&h.runs)
                         .get_mut(&exit.run_id)
@@ -163,7 +163,7 @@ pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::
                         }
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "an unreadable exit message"),
+                Err(e) => tracing::warn!(error = %e, "an exit message dropped"),
             }
             if let Err(e) = msg.double_ack().await {
                 tracing::debug!(error = %e, "exit not acknowledged");
@@ -190,13 +190,12 @@ pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::
         while let Some(msg) = calls.next().await {
             let h = h.clone();
             tokio::spawn(async move {
-                let reply = match serde_json::from_slice::<CallRequest>(&msg.payload) {
+                let reply = match super::read_call(&msg.payload) {
                     Ok(call) => h.call(call).await,
-                    Err(e) => CallReply::Error {
-                        code: troupe_api::error::codes::INVALID_PARAMS,
-                        message: format!("an unreadable remote call: {e}"),
-                        data: None,
-                    },
+                    Err(refused) => {
+                        tracing::warn!(reply = ?refused, "a remote call refused");
+                        refused
+                    }
                 };
                 if let (Some(to), Ok(body)) = (msg.reply, serde_json::to_vec(&reply))
                     && let Err(e) = h.client.publish(to, body.into()).await

@@ -338,10 +338,10 @@ fn host_name() -> String {
 impl Worker {
     /// One message of the work queue: a run to claim and run, or to drop.
     async fn take(self: &Arc<Self>, msg: async_nats::jetstream::Message) {
-        let spec: RunSpec = match serde_json::from_slice(&msg.payload) {
+        let spec: RunSpec = match super::read_run(&msg.payload) {
             Ok(spec) => spec,
             Err(e) => {
-                tracing::warn!(error = %e, "an unreadable run; dropped");
+                tracing::warn!(error = %e, "a run that cannot be taken; dropped");
                 let _ = msg.double_ack().await;
                 return;
             }

@@ -43,6 +43,10 @@ pub enum DoorError {
     InvalidRequest(String),
     #[error("{0}")]
     NotFound(String),
+    /// Refused by the daemon with a code of its own (conflict, forbidden, too large,
+    /// unavailable, …): passed on with that code, as the other doors do.
+    #[error("{message}")]
+    Refused { code: i32, message: String },
     #[error("{0}")]
     Internal(String),
 }
@@ -364,6 +368,7 @@ fn error_of(e: DoorError) -> agent_client_protocol::Error {
         DoorError::NotFound(_) => {
             agent_client_protocol::Error::new(ErrorCode::ResourceNotFound, "Resource not found")
         }
+        DoorError::Refused { code, .. } => agent_client_protocol::Error::new(code, message.clone()),
         DoorError::Internal(_) => agent_client_protocol::Error::internal_error(),
     };
     base.data(json!({ "message": message }))
