@@ -31,6 +31,22 @@ async fn token_of(keys: &Path, role: &str) -> String {
     .await
 }
 
+/// An agent running `script` in a worktree with `env`, and a party of one `dev` role of it.
+async fn one_dev_party(c: &Client, name: &str, script: String, env: Value) {
+    define(
+        c,
+        "agent",
+        json!({ "name": name, "command": [script], "isolation": "worktree", "env": env }),
+    )
+    .await;
+    define(
+        c,
+        "party",
+        json!({ "name": format!("{name}-party"), "roles": { "dev": { "agent": name } } }),
+    )
+    .await;
+}
+
 /// The error of a refused call, or `None` if the call was admitted (whatever it then did).
 async fn refusal(c: &Client, op: &str, params: Value) -> Option<Value> {
     match c.call(op, params).await {
@@ -70,17 +86,11 @@ wait $asker
 troupe call complete '{"output":"done"}' > /dev/null
 "#,
     );
-    define(
+    one_dev_party(
         &c,
-        "agent",
-        json!({ "name": "sly", "command": [script], "isolation": "worktree",
-                "env": { "OUT": out.display().to_string() } }),
-    )
-    .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "sly-party", "roles": { "dev": { "agent": "sly" } } }),
+        "sly",
+        script,
+        json!({ "OUT": out.display().to_string() }),
     )
     .await;
     let project = repo(&d.dir.path().join("proj"));
@@ -578,21 +588,15 @@ troupe call complete '{{"output":"worked"}}' > /dev/null 2> "$OUT/complete.err"
             worktrees = d.layout.data_dir.join("worktrees").display(),
         ),
     );
-    define(
+    one_dev_party(
         &c,
-        "agent",
-        json!({ "name": "prober", "command": [script], "isolation": "worktree",
-                "env": { "OUT": out.display().to_string() } }),
-    )
-    .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "probe", "roles": { "dev": { "agent": "prober" } } }),
+        "prober",
+        script,
+        json!({ "OUT": out.display().to_string() }),
     )
     .await;
     let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "probe", &project).await;
+    let party = launch(&c, "prober-party", &project).await;
     let end = crate::support::party_end(&c, &party, 60).await;
     let complete = std::fs::read_to_string(out.join("complete.err")).unwrap_or_default();
     assert_eq!(end["party"]["status"], "completed", "{end}\n{complete}");
@@ -656,18 +660,7 @@ ask '{"tool_name":"Bash","input":{"command":"cat ~/.ssh/config"},"wait_ms":20000
 troupe call complete '{"output":"asked"}' > /dev/null
 "#,
     );
-    define(
-        &c,
-        "agent",
-        json!({ "name": "editor", "command": [script], "isolation": "worktree" }),
-    )
-    .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "edits", "roles": { "dev": { "agent": "editor" } } }),
-    )
-    .await;
+    one_dev_party(&c, "editor", script, json!({})).await;
     let mut prompts = Vec::new();
     for (name, allow) in [("plain", false), ("trusting", true)] {
         let project = repo(&d.dir.path().join(name));
@@ -679,7 +672,7 @@ troupe call complete '{"output":"asked"}' > /dev/null
             )
             .unwrap();
         }
-        let party = launch(&c, "edits", &project).await;
+        let party = launch(&c, "editor-party", &project).await;
         let started = std::time::Instant::now();
         let mut asked = 0;
         loop {

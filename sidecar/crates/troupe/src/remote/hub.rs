@@ -218,20 +218,25 @@ fn refused(code: i32, message: String) -> CallReply {
 }
 
 impl Hub {
+    /// A run the hub waits for: its secret, checkout, branch and timeline.
+    fn waited(&self, run_id: &str) -> Option<(String, PathBuf, String, RemoteRun)> {
+        lock(&self.runs).get(run_id).map(|l| {
+            (
+                l.secret.clone(),
+                l.workdir.clone(),
+                l.branch.clone(),
+                l.run.clone(),
+            )
+        })
+    }
+
     /// The run the hub waits for, if it does; a restarted hub that has not taken back a run it
     /// recorded yet is waited for (its daemon's start and recovery), not answered "gone".
     async fn live(&self, run_id: &str) -> Option<(String, PathBuf, String, RemoteRun)> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let registered = self.registered.notified();
-            let found = lock(&self.runs).get(run_id).map(|l| {
-                (
-                    l.secret.clone(),
-                    l.workdir.clone(),
-                    l.branch.clone(),
-                    l.run.clone(),
-                )
-            });
+            let found = self.waited(run_id);
             if found.is_some() || !self.record_path(run_id).exists() {
                 return found;
             }
@@ -253,14 +258,7 @@ impl Hub {
             })
             .await;
             if woke.is_err() {
-                return lock(&self.runs).get(run_id).map(|l| {
-                    (
-                        l.secret.clone(),
-                        l.workdir.clone(),
-                        l.branch.clone(),
-                        l.run.clone(),
-                    )
-                });
+                return self.waited(run_id);
             }
         }
     }
