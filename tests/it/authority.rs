@@ -2,7 +2,8 @@
 //! the person's token), as itself, and only what its operation's access admits. The regression
 //! of a member approving its own `rm -rf ~/important`, and a table of operation × caller (the
 //! person, the party's leader, a member, a member of another party, a run that has ended, an
-//! agent CLI of the person's, nobody) against a real daemon, through the JSON-RPC and MCP doors.
+//! agent CLI of the person's, nobody) against a real daemon, through the JSON-RPC and MCP doors
+//! (the LSP, ACP and hook doors: `authority_doors.rs`).
 
 use std::path::Path;
 
@@ -13,7 +14,7 @@ use crate::support::{TestDaemon, define, executable, launch, register, repo, wai
 
 /// A member that leaves its run's credential in `$KEYS/<role>.tok` (and its environment in
 /// `$KEYS/<role>.env`), then stays until `$KEYS/release` appears.
-const KEEPER: &str = r#"#!/bin/sh
+pub(crate) const KEEPER: &str = r#"#!/bin/sh
 env > "$KEYS/$TROUPE_ROLE.env"
 printf '%s' "$TROUPE_RUN_TOKEN" > "$KEYS/$TROUPE_ROLE.tmp" && mv "$KEYS/$TROUPE_ROLE.tmp" "$KEYS/$TROUPE_ROLE.tok"
 while [ ! -e "$KEYS/release" ]; do sleep 0.05; done
@@ -21,7 +22,7 @@ troupe call complete '{"output":"released"}' >/dev/null
 "#;
 
 /// The credential a role's member left, once it did.
-async fn token_of(keys: &Path, role: &str) -> String {
+pub(crate) async fn token_of(keys: &Path, role: &str) -> String {
     let path = keys.join(format!("{role}.tok"));
     wait_for(&format!("{role}'s credential"), 30, || async {
         std::fs::read_to_string(&path)
@@ -32,7 +33,7 @@ async fn token_of(keys: &Path, role: &str) -> String {
 }
 
 /// An agent running `script` in a worktree with `env`, and a party of one `dev` role of it.
-async fn one_dev_party(c: &Client, name: &str, script: String, env: Value) {
+pub(crate) async fn one_dev_party(c: &Client, name: &str, script: String, env: Value) {
     define(
         c,
         "agent",

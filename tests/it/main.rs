@@ -14,6 +14,7 @@ mod approvals;
 mod architecture;
 mod auth;
 mod authority;
+mod authority_doors;
 mod bad_input;
 mod collab;
 mod daemon;

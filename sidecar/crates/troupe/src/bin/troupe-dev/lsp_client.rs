@@ -93,8 +93,20 @@ impl LspClient {
         root: &std::path::Path,
         log: &str,
     ) -> anyhow::Result<LspClient> {
+        Self::start_with_env(bin, layout, root, log, &[]).await
+    }
+
+    /// `start`, with extra environment (a member's `TROUPE_RUN_TOKEN`, say).
+    pub async fn start_with_env(
+        bin: &std::path::Path,
+        layout: &Layout,
+        root: &std::path::Path,
+        log: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<LspClient> {
         let mut child = tokio::process::Command::new(bin)
             .arg("lsp")
+            .envs(env.iter().copied())
             .env("TROUPE_HOME", &layout.data_dir)
             .env("TROUPE_RUNTIME_DIR", &layout.runtime_dir)
             .env("TROUPE_LOG", log)
