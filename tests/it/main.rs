@@ -30,6 +30,7 @@ mod messaging;
 mod mock_llm;
 mod parties;
 mod patterns;
+mod playbooks;
 mod plugins;
 mod real_clis;
 mod reliability;

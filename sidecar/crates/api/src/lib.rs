@@ -387,6 +387,37 @@ pub static SUBSCRIPTIONS: &[Subscription] = &[
 ];
 
 /// Looks an operation up by name.
+/// Params an agent's tool never shows its model: the door or the runner fills them in from the
+/// calling session's credential.
+pub const CALLER_FIELDS: &[&str] = &[
+    "session_id",
+    "from_session_id",
+    "parent_session_id",
+    "created_by_session_id",
+];
+
+/// `op`'s params schema as an agent's tool shows it: without the caller's fields, `$schema`
+/// and `title`.
+pub fn agent_tool_schema(op: &Operation) -> serde_json::Map<String, Value> {
+    let mut schema = serde_json::to_value((op.params_schema)()).unwrap_or_default();
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for f in CALLER_FIELDS {
+            props.remove(*f);
+        }
+    }
+    if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        req.retain(|f| !f.as_str().is_some_and(|f| CALLER_FIELDS.contains(&f)));
+    }
+    match schema {
+        Value::Object(mut m) => {
+            m.remove("$schema");
+            m.remove("title");
+            m
+        }
+        _ => serde_json::Map::new(),
+    }
+}
+
 pub fn operation(name: &str) -> Option<&'static Operation> {
     OPERATIONS.iter().find(|op| op.name == name)
 }

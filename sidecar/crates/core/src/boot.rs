@@ -309,4 +309,22 @@ impl RunnerHost for Daemon {
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict {
         crate::collab::tool_verdict(&self.store, session_id, tool).0
     }
+
+    fn call_as(
+        self: Arc<Self>,
+        caller: crate::authority::Caller,
+        op: String,
+        params: serde_json::Value,
+    ) -> BoxFuture<'static, Result<serde_json::Value, ApiError>> {
+        match crate::registry::handler(&op) {
+            Some(handler) => handler(self, caller, Some(params)),
+            None => async move {
+                Err(ApiError::NotFound {
+                    what: "operation".into(),
+                    id: op,
+                })
+            }
+            .boxed(),
+        }
+    }
 }

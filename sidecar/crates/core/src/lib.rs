@@ -18,6 +18,7 @@ pub mod inbox;
 pub mod landing;
 pub mod ops;
 pub mod orchestrator;
+pub mod playbooks;
 pub mod plugins;
 pub mod procs;
 pub mod project;

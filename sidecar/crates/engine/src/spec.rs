@@ -115,6 +115,11 @@ pub struct RoleDefinition {
     /// Extra instructions given to this role's members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// The playbook its members are given (`playbooks/<name>.md`, or the project's
+    /// `.troupe/playbooks/<name>.md`; `none` for none). Default: `leader` for the leader,
+    /// `reviewer` for a role whose name says review, `developer` for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub playbook: Option<String>,
     /// Best of N: the `count` members are attempts at the same task, each in its own checkout;
     /// one is picked (by `judge`, or by the person) and only its branch is landed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -215,6 +220,8 @@ pub enum SpecError {
     BadFlowEdge(String),
     #[error("the flow has a cycle: {}", .0.join(" -> "))]
     Cycle(Vec<String>),
+    #[error("role {0}'s playbook {1:?} is not a playbook name (use letters, digits, '-' and '_')")]
+    BadPlaybook(String, String),
 }
 
 /// A flow edge: the role it names, and whether it waits for a signal (`role:signal`) rather
@@ -252,6 +259,11 @@ impl PartyDefinition {
             }
             if role.count == 0 {
                 return Err(SpecError::ZeroCount(name.clone()));
+            }
+            if let Some(playbook) = &role.playbook
+                && !is_safe_name(playbook)
+            {
+                return Err(SpecError::BadPlaybook(name.clone(), playbook.clone()));
             }
             if !agent_exists(&role.agent) {
                 return Err(SpecError::UnknownAgent {

@@ -435,7 +435,32 @@ impl Loop {
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        let mut prompt = String::new();
+        // Its playbook first (how it plays its part, `crate::playbooks`), then its own
+        // instructions and task, then the party as its turn starts.
+        let seat = crate::playbooks::Seat {
+            party_id,
+            role,
+            index,
+            roles: live
+                .snapshot
+                .party
+                .roles
+                .iter()
+                .map(|(name, r)| (name.clone(), r.is_leader))
+                .collect(),
+        };
+        let tools = if crate::runners::wasm::plugin_of(&agent).is_some() {
+            crate::playbooks::Tools::Executor
+        } else if agent.runner == crate::runners::ATTACHED
+            || crate::runners::acp::agent_of(&agent).is_some()
+                && agent.acp.as_ref().is_none_or(|o| o.mcp)
+        {
+            crate::playbooks::Tools::Mcp
+        } else {
+            crate::playbooks::Tools::Shell
+        };
+        let playbook = crate::playbooks::of_role(role, &role_def);
+        let mut prompt = crate::playbooks::compose(&repo_root, &seat, playbook.as_deref(), tools)?;
         for part in [agent.instructions.as_deref(), role_def.prompt.as_deref()]
             .into_iter()
             .flatten()
@@ -445,6 +470,10 @@ impl Loop {
         }
         if let Some(inputs) = &row.inputs {
             prompt.push_str(&format!("Inputs: {inputs}\n"));
+        }
+        if playbook.is_some() {
+            prompt.push('\n');
+            prompt.push_str(&crate::playbooks::state(&self.store, party_id, role));
         }
         let project_name = repo_root
             .file_name()

@@ -266,7 +266,8 @@ pub async fn drive(
 }
 
 fn prompt(run: &AgentRun, options: &AcpOptions) -> String {
-    if !options.mcp {
+    // A party member's playbook already says how to call the tools, and more.
+    if !options.mcp || crate::playbooks::tells_tools(&run.prompt) {
         return run.prompt.clone();
     }
     format!(

@@ -78,6 +78,14 @@ pub trait RunnerHost: Send + Sync + 'static {
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict;
     /// The pools of remote workers, when the daemon has some (`troupe serve --nats`).
     fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>>;
+    /// Calls operation `op` as `caller` through the registry (admitted by its access, as at
+    /// every door): an executor's protocol tools.
+    fn call_as(
+        self: Arc<Self>,
+        caller: crate::authority::Caller,
+        op: String,
+        params: serde_json::Value,
+    ) -> BoxFuture<'static, Result<serde_json::Value, ApiError>>;
 }
 
 /// A runner's handle on the daemon: weak, so a run never keeps a stopped daemon alive.

@@ -69,7 +69,13 @@ pub async fn run(daemon: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefini
         prompt: run.prompt.clone(),
         system_prompt: Some(system_prompt(&agent, &workdir)),
         model: agent.model.clone(),
-        tools: schemas(&agent),
+        tools: {
+            let mut tools = schemas(&agent);
+            if run.party_id.is_some() {
+                tools.extend(protocol_schemas(&agent));
+            }
+            tools
+        },
         max_turns: agent.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
         deadline: SystemTime::now() + timeout,
     };
@@ -252,6 +258,45 @@ pub fn schemas(agent: &AgentDefinition) -> Vec<ToolSchema> {
 /// The team tools (a team member's turn only).
 const TEAM_TOOLS: &[&str] = &["team_broadcast", "vote_conclude", "conclude_team"];
 
+/// The party's protocol (seed 004) and the agent tools, as a party member's executor gets them:
+/// each is the operation of the same name, called as the member (its access applies).
+pub const PROTOCOL_TOOLS: &[&str] = &[
+    "get_plan",
+    "propose_plan",
+    "review_plan",
+    "commit_plan",
+    "start_step",
+    "submit_step",
+    "review_step",
+    "handoff_step",
+    "block_step",
+    "propose_decision",
+    "vote",
+    "commit_decision",
+    "list_decisions",
+    "ask_person",
+    "get_party_status",
+    "get_member_diff",
+    "list_member_commits",
+    "review_member",
+    "start_agent",
+    "get_agent_result",
+];
+
+/// The protocol tools a party member's workflow permits, with their operations' schemas.
+pub fn protocol_schemas(agent: &AgentDefinition) -> Vec<ToolSchema> {
+    PROTOCOL_TOOLS
+        .iter()
+        .filter(|name| agent.workflow.permits(name).is_ok())
+        .filter_map(|name| troupe_api::operation(name))
+        .map(|op| ToolSchema {
+            name: op.name.into(),
+            description: op.summary.into(),
+            parameters: Value::Object(troupe_api::agent_tool_schema(op)),
+        })
+        .collect()
+}
+
 /// Answers one run's tool calls.
 struct Tools {
     daemon: Weak<dyn RunnerHost>,
@@ -414,6 +459,14 @@ impl Tools {
         if name != "route_to" && !team_tool && (by_step || self.agent.workflow.needs_approval(name))
         {
             self.approve(&d, name, &input).await?;
+        }
+        if self.run.party_id.is_some() && PROTOCOL_TOOLS.contains(&name) {
+            let caller = crate::authority::Caller::member_of(&self.run, false);
+            let result = d
+                .call_as(caller, name.to_string(), input)
+                .await
+                .map_err(|e| e.to_string())?;
+            return Ok(cut(serde_json::to_string(&result).unwrap_or_default()));
         }
         match name {
             "read_file" => {

@@ -20,6 +20,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::client::{self, Client};
+use troupe_api::CALLER_FIELDS;
 use troupe_api::layout::Layout;
 use troupe_core::Daemon;
 
@@ -91,14 +92,6 @@ const LEADER_TOOLS: &[&str] = &[
     // The leader reviews members' work. (`land_party` is not an agent's tool: its test command
     // would run outside every approval; a `land` role or the person runs the queue.)
     "review_member",
-];
-
-/// Params the door fills from the calling session (the model does not see them).
-const CALLER_FIELDS: &[&str] = &[
-    "session_id",
-    "from_session_id",
-    "parent_session_id",
-    "created_by_session_id",
 ];
 
 /// How the door reaches the operations.
@@ -358,33 +351,30 @@ fn build_tools(has_session: bool, leader: bool) -> Vec<Tool> {
         .iter()
         .filter(|op| AGENT_TOOLS.contains(&op.name) || (leader && LEADER_TOOLS.contains(&op.name)))
         .map(|op| {
-            let mut schema = serde_json::to_value((op.params_schema)()).unwrap_or_default();
-            if op.name == "request_permission" {
-                schema = permission_prompt_schema();
-            } else if has_session {
-                strip_caller_fields(&mut schema);
-            }
-            let schema = match schema {
-                Value::Object(mut m) => {
-                    m.remove("$schema");
-                    m.remove("title");
-                    m
+            let schema = if op.name == "request_permission" {
+                match permission_prompt_schema() {
+                    Value::Object(m) => m,
+                    _ => JsonObject::new(),
                 }
-                _ => JsonObject::new(),
+            } else if has_session {
+                troupe_api::agent_tool_schema(op)
+            } else {
+                full_schema(op)
             };
             Tool::new(op.name, op.summary, Arc::new(schema))
         })
         .collect()
 }
 
-fn strip_caller_fields(schema: &mut Value) {
-    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-        for f in CALLER_FIELDS {
-            props.remove(*f);
+/// `op`'s params schema with its caller fields (an agent CLI without a session names them).
+fn full_schema(op: &troupe_api::Operation) -> JsonObject {
+    match serde_json::to_value((op.params_schema)()).unwrap_or_default() {
+        Value::Object(mut m) => {
+            m.remove("$schema");
+            m.remove("title");
+            m
         }
-    }
-    if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
-        req.retain(|f| !f.as_str().is_some_and(|f| CALLER_FIELDS.contains(&f)));
+        _ => JsonObject::new(),
     }
 }
 

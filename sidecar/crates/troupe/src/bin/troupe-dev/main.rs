@@ -43,6 +43,9 @@ enum Command {
         #[arg(long)]
         script: Option<String>,
     },
+    /// The size of each role's playbook as a member's prompt starts with it (characters and
+    /// estimated tokens, at ~4 characters a token), for a party of a leader and two others.
+    Playbooks,
 }
 
 /// The `troupe` binary this tool measures: the one next to it (`TROUPE_BIN` overrides).
@@ -53,6 +56,51 @@ pub fn troupe_exe() -> anyhow::Result<PathBuf> {
     let me = std::env::current_exe().context("cannot find troupe-dev's own path")?;
     let dir = me.parent().context("troupe-dev has no directory")?;
     Ok(dir.join("troupe"))
+}
+
+/// `troupe-dev playbooks`: each built-in role playbook's prompt head, measured.
+fn playbook_sizes(json: bool) -> anyhow::Result<()> {
+    use troupe_core::playbooks::{Seat, Tools, compose};
+    let nowhere = std::env::temp_dir().join("troupe-dev-no-project");
+    let seat = |role: &'static str| Seat {
+        party_id: "01a2140b-3325-73e5-88bb-5654d748b21a",
+        role,
+        index: 0,
+        roles: vec![
+            ("dev".into(), false),
+            ("lead".into(), true),
+            ("reviewer".into(), false),
+        ],
+    };
+    let mut rows = Vec::new();
+    for (role, playbook) in [
+        ("lead", "leader"),
+        ("dev", "developer"),
+        ("reviewer", "reviewer"),
+    ] {
+        let head = compose(&nowhere, &seat(role), Some(playbook), Tools::Mcp)
+            .map_err(anyhow::Error::msg)?;
+        let chars = head.chars().count();
+        rows.push(serde_json::json!({
+            "playbook": playbook, "chars": chars, "est_tokens": chars.div_ceil(4) }));
+    }
+    if json {
+        println!("{}", serde_json::Value::Array(rows));
+    } else {
+        println!("{:<10} {:>6} {:>7}", "playbook", "chars", "~tokens");
+        for r in rows {
+            println!(
+                "{:<10} {:>6} {:>7}",
+                r["playbook"].as_str().unwrap_or_default(),
+                r["chars"],
+                r["est_tokens"]
+            );
+        }
+        println!(
+            "(the common playbook and the MCP tools line included; the party's state is added at each turn)"
+        );
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -77,6 +125,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Bench(cmd) => bench::run(cmd, cli.json).await,
             Command::ScriptedAcpAgent { script } => scripted_agent::run(script).await,
+            Command::Playbooks => playbook_sizes(cli.json),
         }
     });
     runtime.shutdown_timeout(std::time::Duration::from_millis(250));
