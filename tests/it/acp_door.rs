@@ -56,12 +56,27 @@ fn client_dir() -> PathBuf {
 
 /// Runs a scenario of the client against `d`'s data dir; its JSON report.
 async fn scenario(d: &TestDaemon, project: &str, name: &str, target: &str) -> Value {
+    scenario_on(d, project, name, target, None).await
+}
+
+/// `scenario`, with the door's `PATH` (where it looks for agent CLIs) set to `path`.
+async fn scenario_on(
+    d: &TestDaemon,
+    project: &str,
+    name: &str,
+    target: &str,
+    path: Option<String>,
+) -> Value {
     let dir = client_dir();
     let (data, runtime) = (d.layout.data_dir.clone(), d.layout.runtime_dir.clone());
     let (project, name, target) = (project.to_string(), name.to_string(), target.to_string());
+    let node = which("node");
     let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(dir.join("client.mjs"))
+        let mut cmd = Command::new(node);
+        if let Some(path) = path {
+            cmd.env("PATH", path);
+        }
+        cmd.arg(dir.join("client.mjs"))
             .arg(&name)
             .env("TROUPE_BIN", BIN)
             .env("TROUPE_DATA", &data)
@@ -87,6 +102,30 @@ async fn scenario(d: &TestDaemon, project: &str, name: &str, target: &str) -> Va
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// Where `name` is on this process's `PATH`.
+fn which(name: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} is not on PATH"))
+}
+
+/// A `PATH` of only `node` and `git` (linked into `dir`) and `extra`: no agent CLI on it but
+/// those in `extra`.
+fn bare_path(dir: &Path, extra: &[&Path]) -> String {
+    let tools = dir.join("path-tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    for t in ["node", "git", "sh"] {
+        let _ = std::os::unix::fs::symlink(which(t), tools.join(t));
+    }
+    let mut dirs: Vec<PathBuf> = extra.iter().map(|p| p.to_path_buf()).collect();
+    dirs.push(tools);
+    std::env::join_paths(dirs)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A project whose default party is `notes` (one writer), and a `waiter` party.
@@ -295,11 +334,12 @@ async fn a_request_decided_from_another_door_is_withdrawn_from_the_acp_editor() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_first_prompt_in_a_project_without_a_team_starts_nothing_and_says_how() {
+async fn a_first_prompt_in_a_project_without_a_team_and_no_agent_cli_starts_nothing_and_says_how() {
     let d = TestDaemon::start();
     let project = repo(&d.dir.path().join("fresh"));
     std::fs::write(Path::new(&project).join("code.txt"), "for i in 0..=n\n").unwrap();
-    let r = scenario(&d, &project, "bare", "").await;
+    let path = bare_path(d.dir.path(), &[]);
+    let r = scenario_on(&d, &project, "bare", "", Some(path)).await;
     assert_eq!(r["stopReason"], "end_turn", "{r:#}");
     assert_eq!(r["asks"], 0, "{r:#}");
     let text = r["texts"].as_array().unwrap()[0]
@@ -309,6 +349,11 @@ async fn a_first_prompt_in_a_project_without_a_team_starts_nothing_and_says_how(
     assert!(
         text.contains("Nothing was started") && text.contains(".troupe/config.toml"),
         "{text}"
+    );
+    assert!(
+        text.contains("npm install -g @agentclientprotocol/claude-agent-acp")
+            && text.contains("@google/gemini-cli"),
+        "it says what to install: {text}"
     );
     let c = d.client().await;
     let parties = c.call("list_parties", json!({})).await.unwrap();
@@ -326,6 +371,106 @@ async fn a_first_prompt_in_a_project_without_a_team_starts_nothing_and_says_how(
         files,
         ["README.md", "code.txt"],
         "the repository is as it was"
+    );
+}
+
+/// A first prompt in a project without a team, where agent CLIs are installed (here our
+/// scripted ACP agent under their names): the door makes the team of them, written to
+/// `.troupe/config.toml` with what it chose, and launches it with the prompt as its task; the
+/// person is asked through the editor's own permission UI, and the merge queue lands the
+/// members' work on the branch out once the project's own test command passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_prompt_where_agent_clis_are_installed_makes_the_team_and_lands_its_work() {
+    let agents = tempfile::tempdir().unwrap();
+    for (command, vendor) in [
+        ("claude-agent-acp", "claude"),
+        ("codex-acp", "codex"),
+        ("gemini", "gemini"),
+    ] {
+        executable(
+            agents.path(),
+            command,
+            &format!(
+                "#!/bin/sh\nTROUPE_ACP_FILE=NOTES-{vendor}.md exec {} scripted-acp-agent --script write\n",
+                crate::support::DEV_BIN
+            ),
+        );
+    }
+    let daemon_path = std::env::join_paths(std::iter::once(agents.path().to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let d = TestDaemon::start_with_env(&[], &[("PATH", daemon_path.to_str().unwrap())]);
+    let project = repo(&d.dir.path().join("fresh"));
+    std::fs::write(
+        Path::new(&project).join("Makefile"),
+        "test:\n\ttest -f NOTES-codex.md\n",
+    )
+    .unwrap();
+    git(&project, &["add", "Makefile"]);
+    git(&project, &["commit", "-qm", "a test target"]);
+    let path = bare_path(d.dir.path(), &[agents.path()]);
+    let r = scenario_on(&d, &project, "bare", "", Some(path)).await;
+    assert_eq!(r["stopReason"], "end_turn", "{r:#}");
+    let said = r["texts"].as_array().unwrap()[0].as_str().unwrap();
+    assert!(
+        said.contains("made one of what is installed here"),
+        "{said}"
+    );
+    assert!(said.contains("lead — Claude Code"), "{said}");
+    assert!(
+        said.contains("test command: make test (from the Makefile's test target)"),
+        "{said}"
+    );
+    assert!(
+        r["asks"].as_u64().unwrap() >= 1,
+        "asked through the editor: {r:#}"
+    );
+
+    let config = std::fs::read_to_string(Path::new(&project).join(".troupe/config.toml")).unwrap();
+    assert!(config.contains("[parties.team]") && config.contains("test_command = \"make test\""));
+    let c = d.client().await;
+    let parties = c.call("list_parties", json!({})).await.unwrap();
+    let parties = parties["parties"].as_array().unwrap();
+    assert_eq!(parties.len(), 1, "{parties:?}");
+    assert_eq!(parties[0]["name"], "team");
+    assert_eq!(parties[0]["status"], "completed", "{parties:?}");
+    // Landed on the branch out, tests passed: every developer's file is there.
+    // The agents wrote and did not commit: Troupe committed it on their branches.
+    let ev = c
+        .call(
+            "list_events",
+            json!({ "party_id": parties[0]["party_id"], "limit": 1000 }),
+        )
+        .await
+        .unwrap();
+    let committed = ev["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "member_work_committed")
+        .count();
+    assert_eq!(committed, 4, "{ev}");
+    for vendor in ["claude", "codex", "gemini"] {
+        git(
+            &project,
+            &["cat-file", "-e", &format!("HEAD:NOTES-{vendor}.md")],
+        );
+    }
+}
+
+/// Runs git in `dir`; fails the test if git does.
+fn git(dir: &str, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 

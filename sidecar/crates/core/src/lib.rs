@@ -22,6 +22,7 @@ pub mod playbooks;
 pub mod plugins;
 pub mod procs;
 pub mod project;
+pub mod project_config;
 pub mod radar;
 pub mod registry;
 pub mod runners;

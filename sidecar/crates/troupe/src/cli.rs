@@ -83,10 +83,13 @@ pub enum Command {
     /// A worker's reaper: ends its runs' process groups when the worker is gone (its stdin ends).
     #[command(hide = true)]
     WorkerReaper,
-    /// Set up an agent CLI in this project: its MCP config (and Claude Code's hooks).
+    /// Set up this project's team: finds the agent CLIs installed (Claude Code, Codex, Gemini
+    /// CLI), the API keys set and the project's test command, and writes `.troupe/config.toml`
+    /// with a default party of them (saying what it chose and why). With an agent CLI's name:
+    /// that CLI's MCP config in this project (and Claude Code's hooks).
     Init {
         #[arg(value_parser = ["claude", "codex", "gemini"])]
-        cli: String,
+        cli: Option<String>,
     },
     /// Handle a Claude Code hook: reads its JSON on stdin, prints the answer on stdout.
     Hook {
@@ -385,11 +388,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::WorkerReaper => crate::remote::worker::reap(layout).await,
             Command::Mcp => crate::doors::mcp::serve_stdio(&layout).await,
             Command::Hook { event } => hook(&layout, &event).await,
-            Command::Init { cli } => {
+            Command::Init { cli: Some(cli) } => {
                 let exe = std::env::current_exe().context("locating the troupe binary")?;
                 let cwd = std::env::current_dir().context("reading the current directory")?;
                 for line in crate::init::init(&cli, &cwd, &exe)? {
                     println!("{line}");
+                }
+                Ok(())
+            }
+            Command::Init { cli: None } => {
+                let cwd = std::env::current_dir().context("reading the current directory")?;
+                let (root, _) = troupe_core::project::resolve_project_root(&cwd)
+                    .with_context(|| format!("finding the project of {}", cwd.display()))?;
+                let found = crate::team::detect(&root, std::env::var_os("PATH"), |k| {
+                    std::env::var(k).ok()
+                });
+                let outcome = crate::team::init(&root, &found)?;
+                for line in &outcome.lines {
+                    println!("{line}");
+                }
+                if found.installed.is_empty() && !root.join(troupe_core::project_config::PATH).exists()
+                {
+                    bail!("no agent CLI is installed: nothing was set up");
                 }
                 Ok(())
             }

@@ -186,17 +186,10 @@ fn sandboxed_worktree_edit(
     if canonical(workdir) == canonical(root) {
         return false;
     }
-    let Ok(text) = std::fs::read_to_string(root.join(".troupe/config.toml")) else {
-        return false;
-    };
-    toml::from_str::<toml::Table>(&text)
+    crate::project_config::ProjectConfig::load(root)
         .ok()
-        .and_then(|t| {
-            t.get("sandbox")?
-                .get("approve_own_checkout_edits")?
-                .as_bool()
-        })
-        .unwrap_or(false)
+        .flatten()
+        .is_some_and(|c| c.approve_own_checkout_edits())
 }
 
 /// Where a request's relative paths start, and the checkout they are matched from.

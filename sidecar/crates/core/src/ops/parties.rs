@@ -11,6 +11,7 @@ use troupe_store::{DefinitionKind, PartyRow, Priority, Put, Recipients, StoreErr
 use crate::daemon::Daemon;
 use crate::orchestrator::{Command, Snapshot, party_label};
 use crate::project::resolve_project_root;
+use crate::project_config::ProjectConfig;
 use troupe_api::ApiError;
 use troupe_api::types::*;
 
@@ -35,11 +36,26 @@ fn check(
     d: &Daemon,
     op: &'static str,
     def: &PartyDefinition,
+    project: Option<&ProjectConfig>,
 ) -> Result<BTreeMap<String, AgentDefinition>, ApiError> {
     let mut agents = BTreeMap::new();
+    // The project's own agents come first; one that does not parse is an error of its own.
+    if let Some(project) = project {
+        for role in def.roles.values() {
+            let judge = role.pick.as_ref().and_then(|p| p.judge.as_deref());
+            for name in std::iter::once(role.agent.as_str()).chain(judge) {
+                if let Some(agent) = project.agent(name).map_err(|e| ApiError::invalid(op, e))? {
+                    agents.insert(name.to_string(), agent);
+                }
+            }
+        }
+    }
     let mut missing = None;
-    def.validate(
-        |name| match d.store.get_definition(DefinitionKind::Agent, name) {
+    def.validate(|name| {
+        if agents.contains_key(name) {
+            return true;
+        }
+        match d.store.get_definition(DefinitionKind::Agent, name) {
             Ok(row) => match serde_json::from_value::<AgentDefinition>(row.definition) {
                 Ok(a) => {
                     agents.insert(name.to_string(), a);
@@ -52,8 +68,8 @@ fn check(
                 missing = Some(e);
                 false
             }
-        },
-    )
+        }
+    })
     .map_err(|e| ApiError::invalid(op, e.to_string()))?;
     if let Some(e) = missing {
         return Err(e.into());
@@ -94,7 +110,7 @@ async fn put(
     def: PartyDefinition,
     mode: Put,
 ) -> Result<DefinitionResult, ApiError> {
-    check(d, op, &def)?;
+    check(d, op, &def, None)?;
     let json = serde_json::to_value(&def).map_err(|e| ApiError::Internal(e.to_string()))?;
     let definition = d
         .store
@@ -162,15 +178,26 @@ fn project_root(
 
 pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPartyResult, ApiError> {
     const OP: &str = "launch_party";
-    let row = d.store.get_definition(DefinitionKind::Party, &p.name)?;
-    let def: PartyDefinition = serde_json::from_value(row.definition).map_err(|e| {
-        ApiError::Internal(format!(
-            "stored party definition {} unreadable: {e}",
-            p.name
-        ))
-    })?;
-    let agents = check(d, OP, &def)?;
     let root = project_root(d, OP, p.project_id.as_deref(), p.cwd.as_deref())?;
+    // The project's own definitions (`.troupe/config.toml`) before the store's.
+    let project = ProjectConfig::load(&root).map_err(|e| ApiError::invalid(OP, e))?;
+    let own = match &project {
+        Some(c) => c.party(&p.name).map_err(|e| ApiError::invalid(OP, e))?,
+        None => None,
+    };
+    let def: PartyDefinition = match own {
+        Some(def) => def,
+        None => {
+            let row = d.store.get_definition(DefinitionKind::Party, &p.name)?;
+            serde_json::from_value(row.definition).map_err(|e| {
+                ApiError::Internal(format!(
+                    "stored party definition {} unreadable: {e}",
+                    p.name
+                ))
+            })?
+        }
+    };
+    let agents = check(d, OP, &def, project.as_ref())?;
     if let Some((name, _)) = agents.iter().find(|(_, a)| a.isolation != Isolation::None) {
         troupe_worktree::repo_root(&root).map_err(|_| {
             ApiError::invalid(OP, format!("agent {name} works in a git worktree or clone, but {} is not in a git repository", root.display()))

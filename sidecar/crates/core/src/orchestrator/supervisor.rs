@@ -326,6 +326,9 @@ impl Loop {
                     .as_deref()
                     .and_then(|e| e.strip_prefix(BUDGET_STOP))
                     .filter(|_| run.status == RunStatus::Cancelled);
+                if run.status.is_completed() {
+                    self.commit_leftovers(run, &m).await;
+                }
                 let input = if run.status.is_completed() {
                     Input::Completed {
                         role: m.role.clone(),
@@ -436,6 +439,54 @@ impl Loop {
     }
 
     /// `.troupe/agent-state.json` in an isolated run's worktree.
+    /// A member that completed in a checkout of its own and left work uncommitted (an agent
+    /// CLI that edits files and never commits): that work is committed on its branch, saying
+    /// so, before its completion reaches the party, so the merge queue lands it.
+    async fn commit_leftovers(&self, run: &AgentRun, m: &MemberRef) {
+        let Some(live) = self.parties.get(&m.party_id) else {
+            return;
+        };
+        let Some(workdir) = run.workdir.clone() else {
+            return;
+        };
+        let checkout = Path::new(&workdir);
+        if checkout == Path::new(&live.row.repo_root) || !checkout.join(".git").exists() {
+            return;
+        }
+        let message = format!(
+            "{}#{}: the work it left uncommitted when it completed\n\nCommitted by Troupe for the merge queue.",
+            m.role, m.index
+        );
+        let committed = tokio::task::spawn_blocking(move || {
+            let _git = crate::project::git_lock();
+            troupe_worktree::commit_all(Path::new(&workdir), &message)
+        })
+        .await;
+        let commit = match committed {
+            Ok(Ok(Some(commit))) => commit,
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
+                tracing::warn!(run = %run.run_id, error = %e, "a member's leftover work was not committed");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(run = %run.run_id, error = %e, "committing a member's leftover work failed");
+                return;
+            }
+        };
+        let event = troupe_store::NewEvent {
+            kind: "member_work_committed".into(),
+            project_id: Some(run.project_id.clone()),
+            session_id: Some(run.session_id.clone()),
+            party_id: Some(m.party_id.clone()),
+            data: serde_json::json!({
+                "role": m.role, "index": m.index, "run_id": run.run_id, "commit": commit }),
+        };
+        if let Err(e) = self.store.append_event(event).await {
+            tracing::debug!(error = %e, "member_work_committed not recorded");
+        }
+    }
+
     pub(super) fn write_agent_state(&self, run: &AgentRun) {
         let Some(workdir) = &run.workdir else { return };
         // A checkout removed by cleanup is not brought back.

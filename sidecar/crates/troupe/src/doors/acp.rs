@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use troupe_api::layout::Layout;
+use troupe_core::project_config::ProjectConfig;
 use troupe_core::runners::acp::adapter::Choice;
 
 use crate::client::{self, CallError, Client};
@@ -357,19 +358,9 @@ enum Start {
 fn project_default(cwd: &Path) -> Result<Option<Start>, DoorError> {
     let mut dir = Some(cwd);
     while let Some(d) = dir {
-        let path = d.join(".troupe/config.toml");
-        if path.is_file() {
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| DoorError::Internal(format!("{}: {e}", path.display())))?;
-            let config: toml::Table = toml::from_str(&text)
-                .map_err(|e| DoorError::InvalidParams(format!("{}: {e}", path.display())))?;
-            let section = config.get("default").and_then(toml::Value::as_table);
-            let pick = |key: &str| {
-                section
-                    .and_then(|t| t.get(key))
-                    .and_then(toml::Value::as_str)
-                    .map(str::to_string)
-            };
+        if let Some(config) = ProjectConfig::load(d).map_err(DoorError::InvalidParams)? {
+            let path = config.path();
+            let pick = |key: &str| config.string("default", key).map(str::to_string);
             return match (pick("party"), pick("agent")) {
                 (Some(party), None) => Ok(Some(Start::Party(party))),
                 (None, Some(agent)) => Ok(Some(Start::Agent(agent))),
@@ -433,10 +424,7 @@ impl Turn {
             return match project_default(&cwd)? {
                 Some(Start::Party(name)) => self.party(&name, text).await,
                 Some(Start::Agent(name)) => self.agent(&name, text).await,
-                None => {
-                    self.say(NO_DEFAULT)?;
-                    Ok(Stop::EndTurn)
-                }
+                None => self.first_team(&cwd, text).await,
             };
         };
         let (name, rest) = command
@@ -500,6 +488,37 @@ impl Turn {
             .await
             .map_err(|e| failed("subscribe_events", e))?;
         self.follow(c, events, Scope::Party(party)).await
+    }
+
+    /// A prompt in a project without a team: the team made of the agent CLIs installed here
+    /// (`crate::team`), written to the project's config and launched with the prompt as its
+    /// task; without an agent CLI, what to install, and nothing changes.
+    async fn first_team(&mut self, cwd: &Path, task: &str) -> Result<Stop, DoorError> {
+        let root = troupe_core::project::resolve_project_root(cwd)
+            .map(|(root, _)| root)
+            .map_err(|e| DoorError::InvalidParams(format!("{}: {e}", cwd.display())))?;
+        let found = crate::team::detect(&root, std::env::var_os("PATH"), |k| std::env::var(k).ok());
+        if found.installed.is_empty() {
+            let mut text = String::from(NO_DEFAULT);
+            text.push_str("\nNo agent CLI is installed to make one of. Install one (then log in or set its API key):\n");
+            for v in crate::team::VENDORS {
+                text.push_str(&format!("- {}: `{}`\n", v.label, v.install));
+            }
+            text.push_str("then send your prompt again, or run `troupe init` in the project.\n");
+            self.say(text)?;
+            return Ok(Stop::EndTurn);
+        }
+        let outcome = crate::team::init(&root, &found)
+            .map_err(|e| DoorError::Internal(format!("setting up the project's team: {e:#}")))?;
+        if !outcome.written {
+            self.say(NO_DEFAULT)?;
+            return Ok(Stop::EndTurn);
+        }
+        self.say(format!(
+            "This project had no Troupe team; made one of what is installed here:\n{}\n\n",
+            outcome.lines.join("\n")
+        ))?;
+        self.party(crate::team::PARTY, task).await
     }
 
     async fn party(&mut self, name: &str, task: &str) -> Result<Stop, DoorError> {

@@ -1,0 +1,155 @@
+//! A project's own Troupe config, `.troupe/config.toml` at its root: the default a prompt starts
+//! (`[default] party = "…"` or `agent = "…"`), the project's own agent and party definitions
+//! (`[agents.<name>]`, `[parties.<name>]`: the same fields as `create_agent_definition` and
+//! `create_party_definition`, the name taken from the table's), and `[sandbox]`. A definition
+//! here is used for a party launched in this project before one of the same name in the
+//! daemon's store, so a team checked into the repository is the team that runs.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use troupe_engine::{AgentDefinition, PartyDefinition};
+
+/// The largest config read.
+const MAX_CONFIG: u64 = 256 * 1024;
+
+/// Where a project keeps its config, from its root.
+pub const PATH: &str = ".troupe/config.toml";
+
+/// A project's parsed `.troupe/config.toml`.
+#[derive(Debug, Clone)]
+pub struct ProjectConfig {
+    path: PathBuf,
+    table: toml::Table,
+}
+
+impl ProjectConfig {
+    /// The config at `root`, `None` without one; an unreadable or invalid one is an error
+    /// naming the file.
+    pub fn load(root: &Path) -> Result<Option<ProjectConfig>, String> {
+        let path = root.join(PATH);
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        if meta.len() > MAX_CONFIG {
+            return Err(format!(
+                "{} is {} bytes; the limit is {MAX_CONFIG}",
+                path.display(),
+                meta.len()
+            ));
+        }
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Some(ProjectConfig { path, table }))
+    }
+
+    /// The file it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `[section] key`, when it is a string.
+    pub fn string(&self, section: &str, key: &str) -> Option<&str> {
+        self.table.get(section)?.get(key)?.as_str()
+    }
+
+    /// `[sandbox] approve_own_checkout_edits`.
+    pub fn approve_own_checkout_edits(&self) -> bool {
+        self.table
+            .get("sandbox")
+            .and_then(|s| s.get("approve_own_checkout_edits"))
+            .and_then(toml::Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    /// `[parties.<name>]`, checked as a definition (its agents are checked at launch).
+    pub fn party(&self, name: &str) -> Result<Option<PartyDefinition>, String> {
+        self.definition("parties", name)
+    }
+
+    /// `[agents.<name>]`, checked as a definition.
+    pub fn agent(&self, name: &str) -> Result<Option<AgentDefinition>, String> {
+        let Some(agent) = self.definition::<AgentDefinition>("agents", name)? else {
+            return Ok(None);
+        };
+        agent
+            .validate()
+            .map_err(|e| format!("{} [agents.{name}]: {e}", self.path.display()))?;
+        Ok(Some(agent))
+    }
+
+    fn definition<T: serde::de::DeserializeOwned>(
+        &self,
+        section: &str,
+        name: &str,
+    ) -> Result<Option<T>, String> {
+        let Some(entry) = self.table.get(section).and_then(|s| s.get(name)) else {
+            return Ok(None);
+        };
+        let mut json = serde_json::to_value(entry)
+            .map_err(|e| format!("{} [{section}.{name}]: {e}", self.path.display()))?;
+        match &mut json {
+            Value::Object(fields) => {
+                fields.insert("name".into(), Value::String(name.to_string()));
+            }
+            _ => {
+                return Err(format!(
+                    "{} [{section}.{name}] must be a table",
+                    self.path.display()
+                ));
+            }
+        }
+        serde_json::from_value(json)
+            .map(Some)
+            .map_err(|e| format!("{} [{section}.{name}]: {e}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_projects_definitions_are_read_with_their_table_names() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(ProjectConfig::load(dir.path()).unwrap().is_none());
+        std::fs::create_dir_all(dir.path().join(".troupe")).unwrap();
+        std::fs::write(
+            dir.path().join(PATH),
+            r#"
+[default]
+party = "team"
+
+[agents.claude]
+runner = "acp:claude"
+isolation = "worktree"
+
+[agents.broken]
+runner = "teleport"
+
+[parties.team]
+roles.lead = { agent = "claude", is_leader = true }
+
+[sandbox]
+approve_own_checkout_edits = true
+"#,
+        )
+        .unwrap();
+        let c = ProjectConfig::load(dir.path()).unwrap().unwrap();
+        assert_eq!(c.string("default", "party"), Some("team"));
+        assert!(c.approve_own_checkout_edits());
+        let team = c.party("team").unwrap().unwrap();
+        assert_eq!(team.name, "team");
+        assert!(team.roles["lead"].is_leader);
+        assert_eq!(c.agent("claude").unwrap().unwrap().runner, "acp:claude");
+        assert!(c.agent("nobody").unwrap().is_none());
+        let broken = c.agent("broken").unwrap_err();
+        assert!(broken.contains("[agents.broken]"), "{broken}");
+        std::fs::write(dir.path().join(PATH), "[default\n").unwrap();
+        let bad = ProjectConfig::load(dir.path()).unwrap_err();
+        assert!(bad.contains("config.toml"), "{bad}");
+    }
+}
