@@ -1013,3 +1013,102 @@ async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_on
     })
     .await;
 }
+
+/// Landing where people actually work: the person's checkout of the target has edits. An edit to
+/// a file the landing changes refuses it, naming that file (the merge queue's role pauses and
+/// says so); edits elsewhere are carried over, as git's own merge does. The person's later
+/// `land_party` that lands resumes the paused role, and the party completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_checked_out_with_edits_elsewhere_lands_and_a_paused_merger_is_resumed() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let script = committer(d.dir.path());
+    define(
+        &c,
+        "agent",
+        json!({ "name": "writer", "command": [script, "README.md", "# landed", "wait"],
+                "isolation": "worktree", "timeout_secs": 120 }),
+    )
+    .await;
+    define(&c, "agent", json!({ "name": "queue", "runner": "land" })).await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "busy", "roles": { "dev": { "agent": "writer" }, "merge": { "agent": "queue" } },
+                "flow": { "merge": ["dev"] } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    std::fs::write(Path::new(&project).join("notes.txt"), "mine\n").unwrap();
+    git(&project, &["add", "notes.txt"]);
+    git(&project, &["commit", "-qm", "notes"]);
+    let start = git(&project, &["rev-parse", "main"]);
+    let party = launch(&c, "busy", &project).await;
+
+    // The person is editing README.md (which the landing changes) and notes.txt (which it does
+    // not) when the member finishes.
+    let readme = Path::new(&project).join("README.md");
+    let notes = Path::new(&project).join("notes.txt");
+    std::fs::write(&readme, "my draft\n").unwrap();
+    std::fs::write(&notes, "mine, edited\n").unwrap();
+    let dev = wait_for("the member's session", 30, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        s["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "dev" && m["session_id"].is_string())
+            .map(|m| m["session_id"].as_str().unwrap().to_string())
+    })
+    .await;
+    let person = register(&c, "human", &project, None).await;
+    c.call(
+        "send_message",
+        json!({ "from_session_id": person, "to_session_id": dev, "content": "finish now" }),
+    )
+    .await
+    .unwrap();
+    let paused = wait_for("the merger to pause on the refusal", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        s["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == "merge" && r["paused"] == true)
+            .cloned()
+    })
+    .await;
+    assert_eq!(paused["crashes"], 1, "{paused}");
+    let crashed = events(&c, &party, "member_crashed").await;
+    let reason = crashed[0]["data"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("README.md") && !reason.contains("notes.txt"),
+        "only the overlapping file is named: {reason}"
+    );
+    assert_eq!(git(&project, &["rev-parse", "main"]), start);
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), "my draft\n");
+
+    // The person puts README.md back and keeps editing notes.txt; their landing goes through,
+    // carrying the edit over, and the paused merger has nothing left to do.
+    git(&project, &["checkout", "--", "README.md"]);
+    let r = c
+        .call("land_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert_eq!(r["landed"], true, "{r}");
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), "# landed\n");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "mine, edited\n");
+    assert_eq!(
+        git(&project, &["status", "--porcelain"]),
+        "M notes.txt",
+        "the person's edit is still theirs"
+    );
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+}

@@ -708,8 +708,13 @@ pub async fn land_as(
         return Ok(result);
     }
     // Refuse early, before the tests, when the target cannot be moved anyway.
-    let (root2, target2, start2) = (root.clone(), result.target.clone(), result.start.clone());
-    blocking(move || git_land::check_target(&root2, &target2, &start2)).await?;
+    let (root2, target2, start2, tip2) = (
+        root.clone(),
+        result.target.clone(),
+        result.start.clone(),
+        result.tip.clone(),
+    );
+    blocking(move || git_land::check_target(&root2, &target2, &start2, &tip2)).await?;
     if let Some(command) = &p.test_command {
         let (root2, dir2, wt2, branch2) =
             (root.clone(), dir.clone(), wt_name.clone(), branch.clone());

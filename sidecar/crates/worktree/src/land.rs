@@ -320,12 +320,14 @@ pub(crate) fn checked_out_at(
     Ok(None)
 }
 
-/// Tracked files with changes in the checkout at `path` (untracked files are not counted: a
-/// safe checkout still refuses to overwrite them).
-fn modified_tracked(path: &Path) -> Result<Vec<String>, WorktreeError> {
+/// The files with local changes in the checkout at `path` (tracked files changed or staged, and
+/// untracked ones; not ignored ones).
+fn local_changes(path: &Path) -> Result<Vec<String>, WorktreeError> {
     let repo = Repository::open(path)?;
     let mut opts = StatusOptions::new();
-    opts.include_untracked(false).include_ignored(false);
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false);
     Ok(repo
         .statuses(Some(&mut opts))?
         .iter()
@@ -333,9 +335,35 @@ fn modified_tracked(path: &Path) -> Result<Vec<String>, WorktreeError> {
         .collect())
 }
 
-/// Whether the target may be moved: it exists, is where integration started, and, where it is
-/// checked out, has no changes there.
-pub fn check_target(repo_root: &Path, target: &str, start: &str) -> Result<(), WorktreeError> {
+/// The paths that differ between commits `from` and `to` (either side of a rename).
+fn changed_paths(
+    repo: &Repository,
+    from: Oid,
+    to: Oid,
+) -> Result<std::collections::BTreeSet<String>, WorktreeError> {
+    let (a, b) = (
+        repo.find_commit(from)?.tree()?,
+        repo.find_commit(to)?.tree()?,
+    );
+    let diff = repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
+    Ok(diff
+        .deltas()
+        .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+        .flatten()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect())
+}
+
+/// Whether the target may be moved from `start` to `new`: it exists, is where integration
+/// started, and, where it is checked out, its local changes touch none of the files the landing
+/// changes (git's own rule for a merge: changes elsewhere are carried over; overlapping ones are
+/// named).
+pub fn check_target(
+    repo_root: &Path,
+    target: &str,
+    start: &str,
+    new: &str,
+) -> Result<(), WorktreeError> {
     let repo = Repository::open(repo_root)?;
     let now = target_tip(&repo, target)?;
     if now.to_string() != start {
@@ -344,27 +372,32 @@ pub fn check_target(repo_root: &Path, target: &str, start: &str) -> Result<(), W
         });
     }
     if let Some(path) = checked_out_at(&repo, target)? {
-        let files = modified_tracked(&path)?;
-        if !files.is_empty() {
-            return Err(WorktreeError::TargetDirty {
-                target: target.to_string(),
-                path,
-                files,
-            });
+        let local = local_changes(&path)?;
+        if !local.is_empty() {
+            let landing = changed_paths(&repo, now, Oid::from_str(new)?)?;
+            let files: Vec<String> = local.into_iter().filter(|f| landing.contains(f)).collect();
+            if !files.is_empty() {
+                return Err(WorktreeError::TargetDirty {
+                    target: target.to_string(),
+                    path,
+                    files,
+                });
+            }
         }
     }
     Ok(())
 }
 
 /// Moves `target` from `start` to `new` (a descendant), updating its checkout's files where it is
-/// checked out. Refused, with nothing changed, if the target moved or its checkout has changes.
+/// checked out (local changes to other files are kept). Refused, with nothing changed, if the
+/// target moved or its checkout has changes to the files the landing changes.
 pub fn advance_target(
     repo_root: &Path,
     target: &str,
     start: &str,
     new: &str,
 ) -> Result<(), WorktreeError> {
-    check_target(repo_root, target, start)?;
+    check_target(repo_root, target, start, new)?;
     let repo = Repository::open(repo_root)?;
     let (start, new) = (Oid::from_str(start)?, Oid::from_str(new)?);
     let refname = format!("refs/heads/{target}");

@@ -38,7 +38,7 @@ pub enum WorktreeError {
         "{target} moved while the work was being integrated; land again to integrate onto its new tip"
     )]
     TargetMoved { target: String },
-    #[error("{target} is checked out at {} with uncommitted changes ({}); commit or stash them, then land again (nothing was changed)", path.display(), files.join(", "))]
+    #[error("{target} is checked out at {} with uncommitted changes to files this landing changes ({}); commit or stash them, then land again (nothing was changed)", path.display(), files.join(", "))]
     TargetDirty {
         target: String,
         path: PathBuf,

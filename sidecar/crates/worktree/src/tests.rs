@@ -673,3 +673,64 @@ fn is_merged(repo: &Repository, branch: &str) -> Result<bool, WorktreeError> {
     };
     is_merged_commit(repo, &b.get().peel_to_commit()?)
 }
+
+#[test]
+fn local_changes_elsewhere_are_carried_over_and_overlapping_ones_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let a = member(
+        &root,
+        "a",
+        &[("README", "changed by a\n"), ("new.txt", "from a\n")],
+    );
+    let result = integrate_all(&root, &[&a], land::Strategy::Merge);
+    // The person edits another file and has an untracked note: the landing goes through.
+    std::fs::write(root.join("shared.txt"), "the person's own edit\n").unwrap();
+    std::fs::write(root.join("scratch.md"), "untracked\n").unwrap();
+    // An untracked file the landing would create, and a tracked file it changes: named.
+    std::fs::write(root.join("new.txt"), "the person's\n").unwrap();
+    let err = land::advance_target(&root, "main", &result.start, &result.tip).unwrap_err();
+    match &err {
+        WorktreeError::TargetDirty { files, .. } => assert_eq!(files, &["new.txt"], "{err}"),
+        other => panic!("{other}"),
+    }
+    assert!(
+        err.to_string()
+            .contains("files this landing changes (new.txt)"),
+        "{err}"
+    );
+    std::fs::remove_file(root.join("new.txt")).unwrap();
+    land::advance_target(&root, "main", &result.start, &result.tip).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("README")).unwrap(),
+        "changed by a\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("new.txt")).unwrap(),
+        "from a\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("shared.txt")).unwrap(),
+        "the person's own edit\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("scratch.md")).unwrap(),
+        "untracked\n"
+    );
+    let repo = git2::Repository::open(&root).unwrap();
+    let head = repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    assert_eq!(head, result.tip);
+    // The landed file is clean; the person's edit is still theirs, uncommitted.
+    assert!(repo.status_file(Path::new("README")).unwrap().is_empty());
+    assert!(
+        repo.status_file(Path::new("shared.txt"))
+            .unwrap()
+            .contains(git2::Status::WT_MODIFIED)
+    );
+}

@@ -233,7 +233,55 @@ pub async fn review_member(
 }
 
 pub async fn land_party(d: &Daemon, p: LandPartyParams) -> Result<LandResult, ApiError> {
-    crate::landing::land(&Ctx::of(d), p).await
+    let party_id = p.party_id.clone();
+    let result = crate::landing::land(&Ctx::of(d), p).await?;
+    if result.landed {
+        resume_paused_land_roles(d, &party_id).await;
+    }
+    Ok(result)
+}
+
+/// The person landed the party's work: a `land` role paused on an earlier refusal (a dirty or
+/// moved target, failing tests) has nothing left to do. Its pause is lifted as `signal_role
+/// proceed` would (its crashed member skipped), so the party goes on instead of waiting in the
+/// inbox after its work landed.
+async fn resume_paused_land_roles(d: &Daemon, party_id: &str) {
+    let Ok(status) = crate::ops::get_party_status(
+        d,
+        PartyIdParams {
+            party_id: party_id.to_string(),
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    let Ok(party) = PartyView::load(&d.store, party_id) else {
+        return;
+    };
+    let lands = |role: &str| {
+        party
+            .snapshot
+            .party
+            .roles
+            .get(role)
+            .and_then(|r| party.snapshot.agents.get(&r.agent))
+            .is_some_and(|a| a.runner == crate::runners::land::LAND)
+    };
+    for role in status.roles.iter().filter(|r| r.paused && lands(&r.role)) {
+        let signalled = d
+            .orchestrator
+            .request(|reply| crate::orchestrator::Command::Signal {
+                party_id: party_id.to_string(),
+                role: role.role.clone(),
+                signal: troupe_engine::Signal::Proceed,
+                reply,
+            })
+            .await;
+        if let Err(e) = signalled {
+            tracing::warn!(party = %party_id, role = %role.role, error = %e, "a paused land role was not resumed after the landing");
+        }
+    }
 }
 
 pub async fn list_conflicts(
