@@ -323,14 +323,22 @@ pub struct StartAgentParams {
     pub prompt: String,
     /// The session starting it; the new session is its child (depth + 1).
     pub parent_session_id: String,
+    /// A task id, or `next`: the project's oldest open task, taken for this run.
     #[serde(default)]
     pub task: Option<String>,
-    /// Seconds; overrides the definition's timeout.
+    /// Seconds; overrides the definition's timeout (0: no limit).
     #[serde(default)]
     pub timeout: Option<f64>,
-    /// How to pass the parent's context (recorded with the prompt).
+    /// The parent's context given to the agent (seed 001): `summary_markdown` (the parent's
+    /// task, result and recent messages), `session_id:<id>` (the same of another session of the
+    /// project), `transcript:<n>` (the parent's last n messages), `file:<path>` (a file of the
+    /// project); other text is given as it is.
     #[serde(default)]
     pub session_context: Option<String>,
+    /// Changes to the agent for this run: model, runner, isolation, timeout, budget, tool
+    /// policy (a member's subagent: narrowing only).
+    #[serde(default)]
+    pub overrides: Option<troupe_engine::AgentOverrides>,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
@@ -525,6 +533,10 @@ pub struct LaunchPartyParams {
     pub cwd: Option<String>,
     #[serde(default)]
     pub project_id: Option<String>,
+    /// Changes to a role's agent for this launch, by role: model, runner, isolation, timeout,
+    /// budget, tool policy (over the role's own `overrides`).
+    #[serde(default)]
+    pub roles: std::collections::BTreeMap<String, troupe_engine::AgentOverrides>,
     /// The session launching it (members' sessions become its children).
     #[serde(default)]
     pub created_by_session_id: Option<String>,

@@ -9,6 +9,7 @@ pub mod boot;
 pub mod budgets;
 pub mod builtin;
 pub mod collab;
+pub mod context;
 pub mod daemon;
 mod datadir;
 pub mod feeds;

@@ -581,3 +581,147 @@ impl AgentDefinition {
 }
 
 const TYPES: &[&str] = &["string", "integer", "number", "boolean", "array", "object"];
+
+/// What a person changes of an agent for one run (`start_agent`) or one party role (a role's
+/// `overrides`, `launch_party`'s `roles`): its model, runner, isolation, timeout, budget and
+/// tool policy. A member starting a subagent may only narrow (`AgentOverrides::narrows`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Another runner: `process`, `wasm:<executor plugin>`, `acp:<agent>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// Seconds; 0 is no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+    /// Only these tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+    /// These tools never (added to the agent's own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_tools: Vec<String>,
+    /// Tools whose calls need a person's approval (replaces the agent's list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_tools: Option<Vec<String>>,
+}
+
+impl AgentOverrides {
+    /// `agent` with these changes, checked as a definition.
+    pub fn apply(&self, agent: &AgentDefinition) -> Result<AgentDefinition, String> {
+        let mut a = agent.clone();
+        if let Some(m) = &self.model {
+            a.model = Some(m.clone());
+        }
+        if let Some(r) = &self.runner {
+            a.runner = r.clone();
+        }
+        if let Some(i) = self.isolation {
+            a.isolation = i;
+        }
+        match self.timeout_secs {
+            Some(t) if t == 0.0 => a.timeout_secs = None,
+            Some(t) if valid_timeout(t) => a.timeout_secs = Some(t),
+            Some(t) => {
+                return Err(format!(
+                    "timeout_secs must be 0 (no limit) or a positive number of seconds up to {MAX_TIMEOUT_SECS}, not {t}"
+                ));
+            }
+            None => {}
+        }
+        if let Some(b) = &self.budget {
+            a.budget = Some(b.clone());
+        }
+        if let Some(t) = &self.allowed_tools {
+            a.workflow.allowed_tools = Some(t.clone());
+        }
+        for t in &self.blocked_tools {
+            if !a.workflow.blocked_tools.contains(t) {
+                a.workflow.blocked_tools.push(t.clone());
+            }
+        }
+        if let Some(t) = &self.approve_tools {
+            a.workflow.approve_tools = Some(t.clone());
+        }
+        a.validate()
+            .map_err(|e| format!("agent {} with these overrides: {e}", a.name))?;
+        Ok(a)
+    }
+
+    /// Whether these only narrow what `agent` may do (all a member may ask of its subagent):
+    /// another model, a shorter timeout, a lower budget, fewer tools; not another runner or
+    /// isolation, nor fewer approvals.
+    pub fn narrows(&self, agent: &AgentDefinition) -> Result<(), String> {
+        let refuse = |what: &str| Err(format!("a member may not change a subagent's {what}"));
+        if self.runner.as_ref().is_some_and(|r| *r != agent.runner) {
+            return refuse("runner");
+        }
+        if self.isolation.is_some_and(|i| i != agent.isolation) {
+            return refuse("isolation");
+        }
+        if self.approve_tools.is_some() {
+            return refuse("approved tools");
+        }
+        if let Some(t) = self.timeout_secs {
+            let longer = match agent.timeout_secs {
+                Some(limit) => t == 0.0 || t > limit,
+                None => false,
+            };
+            if longer {
+                return refuse("timeout to a longer one");
+            }
+        }
+        if let (Some(wanted), Some(allowed)) = (&self.allowed_tools, &agent.workflow.allowed_tools)
+            && wanted.iter().any(|t| !allowed.contains(t))
+        {
+            return refuse("tools to ones its agent is not allowed");
+        }
+        if let (Some(b), Some(limit)) = (&self.budget, &agent.budget) {
+            let over = |x: Option<f64>, l: Option<f64>| {
+                matches!((x, l), (None, Some(_))) || matches!((x, l), (Some(x), Some(l)) if x > l)
+            };
+            let as_f = |v: Option<i64>| v.map(|v| v as f64);
+            if over(b.max_secs, limit.max_secs)
+                || over(as_f(b.max_tokens), as_f(limit.max_tokens))
+                || over(b.max_cost_usd, limit.max_cost_usd)
+                || over(as_f(b.max_files_changed), as_f(limit.max_files_changed))
+            {
+                return refuse("budget to a larger one");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AgentOverrides {
+    /// These, with `later`'s set fields over them (a launch's over a role's own).
+    pub fn then(&self, later: &AgentOverrides) -> AgentOverrides {
+        let mut blocked = self.blocked_tools.clone();
+        for t in &later.blocked_tools {
+            if !blocked.contains(t) {
+                blocked.push(t.clone());
+            }
+        }
+        AgentOverrides {
+            model: later.model.clone().or_else(|| self.model.clone()),
+            runner: later.runner.clone().or_else(|| self.runner.clone()),
+            isolation: later.isolation.or(self.isolation),
+            timeout_secs: later.timeout_secs.or(self.timeout_secs),
+            budget: later.budget.clone().or_else(|| self.budget.clone()),
+            allowed_tools: later
+                .allowed_tools
+                .clone()
+                .or_else(|| self.allowed_tools.clone()),
+            blocked_tools: blocked,
+            approve_tools: later
+                .approve_tools
+                .clone()
+                .or_else(|| self.approve_tools.clone()),
+        }
+    }
+}

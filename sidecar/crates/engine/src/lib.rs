@@ -11,8 +11,8 @@ pub mod pattern;
 pub mod spec;
 
 pub use agent::{
-    AcpOptions, AgentDefinition, Budget, Isolation, LandOptions, LandStrategy, RouterSpec, Spent,
-    TeamSpec, Termination, Workflow, acp_default_command,
+    AcpOptions, AgentDefinition, AgentOverrides, Budget, Isolation, LandOptions, LandStrategy,
+    RouterSpec, Spent, TeamSpec, Termination, Workflow, acp_default_command,
 };
 pub use party::{
     Action, Decision, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError,

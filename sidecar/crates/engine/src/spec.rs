@@ -120,6 +120,10 @@ pub struct RoleDefinition {
     /// `reviewer` for a role whose name says review, `developer` for the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub playbook: Option<String>,
+    /// Changes to its agent for this role (model, runner, isolation, timeout, budget, tool
+    /// policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<crate::agent::AgentOverrides>,
     /// Best of N: the `count` members are attempts at the same task, each in its own checkout;
     /// one is picked (by `judge`, or by the person) and only its branch is landed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -885,6 +885,45 @@ impl Store {
         .await
     }
 
+    /// Takes the project's oldest open task (`start_agent`'s `task: "next"`): it is
+    /// `in_progress` from now on, so two callers never take the same one. `None`: none is open.
+    pub async fn claim_next_task(
+        &self,
+        project_id: String,
+        session_id: String,
+    ) -> Result<Option<Task>, StoreError> {
+        self.write(move |conn| {
+            let id: Option<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE project_id = ?1 AND status = 'open' \
+                     ORDER BY created_at, id LIMIT 1",
+                )?
+                .query_row([&project_id], |r| r.get(0))
+                .optional()?;
+            let Some(id) = id else {
+                return Ok(None);
+            };
+            conn.execute(
+                &format!(
+                    "UPDATE tasks SET status = 'in_progress', updated_at = {NOW} WHERE id = ?1"
+                ),
+                [&id],
+            )?;
+            append_event(
+                conn,
+                &NewEvent {
+                    kind: "task_claimed".into(),
+                    project_id: Some(project_id.clone()),
+                    session_id: Some(session_id.clone()),
+                    data: serde_json::json!({ "task_id": id }),
+                    ..NewEvent::default()
+                },
+            )?;
+            load_task(conn, &id).map(Some)
+        })
+        .await
+    }
+
     pub fn get_task(&self, task_id: &str) -> Result<Task, StoreError> {
         self.read(|conn| load_task(conn, task_id))
     }

@@ -110,19 +110,59 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
     let row = d.store.get_definition(DefinitionKind::Agent, &p.agent)?;
     let mut def = parse_definition(OP, row.definition)?;
     def.validate().map_err(|e| ApiError::invalid(OP, e))?;
+    // The person's overrides change the agent for this run; a member's may only narrow it.
+    let parent_run = d.store.run_of_session(&parent.session_id)?;
+    let mut overrides = p.overrides.clone().unwrap_or_default();
     if let Some(t) = p.timeout {
-        if !troupe_engine::agent::valid_timeout(t) {
-            return Err(ApiError::invalid(
-                OP,
-                format!(
-                    "timeout must be a positive number of seconds up to {} (a year), not {t}",
-                    troupe_engine::agent::MAX_TIMEOUT_SECS
-                ),
-            ));
+        overrides.timeout_secs = Some(t);
+    }
+    if overrides != troupe_engine::AgentOverrides::default() {
+        if parent_run.is_some() {
+            overrides
+                .narrows(&def)
+                .map_err(|e| ApiError::Forbidden(format!("{OP}: {e}")))?;
         }
-        def.timeout_secs = Some(t);
+        def = overrides
+            .apply(&def)
+            .map_err(|e| ApiError::invalid(OP, e))?;
     }
     let project = d.store.get_project(&parent.project_id)?;
+    // `task: "next"`: the project's oldest open task, taken for this run.
+    let task = match p.task.as_deref() {
+        Some("next") => Some(
+            d.store
+                .claim_next_task(parent.project_id.clone(), parent.session_id.clone())
+                .await?
+                .ok_or_else(|| {
+                    ApiError::Conflict(format!(
+                        "{OP}: task \"next\": project {} has no open task",
+                        project.name
+                    ))
+                })?,
+        ),
+        // Another id is recorded as given (its text added when it is a task of ours).
+        Some(id) => d.store.get_task(id).ok(),
+        None => None,
+    };
+    let task_id = match p.task.as_deref() {
+        Some("next") => task.as_ref().map(|t| t.task_id.clone()),
+        other => other.map(str::to_string),
+    };
+    let context = match &p.session_context {
+        Some(spec) => Some(
+            crate::context::resolve(
+                &d.store,
+                &parent,
+                std::path::Path::new(&project.root_path),
+                spec,
+            )
+            .map_err(|e| match e {
+                crate::context::ContextError::Store(e) => ApiError::from(e),
+                bad => ApiError::invalid(OP, bad.to_string()),
+            })?,
+        ),
+        None => None,
+    };
     let workdir = match def.isolation {
         Isolation::None => PathBuf::from(&parent.cwd),
         isolation => {
@@ -147,8 +187,16 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
         prompt.push('\n');
     }
     prompt.push_str(&p.prompt);
-    if let Some(ctx) = &p.session_context {
-        prompt.push_str(&format!("\nContext: {ctx}"));
+    if let Some(task) = &task {
+        prompt.push_str(&format!("\n\nYour task ({}): {}", task.task_id, task.title));
+        if let Some(d) = &task.description {
+            prompt.push_str(&format!("\n{d}"));
+        }
+    }
+    if let Some(ctx) = &context {
+        prompt.push_str(&format!(
+            "\n\nContext from the session that started you:\n{ctx}"
+        ));
     }
     let (run, session) = d
         .store
@@ -172,7 +220,7 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
             party: None,
             attempt: 1,
             prompt,
-            task_id: p.task,
+            task_id,
             timeout_ms: def.timeout_secs.map(|s| (s * 1000.0) as i64),
             workdir: Some(workdir.display().to_string()),
             trigger: Some("subagent".into()),

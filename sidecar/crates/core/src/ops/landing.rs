@@ -452,6 +452,7 @@ async fn start_judge(d: &Daemon, party: &PartyView, role: &str, judge: &str) -> 
             task: None,
             timeout: None,
             session_context: None,
+            overrides: None,
         },
     )
     .await

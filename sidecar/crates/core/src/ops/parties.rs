@@ -87,6 +87,13 @@ fn check(
             ApiError::invalid(op, format!("role {name} runs in pool {pool:?}: {e}"))
         })?;
     }
+    for (name, role) in def.roles.iter() {
+        if let (Some(overrides), Some(agent)) = (&role.overrides, agents.get(&role.agent)) {
+            overrides
+                .apply(agent)
+                .map_err(|e| ApiError::invalid(op, format!("role {name}: {e}")))?;
+        }
+    }
     for (name, role) in def.roles.iter().filter(|(_, r)| r.pick.is_some()) {
         if agents
             .get(&role.agent)
@@ -185,7 +192,7 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         Some(c) => c.party(&p.name).map_err(|e| ApiError::invalid(OP, e))?,
         None => None,
     };
-    let def: PartyDefinition = match own {
+    let mut def: PartyDefinition = match own {
         Some(def) => def,
         None => {
             let row = d.store.get_definition(DefinitionKind::Party, &p.name)?;
@@ -197,8 +204,27 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
             })?
         }
     };
+    // This launch's changes to its roles' agents, over the roles' own.
+    for (role, overrides) in &p.roles {
+        let r = def.roles.get_mut(role).ok_or_else(|| {
+            ApiError::invalid(OP, format!("roles: party {} has no role {role}", def.name))
+        })?;
+        r.overrides = Some(match &r.overrides {
+            Some(own) => own.then(overrides),
+            None => overrides.clone(),
+        });
+    }
     let agents = check(d, OP, &def, project.as_ref())?;
-    if let Some((name, _)) = agents.iter().find(|(_, a)| a.isolation != Isolation::None) {
+    let isolated = def.roles.values().find_map(|r| {
+        let agent = agents.get(&r.agent)?;
+        let isolation = r
+            .overrides
+            .as_ref()
+            .and_then(|o| o.isolation)
+            .unwrap_or(agent.isolation);
+        (isolation != Isolation::None).then_some((&agent.name, ()))
+    });
+    if let Some((name, _)) = isolated {
         troupe_worktree::repo_root(&root).map_err(|_| {
             ApiError::invalid(OP, format!("agent {name} works in a git worktree or clone, but {} is not in a git repository", root.display()))
         })?;

@@ -400,6 +400,9 @@ impl Loop {
         if let Some(pool) = &role_def.pool {
             agent.pool = Some(pool.clone());
         }
+        if let Some(overrides) = &role_def.overrides {
+            agent = overrides.apply(&agent)?;
+        }
         // A party led by the session that launched it (`mode: self`): that session is the
         // leader's run; nothing is started and it works where it is.
         let attach = live

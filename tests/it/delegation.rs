@@ -1,0 +1,295 @@
+//! Delegation a person can steer: `start_agent` and a launch's roles take overrides (model,
+//! runner, isolation, timeout, budget, tool policy), a member's subagent only narrowing; a
+//! subagent's context is resolved as seed 001 says (`session_context` references, `task:
+//! "next"`, `timeout: 0` for no limit).
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use troupe::client::Client;
+
+use crate::support::{TestDaemon, define, executable, party_end, register, repo, wait_run};
+
+/// A process agent that completes at once (or, with `KEYS` set, first leaves its credential
+/// there and waits for `$KEYS/release`).
+async fn define_quick(c: &Client, dir: &Path) {
+    let script = executable(
+        dir,
+        "quick.sh",
+        "#!/bin/sh\nif [ -n \"$KEYS\" ]; then printf '%s' \"$TROUPE_RUN_TOKEN\" > \"$KEYS/tok.tmp\" && mv \"$KEYS/tok.tmp\" \"$KEYS/tok\"; \
+         while [ ! -e \"$KEYS/release\" ]; do sleep 0.05; done; fi\ntroupe call complete '{\"output\":\"ok\"}' >/dev/null\n",
+    );
+    define(
+        c,
+        "agent",
+        json!({ "name": "quick", "command": [script], "timeout_secs": 300,
+                "workflow": { "allowed_tools": ["read_file", "write_file"] } }),
+    )
+    .await;
+}
+
+async fn start(c: &Client, params: Value) -> Value {
+    let r = c.call("start_agent", params).await.unwrap();
+    wait_run(c, r["run_id"].as_str().unwrap()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_overrides_a_subagent_and_a_member_may_only_narrow_its_own() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    define_quick(&c, d.dir.path()).await;
+    let project = repo(&d.dir.path().join("proj"));
+    let person = register(&c, "human", &project, None).await;
+
+    // The person: another model, a checkout of its own, no time limit, a budget, fewer tools.
+    let r = start(
+        &c,
+        json!({ "agent": "quick", "prompt": "go", "parent_session_id": person, "timeout": 0,
+                "overrides": { "model": "model-b", "isolation": "worktree",
+                               "budget": { "max_files_changed": 3 },
+                               "blocked_tools": ["write_file"] } }),
+    )
+    .await;
+    let run = &r["run"];
+    assert_eq!(run["status"], "success", "{r}");
+    let def = &run["definition"];
+    assert_eq!(def["model"], "model-b", "{def}");
+    assert_eq!(def["isolation"], "worktree");
+    assert!(def.get("timeout_secs").is_none_or(Value::is_null), "{def}");
+    assert_eq!(def["budget"]["max_files_changed"], 3);
+    assert_eq!(def["workflow"]["blocked_tools"], json!(["write_file"]));
+    let session = c
+        .call("get_session", json!({ "session_id": run["session_id"] }))
+        .await
+        .unwrap();
+    assert!(
+        session["session"]["cwd"]
+            .as_str()
+            .unwrap()
+            .contains("/worktrees/"),
+        "{session}"
+    );
+    // An override that makes no agent is named.
+    let bad = c
+        .call(
+            "start_agent",
+            json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
+                    "overrides": { "runner": "wasm:" } }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(bad.kind(), Some("invalid_params"), "{bad}");
+
+    // A member (a run of `quick` that waits) starting its own subagent: narrowing is fine,
+    // widening is refused.
+    let keys = d.dir.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    define(
+        &c,
+        "agent",
+        json!({ "name": "parent", "command": [d.dir.path().join("quick.sh").display().to_string()],
+                "timeout_secs": 300, "allow_nested_agents": true, "max_agent_depth": 2,
+                "env": { "KEYS": keys.display().to_string() } }),
+    )
+    .await;
+    let parent = c
+        .call(
+            "start_agent",
+            json!({ "agent": "parent", "prompt": "lead", "parent_session_id": person }),
+        )
+        .await
+        .unwrap();
+    let token = crate::support::wait_for("the member's credential", 30, || async {
+        std::fs::read_to_string(keys.join("tok")).ok()
+    })
+    .await;
+    let member = troupe::client::connect_with_token(&d.layout, &token)
+        .await
+        .unwrap();
+    let me = parent["session_id"].as_str().unwrap();
+    for (overrides, what) in [
+        (
+            json!({ "runner": "process", "isolation": "clone" }),
+            "isolation",
+        ),
+        (json!({ "timeout_secs": 0 }), "timeout"),
+        (json!({ "allowed_tools": ["run_command"] }), "tools"),
+        (json!({ "approve_tools": [] }), "approved tools"),
+    ] {
+        let e = member
+            .call(
+                "start_agent",
+                json!({ "agent": "quick", "prompt": "sub", "parent_session_id": me,
+                        "overrides": overrides }),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(what) && e.kind() == Some("forbidden"),
+            "{what}: {e}"
+        );
+    }
+    let narrowed = member
+        .call(
+            "start_agent",
+            json!({ "agent": "quick", "prompt": "sub", "parent_session_id": me,
+                    "overrides": { "model": "small", "timeout_secs": 60,
+                                   "allowed_tools": ["read_file"] } }),
+        )
+        .await
+        .unwrap();
+    let sub = wait_run(&c, narrowed["run_id"].as_str().unwrap()).await;
+    assert_eq!(sub["run"]["definition"]["model"], "small");
+    assert_eq!(sub["run"]["definition"]["timeout_secs"], 60.0);
+    std::fs::write(keys.join("release"), "").unwrap();
+    wait_run(&c, parent["run_id"].as_str().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_gets_its_parents_context_and_the_next_open_task() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    define_quick(&c, d.dir.path()).await;
+    let project = repo(&d.dir.path().join("proj"));
+    std::fs::write(Path::new(&project).join("brief.md"), "Ship on Friday.\n").unwrap();
+    let person = register(&c, "human", &project, None).await;
+    let other = register(&c, "codex", &project, None).await;
+    for text in ["first note", "second note", "third note"] {
+        c.call(
+            "send_message",
+            json!({ "from_session_id": other, "to_session_id": person, "content": text }),
+        )
+        .await
+        .unwrap();
+    }
+    let prompt_of = |r: &Value| r["run"]["prompt"].as_str().unwrap().to_string();
+
+    let r = start(
+        &c,
+        json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
+                "session_context": "transcript:2" }),
+    )
+    .await;
+    let p = prompt_of(&r);
+    assert!(
+        p.contains("second note") && p.contains("third note") && !p.contains("first note"),
+        "{p}"
+    );
+    let r = start(
+        &c,
+        json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
+                "session_context": "file:brief.md" }),
+    )
+    .await;
+    assert!(prompt_of(&r).contains("Ship on Friday."), "{r}");
+    let r = start(
+        &c,
+        json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
+                "session_context": format!("session_id:{other}") }),
+    )
+    .await;
+    assert!(
+        prompt_of(&r).contains(&format!("## Session {other}")),
+        "{r}"
+    );
+    let r = start(
+        &c,
+        json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
+                "session_context": "summary_markdown" }),
+    )
+    .await;
+    assert!(prompt_of(&r).contains("first note"), "{r}");
+    for bad in ["file:../../etc/passwd", "transcript:0", "file:"] {
+        let e = c
+            .call(
+                "start_agent",
+                json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
+                        "session_context": bad }),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), Some("invalid_params"), "{bad}: {e}");
+    }
+
+    // `task: "next"` takes the oldest open task, once.
+    for title in ["Fix the parser", "Write the docs"] {
+        c.call("create_task", json!({ "cwd": project, "title": title }))
+            .await
+            .unwrap();
+    }
+    let first = start(
+        &c,
+        json!({ "agent": "quick", "prompt": "work", "parent_session_id": person, "task": "next" }),
+    )
+    .await;
+    assert!(prompt_of(&first).contains("Fix the parser"), "{first}");
+    let second = start(
+        &c,
+        json!({ "agent": "quick", "prompt": "work", "parent_session_id": person, "task": "next" }),
+    )
+    .await;
+    assert!(prompt_of(&second).contains("Write the docs"), "{second}");
+    assert_ne!(first["run"]["task_id"], second["run"]["task_id"]);
+    let none = c
+        .call(
+            "start_agent",
+            json!({ "agent": "quick", "prompt": "work", "parent_session_id": person, "task": "next" }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(none.kind(), Some("conflict"), "{none}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_overrides_its_roles_agents() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    define_quick(&c, d.dir.path()).await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "duo", "roles": {
+            "a": { "agent": "quick", "overrides": { "model": "own-model" } },
+            "b": { "agent": "quick" } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let party = c
+        .call(
+            "launch_party",
+            json!({ "name": "duo", "cwd": project,
+                    "roles": { "b": { "model": "launch-model", "isolation": "worktree" },
+                               "a": { "timeout_secs": 30 } } }),
+        )
+        .await
+        .unwrap();
+    let party = party["party_id"].as_str().unwrap().to_string();
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+    let runs = c
+        .call("list_agents", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let def_of = |role: &str| {
+        runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role_name"] == role)
+            .map(|r| r["definition"].clone())
+            .unwrap()
+    };
+    let (a, b) = (def_of("a"), def_of("b"));
+    assert_eq!(a["model"], "own-model", "{a}");
+    assert_eq!(a["timeout_secs"], 30.0, "{a}");
+    assert_eq!(b["model"], "launch-model", "{b}");
+    assert_eq!(b["isolation"], "worktree", "{b}");
+    let e = c
+        .call(
+            "launch_party",
+            json!({ "name": "duo", "cwd": project, "roles": { "nobody": { "model": "x" } } }),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no role nobody"), "{e}");
+}
