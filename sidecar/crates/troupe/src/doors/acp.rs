@@ -65,7 +65,7 @@ const COMMANDS: &[SlashCommand] = &[
     SlashCommand {
         name: "agent",
         description: "Run one agent (or a pattern); the rest of the prompt is its task",
-        hint: Some("<agent> <task>"),
+        hint: Some("<agent> [model=… runner=… isolation=… timeout=…] <task>"),
     },
     SlashCommand {
         name: "status",
@@ -346,6 +346,37 @@ fn first_line(text: &str) -> String {
     }
 }
 
+/// `/agent`'s overrides: leading `model=…`, `runner=…`, `isolation=…`, `timeout=…` (seconds,
+/// 0 for no limit) words of the task; the overrides and the rest of the task.
+fn agent_overrides(task: &str) -> Result<(serde_json::Map<String, Value>, &str), DoorError> {
+    let mut overrides = serde_json::Map::new();
+    let mut rest = task.trim_start();
+    while let Some((word, after)) = rest
+        .split_once(char::is_whitespace)
+        .or(Some((rest, "")))
+        .filter(|(w, _)| !w.is_empty())
+    {
+        let Some((key, value)) = word.split_once('=') else {
+            break;
+        };
+        let value = match key {
+            "model" | "runner" | "isolation" => Value::from(value),
+            "timeout" => value.parse::<f64>().map(Value::from).map_err(|_| {
+                DoorError::InvalidParams(format!("/agent timeout={value}: a number of seconds"))
+            })?,
+            _ => break,
+        };
+        let key = if key == "timeout" {
+            "timeout_secs"
+        } else {
+            key
+        };
+        overrides.insert(key.into(), value);
+        rest = after.trim_start();
+    }
+    Ok((overrides, rest))
+}
+
 /// What a prompt without a slash command starts.
 #[derive(Debug, Clone, PartialEq)]
 enum Start {
@@ -543,12 +574,19 @@ impl Turn {
     }
 
     async fn agent(&mut self, name: &str, task: &str) -> Result<Stop, DoorError> {
+        let (overrides, task) = agent_overrides(task)?;
+        if task.is_empty() {
+            self.say("Usage: /agent <agent> [model=… runner=… isolation=… timeout=…] <task>\n")?;
+            return Ok(Stop::EndTurn);
+        }
         let (c, events) = self.events().await?;
+        let mut params =
+            json!({ "agent": name, "prompt": task, "parent_session_id": self.session });
+        if !overrides.is_empty() {
+            params["overrides"] = Value::Object(overrides);
+        }
         let started = c
-            .call(
-                "start_agent",
-                json!({ "agent": name, "prompt": task, "parent_session_id": self.session }),
-            )
+            .call("start_agent", params)
             .await
             .map_err(|e| failed("start_agent", e))?;
         let sessions = HashSet::from([s(&started, "session_id")]);

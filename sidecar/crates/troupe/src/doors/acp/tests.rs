@@ -1,4 +1,5 @@
-//! The ACP door's own tests: the project default read from `.troupe/config.toml`.
+//! The ACP door's own tests: the project default read from `.troupe/config.toml`, `/agent`'s
+//! overrides.
 
 use super::*;
 
@@ -30,4 +31,21 @@ fn the_default_is_read_from_the_project_config_up_to_the_repository() {
     .unwrap();
     let err = project_default(root).unwrap_err().to_string();
     assert!(err.contains("exactly one of"), "{err}");
+}
+
+#[test]
+fn slash_agent_takes_overrides_before_its_task() {
+    let (o, task) = agent_overrides("model=gpt-5 isolation=worktree timeout=0 Fix the bug").unwrap();
+    assert_eq!(o["model"], "gpt-5");
+    assert_eq!(o["isolation"], "worktree");
+    assert_eq!(o["timeout_secs"], 0.0);
+    assert_eq!(task, "Fix the bug");
+    // A word that is not an override starts the task, even with an `=` later on.
+    let (o, task) = agent_overrides("Set x=1 in the config").unwrap();
+    assert!(o.is_empty());
+    assert_eq!(task, "Set x=1 in the config");
+    let (o, task) = agent_overrides("runner=acp:codex").unwrap();
+    assert_eq!(o["runner"], "acp:codex");
+    assert_eq!(task, "");
+    assert!(agent_overrides("timeout=soon go").is_err());
 }
