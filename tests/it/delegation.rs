@@ -293,3 +293,71 @@ async fn a_launch_overrides_its_roles_agents() {
         .unwrap_err();
     assert!(e.to_string().contains("no role nobody"), "{e}");
 }
+
+/// Budgets on wall time and files changed hold for members that report no usage (a plain
+/// process, an agent CLI that says nothing of its tokens): each is paused when over, not
+/// crashed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_on_time_and_files_hold_for_members_that_report_no_usage() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let busy = executable(
+        d.dir.path(),
+        "busy.sh",
+        "#!/bin/sh\nfor f in a b c; do echo $f > $f.txt; done\nexec sleep 600\n",
+    );
+    define(
+        &c,
+        "agent",
+        json!({ "name": "files", "command": [busy], "isolation": "worktree",
+                "budget": { "max_files_changed": 2 } }),
+    )
+    .await;
+    let idle = executable(d.dir.path(), "idle.sh", "#!/bin/sh\nexec sleep 600\n");
+    define(
+        &c,
+        "agent",
+        json!({ "name": "slow", "command": [idle], "budget": { "max_secs": 1 } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "spend", "roles": { "writer": { "agent": "files" },
+                                            "sitter": { "agent": "slow" } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let party = c
+        .call("launch_party", json!({ "name": "spend", "cwd": project }))
+        .await
+        .unwrap()["party_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let status = crate::support::wait_for("both members paused by their budgets", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        s["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["status"] == "paused")
+            .then_some(s)
+    })
+    .await;
+    for m in status["members"].as_array().unwrap() {
+        assert_eq!(m["crash_count"], 0, "paused, not crashed: {status}");
+    }
+    let events = c
+        .call("list_events", json!({ "party_id": party, "limit": 1000 }))
+        .await
+        .unwrap();
+    let text = events.to_string();
+    assert!(text.contains("files changed"), "{text}");
+    c.call("cancel_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+}

@@ -103,6 +103,10 @@ pub async fn start(
             .clone()
             .run(crate::collab::Ctx::of(&daemon), daemon.shutdown_requested()),
     );
+    tokio::spawn(crate::budgets::watch(
+        crate::collab::Ctx::of(&daemon),
+        daemon.shutdown_requested(),
+    ));
     plugins.watch();
     crate::datadir::watch(&daemon);
     if plugins.any_installed() {

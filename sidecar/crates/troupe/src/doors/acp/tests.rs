@@ -35,7 +35,8 @@ fn the_default_is_read_from_the_project_config_up_to_the_repository() {
 
 #[test]
 fn slash_agent_takes_overrides_before_its_task() {
-    let (o, task) = agent_overrides("model=gpt-5 isolation=worktree timeout=0 Fix the bug").unwrap();
+    let (o, task) =
+        agent_overrides("model=gpt-5 isolation=worktree timeout=0 Fix the bug").unwrap();
     assert_eq!(o["model"], "gpt-5");
     assert_eq!(o["isolation"], "worktree");
     assert_eq!(o["timeout_secs"], 0.0);
