@@ -541,7 +541,21 @@ async fn mcp_rows(
     assert_eq!(via["from_session_id"], dev_s, "sent as itself: {via}");
     // The leader, by its own credential, gets and may use the leader's tools.
     let l = connect(lead_token.to_string(), String::new()).await;
-    assert!(tools(&l).await.contains(&"signal_role".to_string()));
+    let offered = tools(&l).await;
+    assert!(offered.contains(&"signal_role".to_string()));
+    assert!(offered.contains(&"commit_plan".to_string()));
+    // ... but not what only the person or their own agent CLIs may do: a member is not
+    // offered a tool it would be refused.
+    for theirs in [
+        "launch_party",
+        "create_party_definition",
+        "delete_party_definition",
+    ] {
+        assert!(
+            !offered.contains(&theirs.to_string()),
+            "{theirs}: {offered:?}"
+        );
+    }
     l.cancel().await.unwrap();
     // The person's token over MCP is an agent CLI's: it acts as the session it names and may
     // not take the person's decisions through a tool (they are not tools), nor lead a party

@@ -46,6 +46,12 @@ pub fn set_door(name: &'static str, agent: bool) {
     }
 }
 
+/// Whether this process is (a process of) a member Troupe started: it calls with its run's
+/// credential.
+pub fn is_member() -> bool {
+    run_token().is_some()
+}
+
 /// This process's run credential, when it is (a process of) a member Troupe started.
 fn run_token() -> Option<String> {
     std::env::var(troupe_api::layout::RUN_TOKEN)

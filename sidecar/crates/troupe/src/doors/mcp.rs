@@ -132,6 +132,9 @@ struct Door {
     /// party only when it is started as a member (it is in one from the start) or when it
     /// launches one it leads itself, which the door sees go by.
     party_members: Arc<std::sync::Mutex<std::collections::HashMap<String, bool>>>,
+    /// The caller is a member Troupe started (its run's credential): it is not offered the
+    /// tools only the person or the person's own agent CLIs may call.
+    member: bool,
 }
 
 /// Serves MCP on stdin/stdout until the client closes stdin.
@@ -144,6 +147,7 @@ pub async fn serve_stdio(layout: &Layout) -> anyhow::Result<()> {
         backend: Backend::Client(Arc::new(client)),
         session,
         party_members: Arc::default(),
+        member: client::is_member(),
     };
     let running = door.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
@@ -170,6 +174,7 @@ pub async fn serve_http(
                 backend: Backend::Daemon(daemon.clone(), None),
                 session: None,
                 party_members: Arc::default(),
+                member: false,
             })
         },
         Arc::new(LocalSessionManager::default()),
@@ -340,16 +345,19 @@ async fn is_leader(backend: &Backend, session: &str) -> bool {
 
 /// The tool list: the operations' param schemas, minus the fields the door fills in.
 /// The tool list for a kind of caller, built once per process (schemas do not change).
-fn tools(has_session: bool, leader: bool) -> &'static [Tool] {
-    static LISTS: [std::sync::OnceLock<Vec<Tool>>; 4] = [const { std::sync::OnceLock::new() }; 4];
-    LISTS[usize::from(has_session) * 2 + usize::from(leader)]
-        .get_or_init(|| build_tools(has_session, leader))
+fn tools(has_session: bool, leader: bool, member: bool) -> &'static [Tool] {
+    static LISTS: [std::sync::OnceLock<Vec<Tool>>; 8] = [const { std::sync::OnceLock::new() }; 8];
+    LISTS[usize::from(has_session) * 4 + usize::from(leader) * 2 + usize::from(member)]
+        .get_or_init(|| build_tools(has_session, leader, member))
 }
 
-fn build_tools(has_session: bool, leader: bool) -> Vec<Tool> {
+fn build_tools(has_session: bool, leader: bool, member: bool) -> Vec<Tool> {
+    use troupe_api::Access;
     troupe_api::OPERATIONS
         .iter()
         .filter(|op| AGENT_TOOLS.contains(&op.name) || (leader && LEADER_TOOLS.contains(&op.name)))
+        // What would be refused to a member is not offered to one.
+        .filter(|op| !(member && matches!(op.access, Access::Person | Access::OwnAgent(_))))
         .map(|op| {
             let schema = if op.name == "request_permission" {
                 match permission_prompt_schema() {
@@ -493,6 +501,7 @@ impl Door {
             if let Some(troupe_core::Caller::Member(m)) = &caller {
                 door.session = Some(m.session_id.clone());
             }
+            door.member = matches!(caller, Some(troupe_core::Caller::Member(_)));
             door.backend = Backend::Daemon(d.clone(), caller);
         }
         door
@@ -524,7 +533,7 @@ impl Door {
             Some(s) if needs_check => is_leader(&self.backend, s).await,
             _ => false,
         };
-        (leader, tools(session.is_some(), leader))
+        (leader, tools(session.is_some(), leader, self.member))
     }
 }
 
