@@ -956,7 +956,11 @@ async fn cli_party_and_approvals_commands() {
     )
     .await;
     let cwd = Some(Path::new(&project));
-    let out = crate::support::cli(&daemon.layout, &["party", "launch", "solo"], cwd);
+    let out = crate::support::cli(
+        &daemon.layout,
+        &["party", "launch", "solo", "Fix", "the", "off-by-one"],
+        cwd,
+    );
     assert!(out.status.success(), "{}", crate::support::stderr(&out));
     let text = crate::support::stdout(&out);
     assert!(
@@ -965,6 +969,16 @@ async fn cli_party_and_approvals_commands() {
     );
     let party = text.split_whitespace().nth(1).unwrap().to_string();
     wait_party(&c, &party, "completed").await;
+    // The words after the name are the party's task, in every member's prompt.
+    let runs = c
+        .call("list_agents", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let prompt = runs["runs"][0]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains(r#"Inputs: {"task":"Fix the off-by-one"}"#),
+        "{prompt}"
+    );
     let listed = crate::support::stdout(&crate::support::cli(
         &daemon.layout,
         &["party", "list"],

@@ -103,7 +103,7 @@ pub async fn start(
             .clone()
             .run(crate::collab::Ctx::of(&daemon), daemon.shutdown_requested()),
     );
-    tokio::spawn(crate::budgets::watch(
+    tokio::spawn(watch_budgets(
         crate::collab::Ctx::of(&daemon),
         daemon.shutdown_requested(),
     ));
@@ -329,6 +329,41 @@ impl RunnerHost for Daemon {
                 })
             }
             .boxed(),
+        }
+    }
+}
+
+/// How often running runs' wall-time and files-changed budgets are checked without a usage
+/// report (a process or ACP member that reports none is held to them all the same).
+const BUDGETS_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Checks, every `BUDGETS_EVERY` until the daemon stops, the budgets that need no usage report:
+/// the wall time and files changed of each running run whose agent has such a budget, and the
+/// budgets of the steps party members work on.
+async fn watch_budgets(ctx: crate::collab::Ctx, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(BUDGETS_EVERY) => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        let Ok(runs) = ctx.store.list_runs(None, None, true) else {
+            continue;
+        };
+        for run in runs.iter().filter(|r| !r.status.is_finished()) {
+            let timed =
+                serde_json::from_value::<troupe_engine::AgentDefinition>(run.definition.clone())
+                    .ok()
+                    .and_then(|d| d.budget)
+                    .is_some_and(|b| b.max_secs.is_some() || b.counts_files());
+            if timed {
+                crate::budgets::check_run_budgets(&ctx.store, &ctx.orchestrator, &run.run_id).await;
+            }
+            if run.party_id.is_some() {
+                crate::collab::check_step_budgets(&ctx, &run.run_id).await;
+            }
         }
     }
 }

@@ -88,38 +88,3 @@ fn elapsed_secs(stamp: &str) -> Option<f64> {
         .as_secs_f64();
     Some((now - at).max(0.0))
 }
-
-/// How often running runs' wall-time and files-changed budgets are checked without a usage
-/// report (a process or ACP member that reports none is held to them all the same).
-const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// Checks, every `WATCH_EVERY` until the daemon stops, the budgets that need no usage report:
-/// the wall time and files changed of each running run whose agent has such a budget, and the
-/// budgets of the steps party members work on.
-pub async fn watch(ctx: crate::collab::Ctx, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(WATCH_EVERY) => {}
-            _ = shutdown.changed() => return,
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-        let Ok(runs) = ctx.store.list_runs(None, None, true) else {
-            continue;
-        };
-        for run in runs.iter().filter(|r| !r.status.is_finished()) {
-            let timed =
-                serde_json::from_value::<troupe_engine::AgentDefinition>(run.definition.clone())
-                    .ok()
-                    .and_then(|d| d.budget)
-                    .is_some_and(|b| b.max_secs.is_some() || b.counts_files());
-            if timed {
-                check_run_budgets(&ctx.store, &ctx.orchestrator, &run.run_id).await;
-            }
-            if run.party_id.is_some() {
-                crate::collab::check_step_budgets(&ctx, &run.run_id).await;
-            }
-        }
-    }
-}

@@ -378,7 +378,7 @@ pub fn valid_timeout(t: f64) -> bool {
 impl AgentDefinition {
     /// Checks the definition can run here.
     pub fn validate(&self) -> Result<(), String> {
-        if !crate::spec::is_safe_name(&self.name) {
+        if !crate::names::is_safe_name(&self.name) {
             return Err(format!(
                 "agent name {:?} is not allowed (use letters, digits, '-' and '_')",
                 self.name
@@ -448,7 +448,7 @@ impl AgentDefinition {
             }
         }
         if let Some(pool) = &self.pool {
-            if !crate::spec::is_safe_name(pool) {
+            if !crate::names::is_safe_name(pool) {
                 return Err(format!(
                     "pool {pool:?} is not allowed (use letters, digits, '-' and '_')"
                 ));

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod collab;
+mod names;
 pub mod party;
 pub mod pattern;
 pub mod spec;

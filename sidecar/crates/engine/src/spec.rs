@@ -238,14 +238,7 @@ pub fn flow_edge(dep: &str) -> Option<(&str, bool)> {
     }
 }
 
-/// Names we put in branch names and paths: no separators, no dots, nothing to escape.
-pub fn is_safe_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
+pub use crate::names::is_safe_name;
 
 impl PartyDefinition {
     /// Checks the definition; `agent_exists` says whether an agent definition exists.

@@ -211,8 +211,12 @@ pub enum PartyCommand {
     /// repository).
     Launch {
         name: String,
+        /// What the party is to do (its members get it as the `task` input).
+        #[arg(trailing_var_arg = true)]
+        words: Vec<String>,
+        /// A task of the project's (`create_task`) the party takes on.
         #[arg(long)]
-        task: Option<String>,
+        task_id: Option<String>,
     },
     /// Parties of this directory's project.
     List,
@@ -709,10 +713,17 @@ async fn msg(layout: &Layout, cmd: MsgCommand, json: bool) -> anyhow::Result<()>
 async fn party(layout: &Layout, cmd: PartyCommand, json: bool) -> anyhow::Result<()> {
     let client = client::connect(layout, true).await?;
     let (op, args) = match cmd {
-        PartyCommand::Launch { name, task } => (
-            "launch_party",
-            json!({ "name": name, "task_id": task, "cwd": cwd_string()? }),
-        ),
+        PartyCommand::Launch {
+            name,
+            words,
+            task_id,
+        } => {
+            let mut params = json!({ "name": name, "task_id": task_id, "cwd": cwd_string()? });
+            if !words.is_empty() {
+                params["inputs"] = json!({ "task": words.join(" ") });
+            }
+            ("launch_party", params)
+        }
         PartyCommand::List => ("list_parties", json!({ "cwd": cwd_string()? })),
         PartyCommand::Status { party_id } => ("get_party_status", json!({ "party_id": party_id })),
         PartyCommand::Signal {

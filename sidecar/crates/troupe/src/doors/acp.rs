@@ -528,6 +528,15 @@ impl Turn {
         let root = troupe_core::project::resolve_project_root(cwd)
             .map(|(root, _)| root)
             .map_err(|e| DoorError::InvalidParams(format!("{}: {e}", cwd.display())))?;
+        if troupe_worktree::repo_root(&root).is_err() {
+            self.say(format!(
+                "{NO_DEFAULT}\n{} is not in a git repository, and a team works in one (each \
+                 member in its own worktree, the merge queue landing on your branch): `git init` \
+                 it first.\n",
+                root.display()
+            ))?;
+            return Ok(Stop::EndTurn);
+        }
         let found = crate::team::detect(&root, std::env::var_os("PATH"), |k| std::env::var(k).ok());
         if found.installed.is_empty() {
             let mut text = String::from(NO_DEFAULT);
