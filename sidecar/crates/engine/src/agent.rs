@@ -625,7 +625,7 @@ impl AgentOverrides {
             a.isolation = i;
         }
         match self.timeout_secs {
-            Some(t) if t == 0.0 => a.timeout_secs = None,
+            Some(0.0) => a.timeout_secs = None,
             Some(t) if valid_timeout(t) => a.timeout_secs = Some(t),
             Some(t) => {
                 return Err(format!(
