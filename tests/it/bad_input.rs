@@ -278,3 +278,24 @@ async fn an_oversized_websocket_request_is_refused_and_the_daemon_goes_on() {
         assert!(c.call("daemon_status", json!({})).await.is_ok());
     }
 }
+
+/// A reader that goes away (`troupe api schema | head -c 10`) ends the command quietly: no
+/// panic, no backtrace, success. The schema (hundreds of kilobytes) does not fit in the pipe.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    use std::io::Read;
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .args(["api", "schema"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The reader is dropped here: the rest of the output meets a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    assert!(first.starts_with(b"{"), "{first:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{out:?}");
+}

@@ -85,6 +85,23 @@ async fn an_agent_cli_gets_troupe_tools_over_mcp() {
         !schema["required"].to_string().contains("from_session_id"),
         "{schema}"
     );
+    // Descriptions as agent CLIs show them, and hints that let a CLI pass the reads through.
+    for t in &tools {
+        let d = t.description.as_deref().unwrap_or_default();
+        assert!(!d.is_empty() && d.trim() == d, "{}: {d:?}", t.name);
+    }
+    let hint = |name: &str| {
+        let a = tools
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.annotations.clone())
+            .unwrap_or_else(|| panic!("{name} has no annotations"));
+        (a.read_only_hint, a.destructive_hint)
+    };
+    assert_eq!(hint("get_plan"), (Some(true), Some(false)));
+    assert_eq!(hint("list_agents"), (Some(true), Some(false)));
+    assert_eq!(hint("send_message"), (Some(false), Some(false)));
+    assert_eq!(hint("cancel_agent"), (Some(false), Some(true)));
 
     // A call is the operation, as the calling session (whatever the model claims to be).
     let r = call(

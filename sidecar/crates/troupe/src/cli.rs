@@ -16,6 +16,13 @@ use troupe_api::layout::Layout;
 use troupe_api::types::{Message, Session};
 use troupe_core::daemon::{AlreadyRunning, Config, DEFAULT_MAX_MESSAGE_BYTES};
 
+/// `println!` for the command's output (see `print_line`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        print_line(format_args!($($arg)*))
+    };
+}
+
 /// Run a troupe of AI coding agents as a team.
 #[derive(Debug, Parser)]
 #[command(name = "troupe", version, about)]
@@ -287,6 +294,25 @@ pub enum ApiCommand {
 }
 
 /// Entry point of the binary.
+/// Writes a line of the command's output. A reader that went away (`troupe call … | head`) ends
+/// the command quietly, as other command-line tools do; any other failure to write is said on
+/// stderr.
+fn print_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_fmt(args)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush());
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("troupe: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(matches!(cli.command, Command::Serve(_)));
@@ -361,10 +387,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Api(ApiCommand::Schema) => print_json(&troupe_api::schema_document()),
             Command::Api(ApiCommand::List) => {
                 for op in troupe_api::OPERATIONS {
-                    println!("{:<24} {}", op.name, op.summary.trim());
+                    out!("{:<24} {}", op.name, op.summary.trim());
                 }
                 for sub in troupe_api::SUBSCRIPTIONS {
-                    println!("{:<24} {}", sub.name, sub.summary);
+                    out!("{:<24} {}", sub.name, sub.summary);
                 }
                 Ok(())
             }
@@ -396,7 +422,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let exe = std::env::current_exe().context("locating the troupe binary")?;
                 let cwd = std::env::current_dir().context("reading the current directory")?;
                 for line in crate::init::init(&cli, &cwd, &exe)? {
-                    println!("{line}");
+                    out!("{line}");
                 }
                 Ok(())
             }
@@ -409,7 +435,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 });
                 let outcome = crate::team::init(&root, &found)?;
                 for line in &outcome.lines {
-                    println!("{line}");
+                    out!("{line}");
                 }
                 if found.installed.is_empty() && !root.join(troupe_core::project_config::PATH).exists()
                 {
@@ -428,7 +454,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn print_json(value: &Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    out!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
@@ -457,7 +483,7 @@ async fn stop(layout: &Layout, leave_running: bool, json: bool) -> anyhow::Resul
             if json {
                 return print_json(&json!({ "running": false }));
             }
-            println!("no daemon is running for {}", layout.data_dir.display());
+            out!("no daemon is running for {}", layout.data_dir.display());
             return Ok(());
         }
     };
@@ -504,7 +530,7 @@ async fn stop(layout: &Layout, leave_running: bool, json: bool) -> anyhow::Resul
         }
         _ => "what became of the runs is unknown (no answer)".to_string(),
     };
-    println!("stopped the daemon (pid {}): {what}", status["pid"]);
+    out!("stopped the daemon (pid {}): {what}", status["pid"]);
     Ok(())
 }
 
@@ -515,7 +541,7 @@ async fn status(layout: &Layout, json: bool) -> anyhow::Result<()> {
             if json {
                 return print_json(&json!({ "running": false, "reason": format!("{e:#}") }));
             }
-            println!("not running ({e:#})");
+            out!("not running ({e:#})");
             return Ok(());
         }
     };
@@ -525,7 +551,7 @@ async fn status(layout: &Layout, json: bool) -> anyhow::Result<()> {
         out["running"] = true.into();
         return print_json(&out);
     }
-    println!(
+    out!(
         "running: pid {} version {} up {:.1}s\n  data dir  {}\n  socket    {}\n  websocket {}\n  sandbox   {}\n  {} projects, {} sessions ({} active), {} messages, {} events",
         status["pid"],
         status["version"].as_str().unwrap_or("?"),
@@ -603,7 +629,7 @@ async fn session(layout: &Layout, cmd: SessionCommand, json: bool) -> anyhow::Re
             if json {
                 return print_json(&result);
             }
-            println!("{}", result["session_id"].as_str().unwrap_or("?"));
+            out!("{}", result["session_id"].as_str().unwrap_or("?"));
         }
         SessionCommand::List { all, ended } => {
             let mut args = json!({});
@@ -619,9 +645,13 @@ async fn session(layout: &Layout, cmd: SessionCommand, json: bool) -> anyhow::Re
             }
             let sessions: Vec<Session> = serde_json::from_value(result["sessions"].clone())?;
             for s in sessions {
-                println!(
+                out!(
                     "{}  {:<8} depth {}  {:?}  {}",
-                    s.session_id, s.cli, s.agent_depth, s.status, s.cwd
+                    s.session_id,
+                    s.cli,
+                    s.agent_depth,
+                    s.status,
+                    s.cwd
                 );
             }
         }
@@ -632,7 +662,7 @@ async fn session(layout: &Layout, cmd: SessionCommand, json: bool) -> anyhow::Re
             if json {
                 return print_json(&result);
             }
-            println!("ended {session_id}");
+            out!("ended {session_id}");
         }
     }
     Ok(())
@@ -659,7 +689,7 @@ async fn msg(layout: &Layout, cmd: MsgCommand, json: bool) -> anyhow::Result<()>
             if json {
                 return print_json(&result);
             }
-            println!(
+            out!(
                 "{} seq {}{}",
                 result["message_id"].as_str().unwrap_or("?"),
                 result["seq"],
@@ -742,7 +772,7 @@ async fn party(layout: &Layout, cmd: PartyCommand, json: bool) -> anyhow::Result
     }
     if let Some(parties) = result["parties"].as_array() {
         for p in parties {
-            println!(
+            out!(
                 "{}  {:<22} {:<10} {}",
                 p["party_id"].as_str().unwrap_or(""),
                 p["name"].as_str().unwrap_or(""),
@@ -757,14 +787,14 @@ async fn party(layout: &Layout, cmd: PartyCommand, json: bool) -> anyhow::Result
     } else {
         &result
     };
-    println!(
+    out!(
         "party {} {} — {}",
         summary["party_id"].as_str().unwrap_or(""),
         summary["name"].as_str().unwrap_or(""),
         summary["status"].as_str().unwrap_or("")
     );
     for r in result["roles"].as_array().into_iter().flatten() {
-        println!(
+        out!(
             "  {:<12} {:<10} {}/{} done  on_crash {}{}",
             r["role"].as_str().unwrap_or(""),
             r["status"].as_str().unwrap_or(""),
@@ -814,7 +844,7 @@ async fn hook(layout: &Layout, event: &str) -> anyhow::Result<()> {
         Ok(r) => {
             let out = &r["output"];
             if out.as_object().is_some_and(|o| !o.is_empty()) {
-                println!("{out}");
+                out!("{out}");
             }
         }
         Err(e) => eprintln!("troupe hook {event}: {e:#}"),
@@ -840,10 +870,10 @@ async fn plugin(layout: &Layout, cmd: PluginCommand, json: bool) -> anyhow::Resu
             let r = client.call("list_plugins", json!({})).await?;
             if !json {
                 for p in r["plugins"].as_array().into_iter().flatten() {
-                    println!("{}", plugin_line(p));
+                    out!("{}", plugin_line(p));
                 }
                 for b in r["broken"].as_array().into_iter().flatten() {
-                    println!(
+                    out!(
                         "{}  NOT LOADED: {}",
                         b["dir"].as_str().unwrap_or(""),
                         b["error"].as_str().unwrap_or("")
@@ -859,7 +889,7 @@ async fn plugin(layout: &Layout, cmd: PluginCommand, json: bool) -> anyhow::Resu
                 .call("install_plugin", json!({ "path": path }))
                 .await?;
             if !json {
-                println!("installed {}", plugin_line(&r["plugin"]));
+                out!("installed {}", plugin_line(&r["plugin"]));
                 return Ok(());
             }
             r
@@ -898,7 +928,7 @@ async fn plugin(layout: &Layout, cmd: PluginCommand, json: bool) -> anyhow::Resu
                 )
                 .await?;
             if !json {
-                println!(
+                out!(
                     "{}  ({})",
                     r["agent"].as_str().unwrap_or(""),
                     r["reason"].as_str().unwrap_or("")
@@ -922,7 +952,7 @@ async fn approvals(layout: &Layout, cmd: ApprovalsCommand, json: bool) -> anyhow
                 return print_json(&result);
             }
             for a in result["approvals"].as_array().into_iter().flatten() {
-                println!(
+                out!(
                     "{}  {} {}  ({})",
                     a["approval_id"].as_str().unwrap_or(""),
                     a["tool_name"].as_str().unwrap_or(""),
@@ -947,7 +977,7 @@ async fn approvals(layout: &Layout, cmd: ApprovalsCommand, json: bool) -> anyhow
             if json {
                 return print_json(&result);
             }
-            println!("{}", result["approval"]["status"].as_str().unwrap_or("?"));
+            out!("{}", result["approval"]["status"].as_str().unwrap_or("?"));
         }
     }
     Ok(())
@@ -970,7 +1000,7 @@ async fn watch(
         };
         let value = item.context("bad message from the daemon")?;
         if json {
-            println!("{}", serde_json::to_string(&value)?);
+            out!("{}", serde_json::to_string(&value)?);
         } else {
             print_message(&serde_json::from_value(value)?);
         }
@@ -980,7 +1010,7 @@ async fn watch(
 }
 
 fn print_message(m: &Message) {
-    println!(
+    out!(
         "#{} {} → {} [{}{}] {}",
         m.seq,
         short(&m.from_session_id),

@@ -291,7 +291,7 @@ pub fn protocol_schemas(agent: &AgentDefinition) -> Vec<ToolSchema> {
         .filter_map(|name| troupe_api::operation(name))
         .map(|op| ToolSchema {
             name: op.name.into(),
-            description: op.summary.into(),
+            description: op.summary.trim().into(),
             parameters: Value::Object(troupe_api::agent_tool_schema(op)),
         })
         .collect()

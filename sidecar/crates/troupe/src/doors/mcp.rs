@@ -14,6 +14,7 @@ use std::sync::{Arc, Weak};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -369,9 +370,30 @@ fn build_tools(has_session: bool, leader: bool, member: bool) -> Vec<Tool> {
             } else {
                 full_schema(op)
             };
-            Tool::new(op.name, op.summary, Arc::new(schema))
+            Tool::new(op.name, op.summary.trim(), Arc::new(schema)).annotate(hints(op.name))
         })
         .collect()
+}
+
+/// What a tool does to the world, as MCP's hints say it (so an agent CLI can let the read-only
+/// ones through without asking): reads (`get_*`, `list_*`, …) change nothing and may be
+/// repeated; cancelling, deleting, removing and landing cannot be undone.
+fn hints(op: &str) -> ToolAnnotations {
+    let read_only = op.starts_with("get_")
+        || op.starts_with("list_")
+        || matches!(
+            op,
+            "discover_agents" | "check_tool_policy" | "daemon_status"
+        );
+    let destructive = op.starts_with("cancel_")
+        || op.starts_with("delete_")
+        || op.starts_with("remove_")
+        || matches!(op, "cleanup_party" | "land_party" | "shutdown_daemon");
+    ToolAnnotations::new()
+        .read_only(read_only)
+        .destructive(!read_only && destructive)
+        .idempotent(read_only || matches!(op, "mark_read" | "heartbeat"))
+        .open_world(false)
 }
 
 /// `op`'s params schema with its caller fields (an agent CLI without a session names them).
