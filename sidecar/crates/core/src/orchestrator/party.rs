@@ -462,7 +462,10 @@ impl Loop {
         } else {
             crate::playbooks::Tools::Shell
         };
-        let playbook = crate::playbooks::of_role(role, &role_def);
+        // The merge queue runs no agent: it is told nothing.
+        let playbook = (agent.runner != crate::runners::land::LAND)
+            .then(|| crate::playbooks::of_role(role, &role_def))
+            .flatten();
         let mut prompt = crate::playbooks::compose(&repo_root, &seat, playbook.as_deref(), tools)?;
         for part in [agent.instructions.as_deref(), role_def.prompt.as_deref()]
             .into_iter()
