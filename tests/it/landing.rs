@@ -1112,3 +1112,70 @@ async fn a_target_checked_out_with_edits_elsewhere_lands_and_a_paused_merger_is_
     let end = party_end(&c, &party, 60).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
 }
+
+/// A member's change to the project's Troupe config (`.troupe/`: its team, playbooks, sandbox
+/// setting) is the person's to land: the merge queue leaves it out and says why; the person's
+/// own `land_party` lands it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_merge_queue_leaves_a_members_change_to_the_troupe_config_for_the_person() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let script = executable(
+        d.dir.path(),
+        "sly.sh",
+        "#!/bin/sh\nset -e\nmkdir -p .troupe\nprintf '[sandbox]\\napprove_own_checkout_edits = true\\n' > .troupe/config.toml\n\
+         git add -A\ngit -c user.name=m -c user.email=m@t commit -qm 'loosen the sandbox'\n\
+         troupe call complete '{\"output\":\"done\"}' >/dev/null\n",
+    );
+    define(
+        &c,
+        "agent",
+        json!({ "name": "sly", "command": [script], "isolation": "worktree" }),
+    )
+    .await;
+    define(&c, "agent", json!({ "name": "queue", "runner": "land" })).await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "config", "roles": { "dev": { "agent": "sly" }, "merge": { "agent": "queue" } },
+                "flow": { "merge": ["dev"] } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let start = git(&project, &["rev-parse", "main"]);
+    let party = launch(&c, "config", &project).await;
+    wait_for("the merger to pause", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        s["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == "merge" && r["paused"] == true)
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        git(&project, &["rev-parse", "main"]),
+        start,
+        "nothing landed"
+    );
+    let held = notifications(&c, &party, "landing_held").await;
+    let text = held[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("dev#0") && text.contains(".troupe/config.toml"),
+        "{text}"
+    );
+
+    // The person looks and lands it.
+    let r = c
+        .call("land_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert_eq!(r["landed"], true, "{r}");
+    assert!(Path::new(&project).join(".troupe/config.toml").exists());
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+}

@@ -1,6 +1,6 @@
 //! What a subagent is given of its parent (seed 001's `session_context`): `summary_markdown`
 //! (the parent's task, result and recent messages), `session_id:<id>` (the same of another
-//! session of the project), `transcript:<n>` (the parent's last n messages received),
+//! session of the project; for a member, only its own or one it started), `transcript:<n>` (the parent's last n messages received),
 //! `file:<path>` (a file of the project, confined to it); any other text is given as it is.
 
 use std::fmt::Write as _;
@@ -24,11 +24,14 @@ pub enum ContextError {
     Store(#[from] troupe_store::StoreError),
 }
 
-/// The context `spec` names, for a subagent of `parent` in the project at `root`.
+/// The context `spec` names, for a subagent of `parent` (`member`: a session Troupe started)
+/// in the project at `root`; nothing of `data_dir` is ever given.
 pub fn resolve(
     store: &Store,
     parent: &Session,
     root: &Path,
+    data_dir: &Path,
+    member: bool,
     spec: &str,
 ) -> Result<String, ContextError> {
     let bad = |why: &str| ContextError::Bad(spec.to_string(), why.to_string());
@@ -38,6 +41,12 @@ pub fn resolve(
         let other = store.get_session(id.trim())?;
         if other.project_id != parent.project_id {
             return Err(bad("that session is of another project"));
+        }
+        // A member may not read another session's messages this way (it reads only its own).
+        if member && !descends_from(store, &other, &parent.session_id) {
+            return Err(bad(
+                "a session's context is given only from the caller's own session or one it started",
+            ));
         }
         summary(store, &other)?
     } else if let Some(n) = spec.strip_prefix("transcript:") {
@@ -49,11 +58,27 @@ pub fn resolve(
             .ok_or_else(|| bad(&format!("transcript:<n> takes 1 to {MAX_TRANSCRIPT}")))?;
         transcript(store, parent, n)?
     } else if let Some(path) = spec.strip_prefix("file:") {
-        file(root, path.trim()).map_err(|e| bad(&e))?
+        file(root, data_dir, path.trim()).map_err(|e| bad(&e))?
     } else {
         spec.to_string()
     };
     Ok(cut(text))
+}
+
+/// Whether `session` is `ancestor` or was started under it (a few levels at most).
+fn descends_from(store: &Store, session: &Session, ancestor: &str) -> bool {
+    let mut at = Some(session.clone());
+    for _ in 0..16 {
+        let Some(s) = at.take() else { return false };
+        if s.session_id == ancestor {
+            return true;
+        }
+        at = s
+            .parent_session_id
+            .as_deref()
+            .and_then(|p| store.get_session(p).ok());
+    }
+    false
 }
 
 fn cut(mut s: String) -> String {
@@ -74,14 +99,29 @@ fn recent(
     session: &Session,
     n: i64,
 ) -> Result<Vec<troupe_store::Message>, ContextError> {
-    let all = store.poll_messages(&PollFilter {
-        session_id: session.session_id.clone(),
-        since: Some(0),
-        unread_only: false,
-        limit: 1000,
-    })?;
-    let skip = all.len().saturating_sub(usize::try_from(n).unwrap_or(0));
-    Ok(all.into_iter().skip(skip).collect())
+    let keep = usize::try_from(n).unwrap_or(0);
+    let mut last: std::collections::VecDeque<troupe_store::Message> =
+        std::collections::VecDeque::new();
+    let mut since = 0;
+    loop {
+        let page = store.poll_messages(&PollFilter {
+            session_id: session.session_id.clone(),
+            since: Some(since),
+            unread_only: false,
+            limit: 1000,
+        })?;
+        let full = page.len() == 1000;
+        for m in page {
+            since = since.max(m.seq);
+            last.push_back(m);
+            if last.len() > keep {
+                last.pop_front();
+            }
+        }
+        if !full {
+            return Ok(last.into());
+        }
+    }
 }
 
 fn transcript(store: &Store, session: &Session, n: i64) -> Result<String, ContextError> {
@@ -121,7 +161,7 @@ fn summary(store: &Store, session: &Session) -> Result<String, ContextError> {
 }
 
 /// A file of the project, by a path relative to its root that stays inside it.
-fn file(root: &Path, path: &str) -> Result<String, String> {
+fn file(root: &Path, data_dir: &Path, path: &str) -> Result<String, String> {
     if path.is_empty() {
         return Err("file:<path> needs a path".into());
     }
@@ -135,6 +175,12 @@ fn file(root: &Path, path: &str) -> Result<String, String> {
     if !full.starts_with(&root) {
         return Err(format!("{path} is outside the project"));
     }
-    let bytes = std::fs::read(&full).map_err(|e| format!("{path}: {e}"))?;
+    if let Ok(data) = data_dir.canonicalize()
+        && full.starts_with(&data)
+    {
+        return Err(format!("{path} is in Troupe's data dir"));
+    }
+    let bytes = crate::project::read_project_file(&full, MAX_CONTEXT as u64)?
+        .ok_or_else(|| format!("{path}: no such file"))?;
     Ok(format!("## {path}\n{}", String::from_utf8_lossy(&bytes)))
 }

@@ -609,25 +609,42 @@ pub async fn land_as(
         all.clone(),
     );
     let dir2 = dir.clone();
-    let integrated = blocking(move || {
+    let by_queue = run_id.is_some();
+    let (integrated, held) = blocking(move || {
         for c in &synced {
             sync_branch(&root2, c)?;
         }
         let _git = crate::project::git_lock();
-        // A branch that never existed (the member never started its checkout) is named.
-        for (b, _) in &list2 {
-            troupe_worktree::review::branch_state(&root2, b, target.as_deref())?;
+        // A branch that never existed (the member never started its checkout) is named. A
+        // branch that changes the project's Troupe config (`.troupe/`: its team, playbooks,
+        // sandbox setting) is the person's to land, never the merge queue's: a member must not
+        // choose the agents of the next launch.
+        let mut held = std::collections::HashMap::new();
+        let mut queued = Vec::new();
+        for (b, label) in &list2 {
+            let state = troupe_worktree::review::branch_state(&root2, b, target.as_deref())?;
+            let own: Vec<String> = state
+                .changed_files
+                .iter()
+                .filter(|f| f.starts_with(".troupe/"))
+                .cloned()
+                .collect();
+            if by_queue && !own.is_empty() {
+                held.insert(b.clone(), own);
+            } else {
+                queued.push((b.clone(), label.clone()));
+            }
         }
         // Never over work someone did on the integration branch since the last landing.
         let marker = tip_marker(&dir2);
         let expected = std::fs::read_to_string(&marker).ok();
         git_land::check_integration(&root2, &branch2, expected.as_deref())?;
-        let done = git_land::integrate(&root2, target.as_deref(), &list2, git_strategy, &branch2)?;
+        let done = git_land::integrate(&root2, target.as_deref(), &queued, git_strategy, &branch2)?;
         if let Some(parent) = marker.parent() {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(&marker, &done.tip)?;
-        Ok(done)
+        Ok((done, held))
     })
     .await?;
     let mut members: Vec<MemberLanding> = not_picked
@@ -643,7 +660,38 @@ pub async fn land_as(
         })
         .collect();
     let mut conflicted = Vec::new();
-    for (c, (_, outcome)) in all.iter().zip(&integrated.outcomes) {
+    let mut outcomes = integrated.outcomes.iter();
+    for c in &all {
+        if let Some(files) = held.get(&c.branch) {
+            members.push(MemberLanding {
+                role: c.member.role_name.clone(),
+                index: c.member.instance_index,
+                branch: c.branch.clone(),
+                outcome: "held_for_person".into(),
+                commits: 0,
+                conflicts: Vec::new(),
+                resolver_run_id: None,
+            });
+            tell_person(
+                ctx,
+                &party,
+                "landing_held",
+                &format!(
+                    "{}#{} changes the project's Troupe config ({}): the merge queue left it out; \
+                     review it (get_member_diff) and land it yourself (land_party) if you agree",
+                    c.member.role_name,
+                    c.member.instance_index,
+                    files.join(", ")
+                ),
+                json!({ "party_id": party.row.party_id, "role": c.member.role_name,
+                        "index": c.member.instance_index, "files": files }),
+            )
+            .await;
+            continue;
+        }
+        let Some((_, outcome)) = outcomes.next() else {
+            break;
+        };
         let (name, commits, conflicts) = match outcome {
             BranchOutcome::Integrated { commits, .. } => ("integrated", *commits, Vec::new()),
             BranchOutcome::NothingToLand => ("nothing_to_land", 0, Vec::new()),

@@ -23,8 +23,8 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ),
 ];
 
-/// The largest project playbook read (a bigger one is cut, with a note).
-const MAX_PLAYBOOK: usize = 16 * 1024;
+/// The largest project playbook read (a bigger one is refused).
+const MAX_PLAYBOOK: u64 = 16 * 1024;
 /// The most plan steps and decisions the state lists.
 const MAX_LISTED: usize = 30;
 
@@ -81,20 +81,9 @@ pub fn text(repo_root: &Path, name: &str) -> Result<String, String> {
     let path = repo_root
         .join(".troupe/playbooks")
         .join(format!("{name}.md"));
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let mut text = String::from_utf8_lossy(&bytes).into_owned();
-            if text.len() > MAX_PLAYBOOK {
-                let mut at = MAX_PLAYBOOK;
-                while !text.is_char_boundary(at) {
-                    at -= 1;
-                }
-                text.truncate(at);
-                text.push_str("\n[the rest of this playbook was cut]");
-            }
-            Ok(text)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BUILT_IN
+    match crate::project::read_project_file(&path, MAX_PLAYBOOK)? {
+        Some(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        None => BUILT_IN
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, t)| (*t).to_string())
@@ -109,7 +98,6 @@ pub fn text(repo_root: &Path, name: &str) -> Result<String, String> {
                     path.display()
                 )
             }),
-        Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
 

@@ -107,3 +107,45 @@ mod tests {
         assert_eq!(name, "repo");
     }
 }
+
+/// Reads a file of a project that its agents may have written (`.troupe/config.toml`, a
+/// playbook, a subagent's `file:` context): only a regular file, not through a symlink (one
+/// could point at the data dir's token), at most `max` bytes (more is an error). `Ok(None)`: no
+/// such file.
+pub fn read_project_file(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{shown}: {e}")),
+    };
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "{shown} is not a regular file (a symlink, a directory or a pipe is not read)"
+        ));
+    }
+    if meta.len() > max {
+        return Err(format!(
+            "{shown} is {} bytes; the limit is {max}",
+            meta.len()
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    // What was opened is what was checked (no swap between the two).
+    let opened = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    {
+        use std::os::unix::fs::MetadataExt;
+        if !opened.is_file() || opened.ino() != meta.ino() || opened.dev() != meta.dev() {
+            return Err(format!("{shown} changed while it was read"));
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("{shown} is over the limit of {max} bytes"));
+    }
+    Ok(Some(bytes))
+}

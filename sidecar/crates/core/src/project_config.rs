@@ -28,20 +28,11 @@ impl ProjectConfig {
     /// naming the file.
     pub fn load(root: &Path) -> Result<Option<ProjectConfig>, String> {
         let path = root.join(PATH);
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+        let Some(bytes) = crate::project::read_project_file(&path, MAX_CONFIG)? else {
+            return Ok(None);
         };
-        if meta.len() > MAX_CONFIG {
-            return Err(format!(
-                "{} is {} bytes; the limit is {MAX_CONFIG}",
-                path.display(),
-                meta.len()
-            ));
-        }
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
         let table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Some(ProjectConfig { path, table }))
     }

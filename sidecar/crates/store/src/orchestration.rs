@@ -885,7 +885,7 @@ impl Store {
         .await
     }
 
-    /// Takes the project's oldest open task (`start_agent`'s `task: "next"`): it is
+    /// Takes the project's oldest open task of no party (`start_agent`'s `task: "next"`): it is
     /// `in_progress` from now on, so two callers never take the same one. `None`: none is open.
     pub async fn claim_next_task(
         &self,
@@ -895,8 +895,8 @@ impl Store {
         self.write(move |conn| {
             let id: Option<String> = conn
                 .prepare_cached(
-                    "SELECT id FROM tasks WHERE project_id = ?1 AND status = 'open' \
-                     ORDER BY created_at, id LIMIT 1",
+                    "SELECT id FROM tasks WHERE project_id = ?1 AND party_id IS NULL \
+                     AND status = 'open' ORDER BY created_at, id LIMIT 1",
                 )?
                 .query_row([&project_id], |r| r.get(0))
                 .optional()?;

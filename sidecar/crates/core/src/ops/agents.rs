@@ -127,33 +127,14 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
             .map_err(|e| ApiError::invalid(OP, e))?;
     }
     let project = d.store.get_project(&parent.project_id)?;
-    // `task: "next"`: the project's oldest open task, taken for this run.
-    let task = match p.task.as_deref() {
-        Some("next") => Some(
-            d.store
-                .claim_next_task(parent.project_id.clone(), parent.session_id.clone())
-                .await?
-                .ok_or_else(|| {
-                    ApiError::Conflict(format!(
-                        "{OP}: task \"next\": project {} has no open task",
-                        project.name
-                    ))
-                })?,
-        ),
-        // Another id is recorded as given (its text added when it is a task of ours).
-        Some(id) => d.store.get_task(id).ok(),
-        None => None,
-    };
-    let task_id = match p.task.as_deref() {
-        Some("next") => task.as_ref().map(|t| t.task_id.clone()),
-        other => other.map(str::to_string),
-    };
     let context = match &p.session_context {
         Some(spec) => Some(
             crate::context::resolve(
                 &d.store,
                 &parent,
                 std::path::Path::new(&project.root_path),
+                &d.layout.data_dir,
+                parent_run.is_some(),
                 spec,
             )
             .map_err(|e| match e {
@@ -180,6 +161,32 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
             .map_err(|e| ApiError::invalid(OP, format!("cannot isolate agent {}: {e}", def.name)))?
             .0
         }
+    };
+    // `task: "next"`: the project's oldest open task, taken for this run (last, once the run
+    // can start).
+    let task = match p.task.as_deref() {
+        Some("next") => Some(
+            d.store
+                .claim_next_task(parent.project_id.clone(), parent.session_id.clone())
+                .await?
+                .ok_or_else(|| {
+                    ApiError::Conflict(format!(
+                        "{OP}: task \"next\": project {} has no open task",
+                        project.name
+                    ))
+                })?,
+        ),
+        // Another id is recorded as given (its text added when it is a task of ours).
+        Some(id) => d
+            .store
+            .get_task(id)
+            .ok()
+            .filter(|t| t.project_id == parent.project_id),
+        None => None,
+    };
+    let task_id = match p.task.as_deref() {
+        Some("next") => task.as_ref().map(|t| t.task_id.clone()),
+        other => other.map(str::to_string),
     };
     let mut prompt = String::new();
     if let Some(i) = &def.instructions {

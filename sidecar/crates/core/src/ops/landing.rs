@@ -259,14 +259,22 @@ async fn resume_paused_land_roles(d: &Daemon, party_id: &str) {
     let Ok(party) = PartyView::load(&d.store, party_id) else {
         return;
     };
+    // The runner the role runs, its overrides applied.
     let lands = |role: &str| {
-        party
-            .snapshot
-            .party
-            .roles
-            .get(role)
-            .and_then(|r| party.snapshot.agents.get(&r.agent))
-            .is_some_and(|a| a.runner == crate::runners::land::LAND)
+        party.snapshot.party.roles.get(role).is_some_and(|r| {
+            let runner = r
+                .overrides
+                .as_ref()
+                .and_then(|o| o.runner.clone())
+                .or_else(|| {
+                    party
+                        .snapshot
+                        .agents
+                        .get(&r.agent)
+                        .map(|a| a.runner.clone())
+                });
+            runner.as_deref() == Some(crate::runners::land::LAND)
+        })
     };
     for role in status.roles.iter().filter(|r| r.paused && lands(&r.role)) {
         let signalled = d

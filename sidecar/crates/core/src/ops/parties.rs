@@ -215,6 +215,18 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         });
     }
     let agents = check(d, OP, &def, project.as_ref())?;
+    // Each role's playbook is there and readable (a typo is named now, not a crash per member).
+    for (name, role) in &def.roles {
+        let lands = agents
+            .get(&role.agent)
+            .is_some_and(|a| a.runner == crate::runners::land::LAND);
+        if let Some(playbook) = crate::playbooks::of_role(name, role).filter(|_| !lands) {
+            for text in ["common", playbook.as_str()] {
+                crate::playbooks::text(&root, text)
+                    .map_err(|e| ApiError::invalid(OP, format!("role {name}: {e}")))?;
+            }
+        }
+    }
     let isolated = def.roles.values().find_map(|r| {
         let agent = agents.get(&r.agent)?;
         let isolation = r

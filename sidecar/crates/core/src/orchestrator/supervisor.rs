@@ -326,7 +326,7 @@ impl Loop {
                     .as_deref()
                     .and_then(|e| e.strip_prefix(BUDGET_STOP))
                     .filter(|_| run.status == RunStatus::Cancelled);
-                if run.status.is_completed() {
+                if run.status == RunStatus::Success {
                     self.commit_leftovers(run, &m).await;
                 }
                 let input = if run.status.is_completed() {
@@ -439,9 +439,10 @@ impl Loop {
     }
 
     /// `.troupe/agent-state.json` in an isolated run's worktree.
-    /// A member that completed in a checkout of its own and left work uncommitted (an agent
-    /// CLI that edits files and never commits): that work is committed on its branch, saying
-    /// so, before its completion reaches the party, so the merge queue lands it.
+    /// A member that completed successfully in a checkout of its own and left work uncommitted
+    /// (an agent CLI that edits files and never commits): that work is committed on its branch,
+    /// saying so, before its completion reaches the party, so the merge queue lands it. A
+    /// partial or blocked completion's edits are left as they are, for the person.
     async fn commit_leftovers(&self, run: &AgentRun, m: &MemberRef) {
         let Some(live) = self.parties.get(&m.party_id) else {
             return;
@@ -449,8 +450,14 @@ impl Loop {
         let Some(workdir) = run.workdir.clone() else {
             return;
         };
+        // Only a checkout of its own on this machine (not the person's, not a remote worker's).
+        let remote = run.definition.get("pool").is_some_and(|p| !p.is_null());
+        let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         let checkout = Path::new(&workdir);
-        if checkout == Path::new(&live.row.repo_root) || !checkout.join(".git").exists() {
+        if remote
+            || canonical(checkout) == canonical(Path::new(&live.row.repo_root))
+            || !checkout.join(".git").exists()
+        {
             return;
         }
         let message = format!(

@@ -42,13 +42,21 @@ fn a_project_overrides_a_playbook_and_adds_its_own() {
     );
     let escape = text(root, "../../etc/passwd").unwrap_err();
     assert!(escape.contains("not a playbook name"), "{escape}");
-    // A huge one is cut, not read whole into every prompt.
+    // A huge one is refused, not read whole into every prompt.
     std::fs::write(
         root.join(".troupe/playbooks/huge.md"),
-        "x".repeat(MAX_PLAYBOOK * 4),
+        "x".repeat(MAX_PLAYBOOK as usize * 4),
     )
     .unwrap();
-    assert!(text(root, "huge").unwrap().len() < MAX_PLAYBOOK + 100);
+    assert!(text(root, "huge").unwrap_err().contains("limit"));
+    // A symlink is not followed (it could point at the data dir's token), nor a pipe read.
+    let secret = dir.path().join("token");
+    std::fs::write(&secret, "the person's token").unwrap();
+    std::os::unix::fs::symlink(&secret, root.join(".troupe/playbooks/developer.md")).unwrap();
+    let linked = text(root, "developer").unwrap_err();
+    assert!(linked.contains("not a regular file"), "{linked}");
+    std::fs::create_dir(root.join(".troupe/playbooks/reviewer.md")).unwrap();
+    assert!(text(root, "reviewer").is_err());
 }
 
 #[test]

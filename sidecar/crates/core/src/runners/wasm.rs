@@ -71,7 +71,8 @@ pub async fn run(daemon: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefini
         model: agent.model.clone(),
         tools: {
             let mut tools = schemas(&agent);
-            if run.party_id.is_some() {
+            // A router's step has `route_to` alone.
+            if run.party_id.is_some() && agent.route_only.is_none() {
                 tools.extend(protocol_schemas(&agent));
             }
             tools

@@ -361,9 +361,14 @@ fn agent_overrides(task: &str) -> Result<(serde_json::Map<String, Value>, &str),
         };
         let value = match key {
             "model" | "runner" | "isolation" => Value::from(value),
-            "timeout" => value.parse::<f64>().map(Value::from).map_err(|_| {
-                DoorError::InvalidParams(format!("/agent timeout={value}: a number of seconds"))
-            })?,
+            "timeout" => value
+                .parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite())
+                .map(Value::from)
+                .ok_or_else(|| {
+                    DoorError::InvalidParams(format!("/agent timeout={value}: a number of seconds"))
+                })?,
             _ => break,
         };
         let key = if key == "timeout" {

@@ -49,4 +49,6 @@ fn slash_agent_takes_overrides_before_its_task() {
     assert_eq!(o["runner"], "acp:codex");
     assert_eq!(task, "");
     assert!(agent_overrides("timeout=soon go").is_err());
+    assert!(agent_overrides("timeout=inf go").is_err());
+    assert!(agent_overrides("timeout=NaN go").is_err());
 }
