@@ -510,9 +510,11 @@ pub async fn start(c: &Client, agent: &str, prompt: &str, parent: &str) -> Strin
     r["run_id"].as_str().unwrap().to_string()
 }
 
-/// Waits for a run to end; its `get_agent_result`.
+/// Waits for a run to end; its `get_agent_result`. The bound only stops a test that would hang:
+/// generous, as a run's work (a flood of 20,000 updates, say) takes several times as long on a
+/// loaded 2-core machine.
 pub async fn wait_run(c: &Client, run_id: &str) -> Value {
-    wait_for(&format!("run {run_id} to end"), 30, || async {
+    wait_for(&format!("run {run_id} to end"), 120, || async {
         let r = c
             .call("get_agent_result", json!({ "run_id": run_id }))
             .await

@@ -1549,7 +1549,8 @@ pub struct MemberLanding {
     pub role: String,
     pub index: i64,
     pub branch: String,
-    /// integrated, nothing_to_land, conflict.
+    /// integrated, nothing_to_land, conflict, not_picked, or held_for_person (it changes the
+    /// project's `.troupe/`: only the person lands it).
     pub outcome: String,
     pub commits: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
