@@ -71,43 +71,6 @@ fn main_checkout_of_gitfile(dot_git: &Path) -> Option<PathBuf> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_dir_is_its_own_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let (root, _) = resolve_project_root(dir.path()).unwrap();
-        assert_eq!(root, fs::canonicalize(dir.path()).unwrap());
-    }
-
-    #[test]
-    fn subdir_of_repo_and_worktree_resolve_to_main_checkout() {
-        let dir = tempfile::tempdir().unwrap();
-        let main = dir.path().join("repo");
-        fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
-        fs::create_dir_all(main.join("src/deep")).unwrap();
-        fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
-        let wt = dir.path().join("wt");
-        fs::create_dir_all(&wt).unwrap();
-        fs::write(
-            wt.join(".git"),
-            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
-        )
-        .unwrap();
-
-        let canon = fs::canonicalize(&main).unwrap();
-        assert_eq!(
-            resolve_project_root(&main.join("src/deep")).unwrap().0,
-            canon
-        );
-        let (root, name) = resolve_project_root(&wt).unwrap();
-        assert_eq!(root, canon);
-        assert_eq!(name, "repo");
-    }
-}
-
 /// Reads a file of a project that its agents may have written (`.troupe/config.toml`, a
 /// playbook, a subagent's `file:` context): only a regular file, not through a symlink (one
 /// could point at the data dir's token), at most `max` bytes (more is an error). `Ok(None)`: no
@@ -148,4 +111,41 @@ pub fn read_project_file(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Strin
         return Err(format!("{shown} is over the limit of {max} bytes"));
     }
     Ok(Some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_dir_is_its_own_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, _) = resolve_project_root(dir.path()).unwrap();
+        assert_eq!(root, fs::canonicalize(dir.path()).unwrap());
+    }
+
+    #[test]
+    fn subdir_of_repo_and_worktree_resolve_to_main_checkout() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("repo");
+        fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        fs::create_dir_all(main.join("src/deep")).unwrap();
+        fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = dir.path().join("wt");
+        fs::create_dir_all(&wt).unwrap();
+        fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+
+        let canon = fs::canonicalize(&main).unwrap();
+        assert_eq!(
+            resolve_project_root(&main.join("src/deep")).unwrap().0,
+            canon
+        );
+        let (root, name) = resolve_project_root(&wt).unwrap();
+        assert_eq!(root, canon);
+        assert_eq!(name, "repo");
+    }
 }
