@@ -24,7 +24,7 @@ const CLAUDE_HOOKS: &[(&str, bool)] = &[
 pub fn init(cli: &str, cwd: &Path, troupe: &Path) -> anyhow::Result<Vec<String>> {
     let (root, _) = troupe_core::project::resolve_project_root(cwd)
         .with_context(|| format!("finding the project of {}", cwd.display()))?;
-    let exe = troupe.display().to_string();
+    let exe = command_name(troupe, std::env::var_os("PATH"));
     let mcp = json!({ "command": exe, "args": ["mcp"] });
     let mut report = Vec::new();
     match cli {
@@ -44,10 +44,16 @@ pub fn init(cli: &str, cwd: &Path, troupe: &Path) -> anyhow::Result<Vec<String>>
             for (event, matcher) in CLAUDE_HOOKS {
                 let command = format!("{exe} hook {event}");
                 let list = ensure_array(&mut doc, &["hooks", event], &path)?;
+                // Ours by either name (`troupe …` or an absolute path to it).
+                let tail = format!("troupe hook {event}");
                 let present = list.iter().any(|group| {
-                    group["hooks"]
-                        .as_array()
-                        .is_some_and(|hs| hs.iter().any(|h| h["command"] == command.as_str()))
+                    group["hooks"].as_array().is_some_and(|hs| {
+                        hs.iter().any(|h| {
+                            h["command"].as_str().is_some_and(|c| {
+                                c == command || c.ends_with(&format!("/{tail}")) || c == tail
+                            })
+                        })
+                    })
                 });
                 if !present {
                     let mut group = json!({ "hooks": [{ "type": "command", "command": command }] });
@@ -110,6 +116,25 @@ pub fn init(cli: &str, cwd: &Path, troupe: &Path) -> anyhow::Result<Vec<String>>
         report.push(format!("{cli}: already set up in {}", root.display()));
     }
     Ok(report)
+}
+
+/// How the project's files name this binary: `troupe` when the `troupe` first on `path` is this
+/// very file (files a team can commit and share), else its absolute path.
+fn command_name(troupe: &Path, path: Option<std::ffi::OsString>) -> String {
+    let first = path.and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("troupe"))
+            .find(|c| c.is_file())
+    });
+    let same = match (troupe.canonicalize(), first.map(|f| f.canonicalize())) {
+        (Ok(me), Some(Ok(found))) => me == found,
+        _ => false,
+    };
+    if same {
+        "troupe".into()
+    } else {
+        troupe.display().to_string()
+    }
 }
 
 fn rel(root: &Path, path: &Path) -> String {
@@ -200,5 +225,29 @@ fn ensure_array<'a>(
             path.display(),
             keys.join(".")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binary_is_named_troupe_when_it_is_the_one_on_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bin, other) = (dir.path().join("bin"), dir.path().join("other"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        let me = bin.join("troupe");
+        std::fs::write(&me, "").unwrap();
+        std::fs::write(other.join("troupe"), "").unwrap();
+        let path = |dirs: &[&Path]| Some(std::env::join_paths(dirs).unwrap());
+        assert_eq!(command_name(&me, path(&[&bin, &other])), "troupe");
+        // Another troupe first on PATH, or none: the absolute path.
+        assert_eq!(
+            command_name(&me, path(&[&other, &bin])),
+            me.display().to_string()
+        );
+        assert_eq!(command_name(&me, None), me.display().to_string());
     }
 }
