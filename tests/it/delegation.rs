@@ -361,3 +361,134 @@ async fn budgets_on_time_and_files_hold_for_members_that_report_no_usage() {
         .await
         .unwrap();
 }
+
+/// The state letter of a process (`/proc/<pid>/stat`: `T` is stopped).
+fn state_of(pid: u64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// The person holds a party's member and lets it go on: a process member is stopped where it is
+/// and continued; a member of another role is left alone; only the person may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_pauses_and_resumes_a_member_where_it_is() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let keys = d.dir.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let counter = executable(
+        d.dir.path(),
+        "counter.sh",
+        "#!/bin/sh\nprintf '%s' \"$TROUPE_RUN_TOKEN\" > \"$KEYS/$TROUPE_ROLE.tmp\" && mv \"$KEYS/$TROUPE_ROLE.tmp\" \"$KEYS/$TROUPE_ROLE.tok\"\n\
+         n=0\nwhile [ ! -e \"$KEYS/release\" ]; do n=$((n+1)); echo $n > \"$KEYS/$TROUPE_ROLE.count\"; sleep 0.05; done\n\
+         troupe call complete '{\"output\":\"counted\"}' >/dev/null\n",
+    );
+    define(
+        &c,
+        "agent",
+        json!({ "name": "counter", "command": [counter],
+                "env": { "KEYS": keys.display().to_string() } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "count", "roles": { "a": { "agent": "counter" }, "b": { "agent": "counter" } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let party = crate::support::launch(&c, "count", &project).await;
+    let pid_of = |role: &'static str| {
+        let c = &c;
+        let party = party.clone();
+        async move {
+            crate::support::wait_for(&format!("{role}'s process"), 30, || async {
+                let s = c
+                    .call("get_party_status", json!({ "party_id": party }))
+                    .await
+                    .unwrap();
+                let run = s["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| m["role"] == role)?["run_id"]
+                    .as_str()?
+                    .to_string();
+                let r = c
+                    .call("get_agent_result", json!({ "run_id": run }))
+                    .await
+                    .unwrap();
+                r["run"]["pid"].as_u64()
+            })
+            .await
+        }
+    };
+    let (a, b) = (pid_of("a").await, pid_of("b").await);
+    let count = |role: &str| {
+        std::fs::read_to_string(keys.join(format!("{role}.count")))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+
+    let held = c
+        .call("pause_party", json!({ "party_id": party, "role": "a" }))
+        .await
+        .unwrap();
+    assert_eq!(held["members"], json!(["a#0"]), "{held}");
+    crate::support::wait_for("a stopped", 30, || async {
+        (state_of(a) == Some('T')).then_some(())
+    })
+    .await;
+    assert_ne!(state_of(b), Some('T'), "b goes on");
+    let at_pause = count("a");
+    let b_then = count("b");
+    crate::support::wait_for("b to count on", 30, || async {
+        (count("b") > b_then + 3).then_some(())
+    })
+    .await;
+    assert_eq!(count("a"), at_pause, "a counted nothing while held");
+
+    // Holding is the person's: a member's credential is refused, and a role must exist.
+    let token = crate::authority::token_of(&keys, "b").await;
+    let member = troupe::client::connect_with_token(&d.layout, &token)
+        .await
+        .unwrap();
+    let e = member
+        .call("resume_party", json!({ "party_id": party }))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some("forbidden"), "{e}");
+    assert_eq!(state_of(a), Some('T'), "still held");
+    let refused = c
+        .call(
+            "pause_party",
+            json!({ "party_id": party, "role": "nobody" }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), Some("invalid_params"), "{refused}");
+
+    let released = c
+        .call("resume_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert!(
+        released["members"].as_array().unwrap().len() == 2,
+        "{released}"
+    );
+    crate::support::wait_for("a to count on", 30, || async {
+        (count("a") > at_pause + 3).then_some(())
+    })
+    .await;
+    let events = c
+        .call("list_events", json!({ "party_id": party, "limit": 1000 }))
+        .await
+        .unwrap()
+        .to_string();
+    assert!(events.contains("member_held") && events.contains("member_released"));
+
+    std::fs::write(keys.join("release"), "").unwrap();
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+}

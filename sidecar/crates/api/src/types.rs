@@ -688,6 +688,26 @@ pub struct PartiesResult {
     pub parties: Vec<PartySummary>,
 }
 
+/// Whom `pause_party` and `resume_party` hold or let go: a party's running members, one role's,
+/// or one member.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HoldParams {
+    pub party_id: String,
+    #[serde(default)]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub index: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct HoldResult {
+    /// The members held (or let go), as `role#index`.
+    pub members: Vec<String>,
+    /// The members left as they were, and why (a remote worker's, one in the daemon).
+    pub skipped: Vec<String>,
+}
+
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CleanupPartyParams {

@@ -84,6 +84,7 @@ pub async fn start(
         shutdown,
         started_event: Mutex::new(None),
         pools: std::sync::OnceLock::new(),
+        held: watch::channel(std::collections::HashSet::new()).0,
     });
     if let Some(pools) = pools
         && daemon.pools.set(pools).is_err()
@@ -312,6 +313,10 @@ impl RunnerHost for Daemon {
 
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict {
         crate::collab::tool_verdict(&self.store, session_id, tool).0
+    }
+
+    fn held(&self) -> watch::Receiver<std::collections::HashSet<String>> {
+        self.held.subscribe()
     }
 
     fn call_as(

@@ -47,6 +47,9 @@ pub struct Daemon {
         Mutex<Option<tokio::task::JoinHandle<Result<i64, troupe_store::StoreError>>>>,
     /// The pools of remote workers (`troupe serve --nats`), installed once at start.
     pub pools: std::sync::OnceLock<Arc<dyn crate::runners::remote::Pools>>,
+    /// The runs the person holds (`pause_party`): an executor waits at its next tool call
+    /// while its run is here.
+    pub held: watch::Sender<std::collections::HashSet<String>>,
 }
 
 impl crate::collab::Ctx {

@@ -778,3 +778,105 @@ pub async fn list_notifications(
         next_since,
     })
 }
+
+/// Which way `hold` goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Hold {
+    Pause,
+    Resume,
+}
+
+pub async fn pause_party(d: &Daemon, p: HoldParams) -> Result<HoldResult, ApiError> {
+    hold(d, p, Hold::Pause).await
+}
+
+pub async fn resume_party(d: &Daemon, p: HoldParams) -> Result<HoldResult, ApiError> {
+    hold(d, p, Hold::Resume).await
+}
+
+/// Holds (or lets go) a party's running members: a process or an ACP agent is stopped where it
+/// is (SIGSTOP to its process group; SIGCONT lets it go on), an executor waits at its next tool
+/// call. Its run's own timeout keeps counting. A remote worker's member and a run in the
+/// daemon (a landing, an attached leader) are left as they are, and said so.
+async fn hold(d: &Daemon, p: HoldParams, way: Hold) -> Result<HoldResult, ApiError> {
+    let op = match way {
+        Hold::Pause => "pause_party",
+        Hold::Resume => "resume_party",
+    };
+    let party = crate::collab::PartyView::load(&d.store, &p.party_id)?;
+    if let Some(role) = &p.role
+        && !party.snapshot.party.roles.contains_key(role)
+    {
+        return Err(ApiError::invalid(
+            op,
+            format!("party {} has no role {role}", p.party_id),
+        ));
+    }
+    let runs = d.store.list_runs(None, Some(&p.party_id), true)?;
+    let mut members = Vec::new();
+    let mut skipped = Vec::new();
+    for run in runs {
+        let (Some(role), Some(index)) = (run.role_name.clone(), run.instance_index) else {
+            continue;
+        };
+        if p.role.as_ref().is_some_and(|r| *r != role)
+            || p.index.is_some_and(|i| i64::from(i) != index)
+        {
+            continue;
+        }
+        let name = format!("{role}#{index}");
+        let runner = run
+            .definition
+            .get("runner")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("process");
+        let remote = run.definition.get("pool").is_some_and(|v| !v.is_null());
+        if remote {
+            skipped.push(format!("{name}: it runs on a remote worker"));
+            continue;
+        }
+        if !runner.starts_with("wasm:") {
+            let Some(pgid) = run
+                .pgid
+                .and_then(|g| i32::try_from(g).ok())
+                .and_then(rustix::process::Pid::from_raw)
+            else {
+                skipped.push(format!(
+                    "{name}: it runs in the daemon, with no process of its own"
+                ));
+                continue;
+            };
+            let signal = match way {
+                Hold::Pause => rustix::process::Signal::STOP,
+                Hold::Resume => rustix::process::Signal::CONT,
+            };
+            if let Err(e) = rustix::process::kill_process_group(pgid, signal) {
+                skipped.push(format!(
+                    "{name}: its processes could not be signalled ({e})"
+                ));
+                continue;
+            }
+        }
+        d.held.send_modify(|held| {
+            match way {
+                Hold::Pause => held.insert(run.run_id.clone()),
+                Hold::Resume => held.remove(&run.run_id),
+            };
+        });
+        d.store
+            .append_event(troupe_store::NewEvent {
+                kind: match way {
+                    Hold::Pause => "member_held",
+                    Hold::Resume => "member_released",
+                }
+                .into(),
+                project_id: Some(run.project_id.clone()),
+                session_id: Some(run.session_id.clone()),
+                party_id: Some(p.party_id.clone()),
+                data: serde_json::json!({ "role": role, "index": index, "run_id": run.run_id }),
+            })
+            .await?;
+        members.push(name);
+    }
+    Ok(HoldResult { members, skipped })
+}

@@ -38,6 +38,17 @@ impl Loop {
             if crate::runners::is_attached(&run.definition)
                 || !in_daemon && (remote || leave_running)
             {
+                // One the person held (`pause_party`) is let go: no member is left frozen
+                // with nobody to resume it.
+                if !remote
+                    && let Some(pgid) = run
+                        .pgid
+                        .and_then(|g| i32::try_from(g).ok())
+                        .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _not_ours_any_more =
+                        rustix::process::kill_process_group(pgid, rustix::process::Signal::CONT);
+                }
                 left_running += 1;
                 continue;
             }

@@ -78,6 +78,8 @@ pub trait RunnerHost: Send + Sync + 'static {
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict;
     /// The pools of remote workers, when the daemon has some (`troupe serve --nats`).
     fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>>;
+    /// The runs the person holds (`pause_party`).
+    fn held(&self) -> tokio::sync::watch::Receiver<std::collections::HashSet<String>>;
     /// Calls operation `op` as `caller` through the registry (admitted by its access, as at
     /// every door): an executor's protocol tools.
     fn call_as(

@@ -322,6 +322,13 @@ impl ToolHandler for Tools {
             usage_writes: self.usage_writes.clone(),
         };
         Box::pin(async move {
+            // Held by the person (`pause_party`): the run waits here, between the model's turns.
+            if let Some(d) = me.daemon.upgrade() {
+                let mut held = d.held();
+                drop(d);
+                let run = me.run.run_id.clone();
+                let _ = held.wait_for(|h| !h.contains(&run)).await;
+            }
             let result = me.dispatch(&name, &arguments).await;
             if let Some(d) = me.daemon.upgrade() {
                 let event = troupe_store::NewEvent {
