@@ -206,3 +206,70 @@ async fn a_process_member_is_told_to_call_troupe_from_its_shell_and_a_project_pl
         "{prompt}"
     );
 }
+
+/// A held executor member (`pause_party`) waits at its next tool call, between its model's
+/// turns, and goes on once the person lets it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_executor_waits_at_its_next_tool_call() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    install(&d, "executor-openai").await;
+    let mock = MockLlm::start(vec![]);
+    mock.hold_when_empty();
+    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    define(
+        &c,
+        "agent",
+        json!({ "name": "gpt", "runner": "wasm:executor-openai", "model": "mock-gpt" }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "solo", "roles": { "dev": { "agent": "gpt" } } }),
+    )
+    .await;
+    let project = repo(&d.dir.path().join("proj"));
+    let party = launch(&c, "solo", &project).await;
+    // Its model waits in the mock (nothing to answer yet): the member is running.
+    wait_for("the member to run", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        (s["members"][0]["run_status"] == "running").then_some(())
+    })
+    .await;
+    let held = c
+        .call("pause_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert_eq!(held["members"], json!(["dev#0"]), "{held}");
+    mock.push(Reply::tool("list_files", json!({})));
+    mock.push(Reply::tool("complete", json!({ "summary": "listed" })));
+    // The model asked for a tool; held, the member does not run it.
+    let tool_calls = || async {
+        c.call("list_events", json!({ "party_id": party, "limit": 1000 }))
+            .await
+            .unwrap()["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "tool_called")
+            .count()
+    };
+    wait_for("the model's answer to be taken", 60, || async {
+        (mock.remaining() < 2).then_some(())
+    })
+    .await;
+    assert_eq!(tool_calls().await, 0, "held: no tool ran");
+    c.call("resume_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let end = party_end(&c, &party, 60).await;
+    assert_eq!(end["party"]["status"], "completed", "{end}");
+    assert!(
+        tool_calls().await >= 2,
+        "list_files and complete ran once let go"
+    );
+}
