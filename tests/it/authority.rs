@@ -48,6 +48,24 @@ pub(crate) async fn one_dev_party(c: &Client, name: &str, script: String, env: V
     .await;
 }
 
+/// The message `content` that `session` received (read or not).
+async fn heard(c: &Client, session: &str, content: &str) -> Value {
+    let all = c
+        .call(
+            "poll_messages",
+            json!({ "session_id": session, "since": 0, "mark_read": false, "limit": 100 }),
+        )
+        .await
+        .unwrap();
+    all["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["content"] == content)
+        .cloned()
+        .unwrap_or_else(|| panic!("{content:?} not in {all}"))
+}
+
 /// The error of a refused call, or `None` if the call was admitted (whatever it then did).
 async fn refusal(c: &Client, op: &str, params: Value) -> Option<Value> {
     match c.call(op, params).await {
@@ -368,19 +386,7 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
     )
     .await
     .unwrap();
-    let heard = c
-        .call(
-            "poll_messages",
-            json!({ "session_id": lead_s, "since": 0, "mark_read": false, "limit": 100 }),
-        )
-        .await
-        .unwrap();
-    let hello = heard["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["content"] == "hello lead")
-        .unwrap_or_else(|| panic!("{heard}"));
+    let hello = heard(&c, &lead_s, "hello lead").await;
     assert_eq!(hello["from_session_id"], dev_s, "{hello}");
 
     // A run that has ended: its credential no longer opens the door.
@@ -525,19 +531,7 @@ async fn mcp_rows(
     assert_eq!(sent.is_error, Some(false), "{sent:?}");
     m.cancel().await.unwrap();
     let c = d.client().await;
-    let heard = c
-        .call(
-            "poll_messages",
-            json!({ "session_id": lead_s, "since": 0, "mark_read": false, "limit": 100 }),
-        )
-        .await
-        .unwrap();
-    let via = heard["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["content"] == "via mcp")
-        .unwrap_or_else(|| panic!("{heard}"));
+    let via = heard(&c, lead_s, "via mcp").await;
     assert_eq!(via["from_session_id"], dev_s, "sent as itself: {via}");
     // The leader, by its own credential, gets and may use the leader's tools.
     let l = connect(lead_token.to_string(), String::new()).await;

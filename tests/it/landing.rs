@@ -1071,19 +1071,7 @@ async fn a_target_checked_out_with_edits_elsewhere_lands_and_a_paused_merger_is_
     )
     .await
     .unwrap();
-    let paused = wait_for("the merger to pause on the refusal", 60, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        s["roles"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["role"] == "merge" && r["paused"] == true)
-            .cloned()
-    })
-    .await;
+    let paused = merger_paused(&c, &party).await;
     assert_eq!(paused["crashes"], 1, "{paused}");
     let crashed = events(&c, &party, "member_crashed").await;
     let reason = crashed[0]["data"]["reason"].as_str().unwrap();
@@ -1144,19 +1132,7 @@ async fn the_merge_queue_leaves_a_members_change_to_the_troupe_config_for_the_pe
     let project = repo(&d.dir.path().join("proj"));
     let start = git(&project, &["rev-parse", "main"]);
     let party = launch(&c, "config", &project).await;
-    wait_for("the merger to pause", 60, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        s["roles"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["role"] == "merge" && r["paused"] == true)
-            .cloned()
-    })
-    .await;
+    merger_paused(&c, &party).await;
     assert_eq!(
         git(&project, &["rev-parse", "main"]),
         start,
@@ -1178,4 +1154,21 @@ async fn the_merge_queue_leaves_a_members_change_to_the_troupe_config_for_the_pe
     assert!(Path::new(&project).join(".troupe/config.toml").exists());
     let end = party_end(&c, &party, 60).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
+}
+
+/// Waits for the `merge` role of `party` to pause (on a refusal); its role status.
+async fn merger_paused(c: &Client, party: &str) -> Value {
+    wait_for("the merger to pause", 60, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        s["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == "merge" && r["paused"] == true)
+            .cloned()
+    })
+    .await
 }

@@ -24,8 +24,9 @@ fn offered(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn executor_members_are_taught_the_protocol_and_play_it_through_their_tools() {
+/// A daemon with the OpenAI executor granted to a mock model that holds each request until a
+/// reply is pushed, an agent `gpt` on it, and party `party` (a definition) of it.
+async fn executor_world(party: Value) -> (TestDaemon, troupe::client::Client, MockLlm) {
     let d = TestDaemon::start();
     let c = d.client().await;
     install(&d, "executor-openai").await;
@@ -38,14 +39,16 @@ async fn executor_members_are_taught_the_protocol_and_play_it_through_their_tool
         json!({ "name": "gpt", "runner": "wasm:executor-openai", "model": "mock-gpt" }),
     )
     .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "pair", "roles": {
-            "lead": { "agent": "gpt", "is_leader": true },
-            "dev": { "agent": "gpt" } },
-            "flow": { "dev": ["lead"] } }),
-    )
+    define(&c, "party", party).await;
+    (d, c, mock)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_members_are_taught_the_protocol_and_play_it_through_their_tools() {
+    let (d, c, mock) = executor_world(json!({ "name": "pair", "roles": {
+        "lead": { "agent": "gpt", "is_leader": true },
+        "dev": { "agent": "gpt" } },
+        "flow": { "dev": ["lead"] } }))
     .await;
     let project = repo(&d.dir.path().join("proj"));
     let party = launch(&c, "pair", &project).await;
@@ -211,24 +214,8 @@ async fn a_process_member_is_told_to_call_troupe_from_its_shell_and_a_project_pl
 /// turns, and goes on once the person lets it go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_executor_waits_at_its_next_tool_call() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    install(&d, "executor-openai").await;
-    let mock = MockLlm::start(vec![]);
-    mock.hold_when_empty();
-    grant_mock(&c, "executor-openai", &mock, "/v1").await;
-    define(
-        &c,
-        "agent",
-        json!({ "name": "gpt", "runner": "wasm:executor-openai", "model": "mock-gpt" }),
-    )
-    .await;
-    define(
-        &c,
-        "party",
-        json!({ "name": "solo", "roles": { "dev": { "agent": "gpt" } } }),
-    )
-    .await;
+    let (d, c, mock) =
+        executor_world(json!({ "name": "solo", "roles": { "dev": { "agent": "gpt" } } })).await;
     let project = repo(&d.dir.path().join("proj"));
     let party = launch(&c, "solo", &project).await;
     // Its model waits in the mock (nothing to answer yet): the member is running.

@@ -812,6 +812,18 @@ async fn hold(d: &Daemon, p: HoldParams, way: Hold) -> Result<HoldResult, ApiErr
             format!("party {} has no role {role}", p.party_id),
         ));
     }
+    // Runs that ended while held are forgotten (an executor's wait ended with its run).
+    let ended: Vec<String> = d
+        .held
+        .borrow()
+        .iter()
+        .filter(|id| d.store.get_run(id).map_or(true, |r| r.status.is_finished()))
+        .cloned()
+        .collect();
+    if !ended.is_empty() {
+        d.held
+            .send_modify(|held| held.retain(|id| !ended.contains(id)));
+    }
     let runs = d.store.list_runs(None, Some(&p.party_id), true)?;
     let mut members = Vec::new();
     let mut skipped = Vec::new();
