@@ -36,4 +36,5 @@ mod plugins;
 mod real_clis;
 mod reliability;
 mod remote;
+mod rounds;
 mod tidy;

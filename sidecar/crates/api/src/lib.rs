@@ -214,10 +214,13 @@ macro_rules! for_each_operation {
         reassign_task(ReassignTaskParams) -> TaskResult, Leader;
         /// Remove a finished party's worktrees and clones (keeps unmerged or uncommitted work unless forced).
         cleanup_party(CleanupPartyParams) -> CleanupResult, Person;
-        /// Hold a party's running members, one role's or one member (a process or an ACP agent is stopped where it is; an executor waits at its next tool call).
+        /// Hold a party's running members, one role's or one member (a process is stopped where it is, an ACP agent's turn is cancelled and resumed in its session when let go, an executor waits at its next tool call).
         pause_party(HoldParams) -> HoldResult, Person;
         /// Let held members go on where they were.
         resume_party(HoldParams) -> HoldResult, Person;
+        /// Take over a running agent (ACP): its turn is cancelled, your text goes into its own
+        /// session as the next turn and its answer comes back; then it goes on with its task.
+        prompt_agent(PromptAgentParams) -> PromptAgentResult, Person;
         /// Every managed checkout (party, member, branch, fork point, ahead/behind, dirty,
         /// changed files).
         list_worktrees(ListWorktreesParams) -> WorktreesResult, Anyone;

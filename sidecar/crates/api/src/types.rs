@@ -423,6 +423,29 @@ pub struct RunIdParams {
     pub run_id: String,
 }
 
+/// The person's own prompt into a running agent's session (`prompt_agent`).
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptAgentParams {
+    pub run_id: String,
+    /// What to say to the agent, as its next turn.
+    pub text: String,
+    /// How long to wait for its answer (default 120000, at most 600000).
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PromptAgentResult {
+    pub run_id: String,
+    /// Whether its answer came within `wait_ms` (else it is on the run's timeline).
+    pub answered: bool,
+    /// Its text in that turn.
+    pub answer: Option<String>,
+    /// How that turn ended: end_turn, cancelled, max_tokens, …
+    pub stop_reason: Option<String>,
+}
+
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 pub struct RunResult {
     pub run: AgentRun,

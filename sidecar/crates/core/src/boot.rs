@@ -85,6 +85,7 @@ pub async fn start(
         started_event: Mutex::new(None),
         pools: std::sync::OnceLock::new(),
         held: watch::channel(std::collections::HashSet::new()).0,
+        lines: Default::default(),
     });
     if let Some(pools) = pools
         && daemon.pools.set(pools).is_err()
@@ -317,6 +318,20 @@ impl RunnerHost for Daemon {
 
     fn held(&self) -> watch::Receiver<std::collections::HashSet<String>> {
         self.held.subscribe()
+    }
+
+    fn open_line(&self, run_id: &str) -> tokio::sync::mpsc::Receiver<crate::runners::PersonPrompt> {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        crate::rounds::lines(self).insert(run_id.to_string(), tx);
+        rx
+    }
+
+    fn close_line(&self, run_id: &str) {
+        crate::rounds::lines(self).remove(run_id);
+    }
+
+    fn next_round(self: Arc<Self>, run: AgentRun) -> BoxFuture<'static, Option<String>> {
+        async move { crate::rounds::next_round(&self, &run).await }.boxed()
     }
 
     fn call_as(

@@ -50,6 +50,10 @@ pub struct Daemon {
     /// The runs the person holds (`pause_party`): an executor waits at its next tool call
     /// while its run is here.
     pub held: watch::Sender<std::collections::HashSet<String>>,
+    /// The lines to runs that keep an agent session (`prompt_agent`), by run id.
+    pub lines: std::sync::Mutex<
+        std::collections::HashMap<String, tokio::sync::mpsc::Sender<crate::runners::PersonPrompt>>,
+    >,
 }
 
 impl crate::collab::Ctx {

@@ -106,8 +106,9 @@ pub struct Seat<'a> {
     pub party_id: &'a str,
     pub role: &'a str,
     pub index: u32,
-    /// The party's roles, in order, with the leader's marked.
-    pub roles: Vec<(String, bool)>,
+    /// The party's roles, in order, each with its part (its playbook's name, `merge queue`, or
+    /// none).
+    pub roles: Vec<(String, Option<String>)>,
 }
 
 impl Seat<'_> {
@@ -115,12 +116,9 @@ impl Seat<'_> {
         let roles = self
             .roles
             .iter()
-            .map(|(r, leader)| {
-                if *leader {
-                    format!("{r} (leader)")
-                } else {
-                    r.clone()
-                }
+            .map(|(r, part)| match part {
+                Some(part) => format!("{r} ({part})"),
+                None => r.clone(),
             })
             .collect::<Vec<_>>()
             .join(", ");

@@ -11,6 +11,7 @@ mod parties;
 mod plugins;
 mod questions;
 
+pub use crate::rounds::prompt_agent;
 pub use agents::*;
 pub use approvals::{
     decide_approval, list_approval_rules, list_approvals, request_permission,

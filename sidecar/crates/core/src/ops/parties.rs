@@ -794,9 +794,9 @@ pub async fn resume_party(d: &Daemon, p: HoldParams) -> Result<HoldResult, ApiEr
     hold(d, p, Hold::Resume).await
 }
 
-/// Holds (or lets go) a party's running members: a process or an ACP agent is stopped where it
-/// is (SIGSTOP to its process group; SIGCONT lets it go on), an executor waits at its next tool
-/// call. Its run's own timeout keeps counting. A remote worker's member and a run in the
+/// Holds (or lets go) a party's running members: a process is stopped where it is (SIGSTOP to
+/// its process group; SIGCONT lets it go on), an ACP agent's turn is cancelled (and resumed in
+/// the same agent session when let go), an executor waits at its next tool call. Its run's own timeout keeps counting. A remote worker's member and a run in the
 /// daemon (a landing, an attached leader) are left as they are, and said so.
 async fn hold(d: &Daemon, p: HoldParams, way: Hold) -> Result<HoldResult, ApiError> {
     let op = match way {
@@ -847,7 +847,9 @@ async fn hold(d: &Daemon, p: HoldParams, way: Hold) -> Result<HoldResult, ApiErr
             skipped.push(format!("{name}: it runs on a remote worker"));
             continue;
         }
-        if !runner.starts_with("wasm:") {
+        // An ACP agent's turn is cancelled by its runner, and resumed in the same session when
+        // let go; an executor waits at its next tool call.
+        if !runner.starts_with("wasm:") && !runner.starts_with("acp:") {
             let Some(pgid) = run
                 .pgid
                 .and_then(|g| i32::try_from(g).ok())

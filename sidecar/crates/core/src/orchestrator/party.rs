@@ -449,7 +449,19 @@ impl Loop {
                 .party
                 .roles
                 .iter()
-                .map(|(name, r)| (name.clone(), r.is_leader))
+                .map(|(name, r)| {
+                    let lands = live
+                        .snapshot
+                        .agents
+                        .get(&r.agent)
+                        .is_some_and(|a| a.runner == crate::runners::land::LAND);
+                    let part = if lands {
+                        Some("merge queue".to_string())
+                    } else {
+                        crate::playbooks::of_role(name, r)
+                    };
+                    (name.clone(), part)
+                })
                 .collect(),
         };
         let tools = if crate::runners::wasm::plugin_of(&agent).is_some() {

@@ -66,13 +66,20 @@ fn the_head_of_a_prompt_says_how_to_call_the_tools_and_fills_in_the_seat() {
         party_id: "p-1",
         role: "dev",
         index: 1,
-        roles: vec![("dev".into(), false), ("lead".into(), true)],
+        roles: vec![
+            ("dev".into(), Some("developer".into())),
+            ("lead".into(), Some("leader".into())),
+            ("merge".into(), Some("merge queue".into())),
+        ],
     };
     for tools in [Tools::Mcp, Tools::Shell, Tools::Executor] {
         let head = compose(dir.path(), &seat, Some("developer"), tools).unwrap();
         assert!(tells_tools(&head), "{head}");
         assert!(head.contains("You are dev#1, the dev of a Troupe party (`party_id` p-1)"));
-        assert!(head.contains("The team: dev, lead (leader)."), "{head}");
+        assert!(
+            head.contains("The team: dev (developer), lead (leader), merge (merge queue)."),
+            "{head}"
+        );
         assert!(head.contains("`start_step`") && head.contains("`complete`"));
         assert!(!head.contains("{{"), "every placeholder is filled: {head}");
     }

@@ -154,6 +154,18 @@ pub async fn drive(
         first_update: std::sync::atomic::AtomicBool::new(false),
         aborted: std::sync::atomic::AtomicBool::new(false),
         pid,
+        rounds: Rounds {
+            line: tokio::sync::Mutex::new(match daemon.upgrade() {
+                Some(d) => d.open_line(&run.run_id),
+                None => mpsc::channel(1).1,
+            }),
+            asked: Mutex::new(None),
+            answering: Mutex::new(None),
+            resume: std::sync::atomic::AtomicBool::new(false),
+            text: Mutex::new(String::new()),
+            between: std::sync::atomic::AtomicBool::new(false),
+            count: AtomicUsize::new(0),
+        },
     })));
     let (timeline_done, timeline_end) = oneshot::channel();
     let timeline = tokio::spawn(record_updates(
@@ -232,6 +244,9 @@ pub async fn drive(
     };
     // Dropping the session closes the agent's stdin.
     drop(session);
+    if let Some(d) = daemon.upgrade() {
+        d.close_line(&run.run_id);
+    }
     member.ended.send_replace(true);
     member.terminals.kill_all();
     let exit_status = shut_down(pid, &mut child, &procs).await;
@@ -609,6 +624,34 @@ struct MemberState {
     /// A person aborted at one of its approvals (the run is being stopped).
     aborted: std::sync::atomic::AtomicBool,
     pid: Option<u32>,
+    rounds: Rounds,
+}
+
+/// The turns after the first, in the same session: the person's prompts (`prompt_agent`), a
+/// pause (`pause_party`, a cancelled turn resumed when let go) and the party's rounds.
+struct Rounds {
+    /// The person's prompts to this run.
+    line: tokio::sync::Mutex<mpsc::Receiver<crate::runners::PersonPrompt>>,
+    /// A prompt of the person's that interrupted a turn, to send next.
+    asked: Mutex<Option<crate::runners::PersonPrompt>>,
+    /// Where the answer of the turn under way goes (the person's prompt's).
+    answering: Mutex<Option<oneshot::Sender<crate::runners::TurnAnswer>>>,
+    /// A turn was interrupted: it is to be resumed once the person is done.
+    resume: std::sync::atomic::AtomicBool,
+    /// The text of the turn under way.
+    text: Mutex<String>,
+    /// Between turns (silence is not a hang).
+    between: std::sync::atomic::AtomicBool,
+    count: AtomicUsize,
+}
+
+/// Turns one session may take (a guard against a loop of rounds).
+const MAX_ROUNDS: usize = 200;
+/// What a turn resumed after a pause or the person's prompt is told.
+const RESUME: &str = "Go on with your task where you left off.";
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl std::ops::Deref for Member {
@@ -620,7 +663,10 @@ impl std::ops::Deref for Member {
 
 impl Member {
     fn idle_for(&self) -> Duration {
-        if self.asking.load(Ordering::SeqCst) > 0 || self.terminals.running() > 0 {
+        if self.asking.load(Ordering::SeqCst) > 0
+            || self.terminals.running() > 0
+            || self.rounds.between.load(Ordering::SeqCst)
+        {
             return Duration::ZERO;
         }
         self.heard
@@ -635,6 +681,70 @@ impl Member {
 
     fn permits(&self, tool: &str) -> Result<(), String> {
         self.agent.workflow.permits(tool)
+    }
+
+    /// What the session's next turn is told, if it has one (`ClientSide::next_turn`).
+    async fn next_turn_of(&self, end: TurnEnd) -> Option<String> {
+        let text = std::mem::take(&mut *lock(&self.rounds.text));
+        if let Some(answer) = lock(&self.rounds.answering).take() {
+            let _ = answer.send(crate::runners::TurnAnswer {
+                text,
+                stop_reason: end.as_str().to_string(),
+            });
+        }
+        let d = self.daemon.upgrade()?;
+        let run_id = self.run.run_id.clone();
+        if d.store()
+            .get_run(&run_id)
+            .is_ok_and(|r| r.status.is_completed() || r.status.is_finished())
+        {
+            return None;
+        }
+        if self.rounds.count.fetch_add(1, Ordering::SeqCst) >= MAX_ROUNDS {
+            return None;
+        }
+        let mut ended = self.ended.subscribe();
+        let mut held = d.held();
+        let mut line = self.rounds.line.lock().await;
+        loop {
+            if let Some(asked) = lock(&self.rounds.asked).take() {
+                *lock(&self.rounds.answering) = Some(asked.answer);
+                return Some(asked.text);
+            }
+            if held.borrow().contains(&run_id) {
+                tokio::select! {
+                    free = async { held.wait_for(|h| !h.contains(&run_id)).await.map(|_| ()) } => {
+                        if free.is_err() {
+                            return None;
+                        }
+                    }
+                    asked = line.recv() => {
+                        *lock(&self.rounds.asked) = Some(asked?);
+                    }
+                    _ = async { ended.wait_for(|e| *e).await.map(|_| ()) } => {
+                        return None;
+                    }
+                }
+                continue;
+            }
+            if self.rounds.resume.swap(false, Ordering::SeqCst) {
+                return Some(RESUME.to_string());
+            }
+            if end == TurnEnd::Cancelled {
+                return None;
+            }
+            let round = Arc::clone(&d).next_round(self.run.clone());
+            tokio::select! {
+                next = round => return next,
+                asked = line.recv() => {
+                    *lock(&self.rounds.asked) = Some(asked?);
+                }
+                paused = async { held.wait_for(|h| h.contains(&run_id)).await.map(|_| ()) } => {
+                    paused.ok()?;
+                }
+                _ = async { ended.wait_for(|e| *e).await.map(|_| ()) } => return None,
+            }
+        }
     }
 
     /// Queues a record for the timeline writer. Waiting here holds the agent's output: a flood
@@ -982,8 +1092,57 @@ impl ClientSide for Member {
     }
 
     fn update(&self, update: Update) -> BoxFuture<()> {
+        if let Update::Text(chunk) = &update {
+            let mut text = lock(&self.rounds.text);
+            if text.len() < MAX_TEXT {
+                text.push_str(chunk);
+            }
+        }
         let me = self.clone();
         Box::pin(async move { me.record(Record::Update(update)).await })
+    }
+
+    fn interrupt(&self) -> BoxFuture<()> {
+        let me = self.clone();
+        Box::pin(async move {
+            let Some(mut held) = me.daemon.upgrade().map(|d| d.held()) else {
+                return std::future::pending().await;
+            };
+            let run_id = me.run.run_id.clone();
+            let mut line = me.rounds.line.lock().await;
+            tokio::select! {
+                paused = async { held.wait_for(|h| h.contains(&run_id)).await.map(|_| ()) } => {
+                    if paused.is_err() {
+                        return std::future::pending().await;
+                    }
+                    me.record(Record::Event("agent_interrupted", json!({ "why": "paused" }))).await;
+                }
+                asked = line.recv() => match asked {
+                    Some(asked) => {
+                        *lock(&me.rounds.asked) = Some(asked);
+                        me.record(Record::Event("agent_interrupted", json!({ "why": "prompted" }))).await;
+                    }
+                    None => return std::future::pending().await,
+                },
+            }
+            me.rounds.resume.store(true, Ordering::SeqCst);
+        })
+    }
+
+    fn next_turn(&self, end: TurnEnd) -> BoxFuture<Option<String>> {
+        let me = self.clone();
+        Box::pin(async move {
+            me.rounds.between.store(true, Ordering::SeqCst);
+            let next = me.next_turn_of(end).await;
+            me.rounds.between.store(false, Ordering::SeqCst);
+            me.touch();
+            if next.is_some() {
+                let round = me.rounds.count.load(Ordering::SeqCst);
+                me.record(Record::Event("agent_round", json!({ "round": round + 1 })))
+                    .await;
+            }
+            next
+        })
     }
 
     fn permission(&self, ask: PermissionAsk) -> BoxFuture<PermissionAnswer> {

@@ -80,6 +80,15 @@ pub trait RunnerHost: Send + Sync + 'static {
     fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>>;
     /// The runs the person holds (`pause_party`).
     fn held(&self) -> tokio::sync::watch::Receiver<std::collections::HashSet<String>>;
+    /// Opens the line the person's prompts to run `run_id` come on (`prompt_agent`), for as long
+    /// as the run keeps an agent session; a second open replaces the first.
+    fn open_line(&self, run_id: &str) -> tokio::sync::mpsc::Receiver<PersonPrompt>;
+    /// Closes it: `prompt_agent` says the run keeps no session.
+    fn close_line(&self, run_id: &str);
+    /// What to say to a run whose turn ended without `complete`, in the same agent session: a
+    /// new round (waited for while the run still has a part to play), or `None` when its
+    /// turn's end is its end.
+    fn next_round(self: Arc<Self>, run: AgentRun) -> BoxFuture<'static, Option<String>>;
     /// Calls operation `op` as `caller` through the registry (admitted by its access, as at
     /// every door): an executor's protocol tools.
     fn call_as(
@@ -88,6 +97,21 @@ pub trait RunnerHost: Send + Sync + 'static {
         op: String,
         params: serde_json::Value,
     ) -> BoxFuture<'static, Result<serde_json::Value, ApiError>>;
+}
+
+/// The person's own prompt to a running agent (`prompt_agent`): the agent's turn under way is
+/// cancelled, and this goes into the same agent session as the next one.
+pub struct PersonPrompt {
+    pub text: String,
+    /// The agent's answer: that turn's text and how it ended.
+    pub answer: tokio::sync::oneshot::Sender<TurnAnswer>,
+}
+
+/// What a run's agent said in one turn.
+#[derive(Debug, Clone)]
+pub struct TurnAnswer {
+    pub text: String,
+    pub stop_reason: String,
 }
 
 /// A runner's handle on the daemon: weak, so a run never keeps a stopped daemon alive.

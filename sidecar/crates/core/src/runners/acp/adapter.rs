@@ -154,6 +154,17 @@ pub trait ClientSide: Send + Sync + 'static {
     fn terminal_wait(&self, id: &str) -> BoxFuture<Result<TerminalExit, String>>;
     fn terminal_kill(&self, id: &str) -> Result<(), String>;
     fn terminal_release(&self, id: &str) -> Result<(), String>;
+    /// Resolves when the turn under way is to be cancelled while the session goes on (the
+    /// person pauses the run or prompts it); called once per turn.
+    fn interrupt(&self) -> BoxFuture<()> {
+        Box::pin(std::future::pending())
+    }
+    /// A turn ended and the session is not being closed: the next prompt in the same session
+    /// (a new round), or `None` to end it.
+    fn next_turn(&self, end: TurnEnd) -> BoxFuture<Option<String>> {
+        let _ = end;
+        Box::pin(std::future::ready(None))
+    }
 }
 
 /// A stdio MCP server to attach to the session.
@@ -810,13 +821,52 @@ async fn drive(
             .block_task(),
     )
     .await?;
+    let mut prompt = setup.prompt.clone();
+    loop {
+        let end = turn(&cx, &session.session_id, prompt, cancel, side).await?;
+        if *cancel.borrow() {
+            return Ok(end);
+        }
+        // Between rounds the session stays open; a stop ends it (the agent has no turn to
+        // cancel).
+        let next = side.next_turn(end);
+        tokio::pin!(next);
+        let next = loop {
+            tokio::select! {
+                next = &mut next => break next,
+                changed = cancel.changed() => {
+                    if changed.is_err() || *cancel.borrow() {
+                        return Ok(end);
+                    }
+                }
+            }
+        };
+        match next {
+            Some(next) => prompt = next,
+            None => return Ok(end),
+        }
+    }
+}
+
+/// One turn of the session: `prompt` sent, followed to its stop reason. A stop (`cancel`) or an
+/// interruption (`ClientSide::interrupt`) sends `session/cancel`, once, and waits for the turn
+/// to end as the protocol asks.
+async fn turn(
+    cx: &ConnectionTo<Agent>,
+    session_id: &agent_client_protocol::v1::schema::SessionId,
+    prompt: String,
+    cancel: &mut watch::Receiver<bool>,
+    side: &impl ClientSide,
+) -> Result<TurnEnd, AcpError> {
     let turn = cx
         .send_request(PromptRequest::new(
-            session.session_id.clone(),
-            vec![ContentBlock::Text(TextContent::new(setup.prompt.clone()))],
+            session_id.clone(),
+            vec![ContentBlock::Text(TextContent::new(prompt))],
         ))
         .block_task();
     tokio::pin!(turn);
+    let interrupt = side.interrupt();
+    tokio::pin!(interrupt);
     let mut cancelled = false;
     let response = loop {
         tokio::select! {
@@ -824,9 +874,15 @@ async fn drive(
             changed = cancel.changed(), if !cancelled => {
                 if changed.is_err() || *cancel.borrow() {
                     cancelled = true;
-                    if let Err(e) = cx.send_notification(CancelNotification::new(session.session_id.clone())) {
+                    if let Err(e) = cx.send_notification(CancelNotification::new(session_id.clone())) {
                         tracing::debug!(error = %e, "session/cancel not sent");
                     }
+                }
+            }
+            () = &mut interrupt, if !cancelled => {
+                cancelled = true;
+                if let Err(e) = cx.send_notification(CancelNotification::new(session_id.clone())) {
+                    tracing::debug!(error = %e, "session/cancel not sent");
                 }
             }
         }

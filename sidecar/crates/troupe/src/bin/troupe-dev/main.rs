@@ -67,9 +67,9 @@ fn playbook_sizes(json: bool) -> anyhow::Result<()> {
         role,
         index: 0,
         roles: vec![
-            ("dev".into(), false),
-            ("lead".into(), true),
-            ("reviewer".into(), false),
+            ("dev".into(), Some("developer".into())),
+            ("lead".into(), Some("leader".into())),
+            ("reviewer".into(), Some("reviewer".into())),
         ],
     };
     let mut rows = Vec::new();

@@ -17,6 +17,10 @@
 //!   requestedSchema}`) and says what came back; with `TROUPE_ACP_WITHDRAW_ON` (a path) it
 //!   withdraws the form (`$/cancel_request`) once that file exists.
 //!
+//! - `rounds`: a session of many turns: each says `turn N: <the prompt's first line>` and ends
+//!   (never calling `complete`); with `TROUPE_ACP_FIRST_WAITS` the first waits for
+//!   `session/cancel`.
+//!
 //! `TROUPE_ACP_FIRST_SCRIPT` replaces the script on the first attempt only. With
 //! `TROUPE_ACP_CHILD=SECS` it first starts a child (`sleep SECS`) in the agent's process group,
 //! as Claude Code starts `troupe mcp`: a process the daemon must not leave behind when the agent goes.
@@ -232,7 +236,17 @@ pub async fn run(script: Option<String>) -> anyhow::Result<()> {
                     .and_then(Value::as_str)
                     .unwrap_or("scripted-1")
                     .to_string();
-                json!({"stopReason": turn(&mut wire, &script, &session, &cwd).await?})
+                let stop = if script == "rounds" {
+                    let text = params
+                        .pointer("/prompt/0/text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    rounds_turn(&mut wire, &session, &text).await?
+                } else {
+                    turn(&mut wire, &script, &session, &cwd).await?
+                };
+                json!({"stopReason": stop})
             }
             "session/cancel" => continue,
             _ => {
@@ -249,6 +263,27 @@ pub async fn run(script: Option<String>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Turns of the `rounds` script so far.
+static ROUNDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A turn of `rounds`: says `turn N: <the prompt's first line>` and ends it; with
+/// `TROUPE_ACP_FIRST_WAITS` set, the first turn waits for `session/cancel` instead.
+async fn rounds_turn(wire: &mut Wire, session: &str, prompt: &str) -> anyhow::Result<String> {
+    let n = ROUNDS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    if n == 1 && std::env::var_os("TROUPE_ACP_FIRST_WAITS").is_some() {
+        wire.say(session, "Working on it, until cancelled.").await?;
+        while let Some(msg) = wire.recv().await? {
+            if msg.get("method").and_then(Value::as_str) == Some("session/cancel") {
+                return Ok("cancelled".into());
+            }
+        }
+        bail!("the client went away");
+    }
+    let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    wire.say(session, &format!("turn {n}: {first}")).await?;
+    Ok("end_turn".into())
 }
 
 /// One turn of the script; its stop reason.
