@@ -15,6 +15,8 @@
 //   cancel a prompt of `/party <TROUPE_TARGET> …`, cancelled after its first plan update;
 //   leave  the same prompt, then the connection closed under it; another connection loads the
 //          session (the replay, then the party followed live) and cancels it;
+//   team   one request (TROUPE_TASK) to the project's team, every permission approved once,
+//          every form declined (see `team` below);
 //   raw    malformed and out-of-order messages written by hand (no SDK): a line that is not
 //          JSON, an unknown method, a prompt before any session, a second prompt while one runs.
 import { execFileSync, spawn } from "node:child_process";
@@ -340,12 +342,39 @@ async function raw() {
     return out;
 }
 
-const scenarios = { party, elsewhere, agent, bare, words, cancel, leave, raw };
+/// One request, as a person types it (TROUPE_TASK), to the project's own team: every permission
+/// request approved here once (the person's approvals, through this client's own UI), every
+/// form declined (the person is asked nothing else); the report says what was asked.
+async function team() {
+    const a = connect(allowOnce, async (params) => ({ action: "decline" }));
+    await initialize(a.conn, true);
+    const { sessionId } = await a.conn.newSession({ cwd: env.TROUPE_PROJECT, mcpServers: [] });
+    const started = Date.now();
+    const { stopReason } = await a.conn.prompt({
+        sessionId,
+        prompt: [{ type: "text", text: env.TROUPE_TASK }],
+    });
+    const ms = Date.now() - started;
+    await a.close();
+    return {
+        sessionId,
+        stopReason,
+        ms,
+        asks: a.seen.asks.map((p) => ({
+            title: (p.toolCall.title ?? "").slice(0, 160),
+            kinds: p.options.map((o) => o.kind),
+        })),
+        forms: a.seen.forms.map((f) => f.message),
+        texts: texts(a.seen.updates),
+    };
+}
+
+const scenarios = { party, elsewhere, agent, bare, words, cancel, leave, raw, team };
 const run = scenarios[scenario];
 if (!run) {
     console.error(`unknown scenario ${scenario}: ${Object.keys(scenarios).join(", ")}`);
     process.exit(2);
 }
 const report = await run();
-process.stdout.write(JSON.stringify(report) + "\n");
-process.exit(0);
+// Exit once the report is written out (a pipe takes a large one in several writes).
+process.stdout.write(JSON.stringify(report) + "\n", () => process.exit(0));

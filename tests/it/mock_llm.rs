@@ -43,6 +43,8 @@
 
 #![allow(dead_code)] // each test uses only part of this
 
+pub mod convo;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -161,7 +163,12 @@ struct Shared {
     /// Model requests that offer no tools (a CLI's side calls: session titles, summaries) get
     /// `SIDE_TEXT` and take no script entry.
     skip_toolless: std::sync::atomic::AtomicBool,
+    /// Decides each answer from the request itself instead of a script (`think`).
+    brain: Mutex<Option<Brain>>,
 }
+
+/// A model that answers from what a request offers and says (`convo::Convo`).
+pub type Brain = Arc<dyn Fn(&convo::Convo) -> Reply + Send + Sync>;
 
 /// What a skipped side call is answered.
 pub const SIDE_TEXT: &str = "Side answer";
@@ -189,6 +196,7 @@ impl MockLlm {
             hold: std::sync::atomic::AtomicBool::new(false),
             pushed: tokio::sync::Notify::new(),
             skip_toolless: std::sync::atomic::AtomicBool::new(false),
+            brain: Mutex::new(None),
         });
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
         let server_shared = Arc::clone(&shared);
@@ -271,6 +279,13 @@ impl MockLlm {
         self.shared
             .hold
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// From now on every model request that offers tools is answered by `brain` from the
+    /// request alone (tool-less side calls get `SIDE_TEXT`); the script is not used.
+    pub fn think(&self, brain: Brain) {
+        *lock(&self.shared.brain) = Some(brain);
+        self.skip_side_calls();
     }
 
     /// How many script entries are left.
@@ -418,6 +433,8 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<MockBod
                 && !offers_tools(&body)
             {
                 Reply::text(SIDE_TEXT)
+            } else if let Some(brain) = lock(&shared.brain).clone() {
+                brain(&convo::Convo::of(&body))
             } else {
                 next_reply(shared).await
             },
@@ -844,14 +861,21 @@ fn response_output(n: usize, turn: &Turn) -> Vec<Value> {
             .iter()
             .enumerate()
             .map(|(i, (name, arguments))| {
-                json!({
+                let mut item = json!({
                     "id": format!("fc_mock{n}_{i}"),
                     "type": "function_call",
                     "status": "completed",
                     "call_id": format!("call_mock{n}_{i}"),
                     "name": name,
                     "arguments": arguments_string(arguments),
-                })
+                });
+                // A tool of a namespace (`{"type": "namespace"}`, as Codex offers MCP
+                // servers' tools), named `namespace::tool` in a reply.
+                if let Some((namespace, tool)) = name.split_once("::") {
+                    item["namespace"] = json!(namespace);
+                    item["name"] = json!(tool);
+                }
+                item
             })
             .collect(),
     }

@@ -77,6 +77,12 @@ pub fn spawn(
     for name in crate::sandbox::WITHHELD_ENV {
         cmd.env_remove(name);
     }
+    if name == "gemini" {
+        // Gemini CLI leaves out every MCP server (Troupe's tools among them) in a folder it does
+        // not trust, and it has never seen the run's worktree: the person launched the run in
+        // their own project. The agent's `env` may say otherwise.
+        cmd.env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+    }
     cmd.args(args)
         .current_dir(workdir)
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -602,6 +608,29 @@ fn tool_name(kind: Option<&str>, title: Option<&str>) -> String {
     }
 }
 
+/// The Troupe operation a permission request is for, when it asks for one of Troupe's own MCP
+/// tools as an agent CLI names them: Claude Code `mcp__troupe__<op>`, Gemini CLI
+/// `mcp_troupe_<op>` or `<op> (troupe MCP Server)`, Codex `troupe/<op>` (its title's first
+/// word, of a tool of no other kind).
+fn troupe_operation<'a>(kind: Option<&str>, title: Option<&'a str>) -> Option<&'a str> {
+    if kind.is_some_and(|k| k != "other") {
+        return None;
+    }
+    let title = title?.trim();
+    let word = title
+        .strip_prefix("Tool: ")
+        .unwrap_or(title)
+        .split_whitespace()
+        .next()?;
+    let op = word
+        .strip_prefix("mcp__troupe__")
+        .or_else(|| word.strip_prefix("mcp_troupe_"))
+        .or_else(|| word.strip_prefix("troupe/"))
+        // Gemini CLI's display name: `<tool> (troupe MCP Server)`.
+        .or_else(|| title.contains("(troupe MCP Server)").then_some(word))?;
+    troupe_api::operation(op).map(|_| op)
+}
+
 /// One run's side of the protocol (cheap to clone: tasks answering for it hold one).
 #[derive(Clone)]
 struct Member(Arc<MemberState>);
@@ -917,6 +946,15 @@ impl Member {
             let data = json!({"tool": tool, "title": ask.tool.title, "reason": why});
             self.record(Record::Event("agent_tool_refused", data)).await;
             return PermissionAnswer::Choose(Choice::RejectOnce);
+        }
+        if let Some(op) = troupe_operation(ask.tool.kind.as_deref(), ask.tool.title.as_deref()) {
+            // One of Troupe's own tools, which the agent calls on Troupe's MCP server with its
+            // run's credential: the operation's access rules decide at that door (a member is
+            // refused the person's), so the person is not asked to approve each `get_plan`.
+            let data = json!({"tool": op, "title": ask.tool.title});
+            self.record(Record::Event("agent_troupe_tool_allowed", data))
+                .await;
+            return PermissionAnswer::Choose(Choice::AllowOnce);
         }
         let Some(d) = self.daemon.upgrade() else {
             return PermissionAnswer::Cancelled;
@@ -1295,6 +1333,40 @@ mod tests {
         assert_eq!(tool_name(Some("fetch"), None), "fetch");
         assert_eq!(tool_name(Some("other"), Some("Deploy now")), "deploy");
         assert_eq!(tool_name(None, None), "other");
+    }
+
+    #[test]
+    fn troupe_own_tools_are_known_by_each_clis_name_for_them() {
+        for title in [
+            "mcp__troupe__get_plan",
+            "mcp_troupe_get_plan",
+            "Tool: troupe/get_plan",
+            "mcp__troupe__get_plan {\"party_id\":\"p\"}",
+            "get_plan (troupe MCP Server)",
+        ] {
+            assert_eq!(
+                super::troupe_operation(Some("other"), Some(title)),
+                Some("get_plan")
+            );
+            assert_eq!(super::troupe_operation(None, Some(title)), Some("get_plan"));
+        }
+        // Another kind, another server, or no such operation: asked as any tool.
+        assert_eq!(
+            super::troupe_operation(Some("edit"), Some("mcp__troupe__get_plan")),
+            None
+        );
+        assert_eq!(
+            super::troupe_operation(Some("other"), Some("mcp__other__get_plan")),
+            None
+        );
+        assert_eq!(
+            super::troupe_operation(Some("other"), Some("mcp__troupe__rm_rf")),
+            None
+        );
+        assert_eq!(
+            super::troupe_operation(Some("other"), Some("Write notes.md")),
+            None
+        );
     }
 
     #[test]
