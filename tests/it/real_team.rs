@@ -213,12 +213,24 @@ async fn one_prompt_to_a_landed_change_with_real_claude_code_codex_and_gemini() 
     let started = std::time::Instant::now();
     let cpu_before = cpu_secs(d.pid());
     let (data, runtime) = (d.layout.data_dir.clone(), d.layout.runtime_dir.clone());
-    let report = tokio::task::spawn_blocking({
+    let turn = tokio::task::spawn_blocking({
         let project = project.clone();
         move || ask(&data, &runtime, &project)
-    })
-    .await
-    .unwrap();
+    });
+    // A bound for a team that stopped playing (each member's own timeout is 600 s).
+    let report = match tokio::time::timeout(std::time::Duration::from_secs(900), turn).await {
+        Ok(report) => report.unwrap(),
+        Err(_) => {
+            let summaries =
+                |m: &MockLlm| m.requests().iter().map(|r| r.summary()).collect::<Vec<_>>();
+            panic!(
+                "the team did not finish within 900 s\nanthropic: {:#?}\nopenai: {:#?}\ngoogle: {:#?}",
+                summaries(&anthropic),
+                summaries(&openai),
+                summaries(&google)
+            );
+        }
+    };
     let wall = started.elapsed();
 
     let parties = c.call("list_parties", json!({})).await.unwrap();
