@@ -38,5 +38,6 @@ mod real_team;
 mod reliability;
 mod remote;
 mod rounds;
+mod run_logs;
 mod team_brain;
 mod tidy;

@@ -142,6 +142,19 @@ async fn an_acp_member_keeps_its_session_across_rounds_and_the_person_takes_it_o
     assert_eq!(p[1], "What are you working on?");
     assert_eq!(p[2], "Go on with your task where you left off.");
 
+    // Its words are in its own log, as they come.
+    wait_for("the dev's words in its log", 60, || async {
+        let log = c
+            .call("get_run_log", json!({ "run_id": dev_run }))
+            .await
+            .unwrap();
+        let text = log["text"].as_str().unwrap_or_default().to_string();
+        (text.contains("[agent] Working on it, until cancelled.")
+            && text.contains("[agent] turn 2: What are you working on?"))
+        .then_some(())
+    })
+    .await;
+
     // A plan gives the developer a step: its turns that end without `complete` are followed by
     // rounds in the same session, each with the messages that came for it.
     c.call(

@@ -173,6 +173,9 @@ macro_rules! for_each_operation {
         list_agents(ListAgentsParams) -> RunsResult, Anyone;
         /// One agent run with its result.
         get_agent_result(RunIdParams) -> RunResult, Anyone;
+        /// A run's output so far (its log: a process's stdout and stderr, an ACP agent's words
+        /// and tool calls), a byte range at a time; `subscribe_run_log` follows it live.
+        get_run_log(RunLogParams) -> RunLogResult, Anyone;
         /// Stop a running subagent.
         cancel_agent(RunIdParams) -> RunResult, RunParent;
         /// A router's step chooses the agent that handles the request (one of its `agents`); it
@@ -382,6 +385,14 @@ pub static SUBSCRIPTIONS: &[Subscription] = &[
         summary: "Push each new timeline event (of a party, a session or a project), in order, as an `event` notification.",
         params_schema: || schemars::schema_for!(SubscribeEventsParams),
         item_schema: || schemars::schema_for!(Event),
+    },
+    Subscription {
+        name: "subscribe_run_log",
+        notification: "run_log",
+        unsubscribe: "unsubscribe_run_log",
+        summary: "Push a run's output (its log) as it is written, from `offset` (default: the start), until the run ends.",
+        params_schema: || schemars::schema_for!(SubscribeRunLogParams),
+        item_schema: || schemars::schema_for!(RunLogChunk),
     },
     Subscription {
         name: "subscribe_notifications",

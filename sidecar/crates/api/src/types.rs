@@ -1042,6 +1042,55 @@ pub struct SubscribeNotificationsParams {
     pub since: Option<i64>,
 }
 
+/// A run's output: its log (a process's stdout and stderr; an ACP agent's words and tool calls
+/// with its stderr), a byte range at a time.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunLogParams {
+    pub run_id: String,
+    /// The byte offset to read from; without it, the log's last `limit` bytes.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// At most this many bytes (default 65536, at most 1048576).
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RunLogResult {
+    pub run_id: String,
+    /// The text read (invalid UTF-8 replaced; a character cut at the end is left for the next
+    /// read).
+    pub text: String,
+    pub offset: u64,
+    /// Where the next read starts.
+    pub next_offset: u64,
+    /// The log's size now.
+    pub size: u64,
+    /// The run has ended: the log grows no more.
+    pub ended: bool,
+}
+
+/// `subscribe_run_log`: a run's output as it is written, until the run ends.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeRunLogParams {
+    pub run_id: String,
+    /// The byte offset to start from (default 0: the whole log, then what comes).
+    #[serde(default)]
+    pub offset: Option<u64>,
+}
+
+/// One piece of a run's output (`run_log` notification).
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RunLogChunk {
+    pub run_id: String,
+    pub offset: u64,
+    pub text: String,
+    /// The run has ended and this is the last of its output: nothing more comes.
+    pub ended: bool,
+}
+
 /// `subscribe_events`: the timeline, as it is written.
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -1,4 +1,4 @@
-//! The subscriptions' logic, one loop for all five: a `Feed` yields the items a subscriber is
+//! The subscriptions' logic, one loop for all six: a `Feed` yields the items a subscriber is
 //! owed, in order, and waits on the hub (events: on the store's commits) when there are none.
 //! Messages, notifications and events replay the rows after a cursor, a batch at a time;
 //! approvals and the inbox send their whole list at once and after every change. No wire format here: a door turns the items into its notifications.
@@ -8,8 +8,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::watch;
 use troupe_api::types::{
-    ApprovalsResult, InboxResult, ListInboxParams, SubscribeApprovalsParams, SubscribeEventsParams,
-    SubscribeMessagesParams, SubscribeNotificationsParams,
+    ApprovalsResult, InboxResult, ListInboxParams, RunLogChunk, SubscribeApprovalsParams,
+    SubscribeEventsParams, SubscribeMessagesParams, SubscribeNotificationsParams,
+    SubscribeRunLogParams,
 };
 use troupe_api::{ApiError, parse_params};
 use troupe_store::{EventFilter, PollFilter, StoreError};
@@ -29,6 +30,13 @@ enum Source {
     Events { filter: EventFilter },
     /// The pending requests (of one project, of none, or of all), whole, at each change.
     Approvals { project: Option<Option<String>> },
+    /// A run's log after the cursor (a byte offset), until the run ended and all was read.
+    RunLog {
+        run_id: String,
+        path: std::path::PathBuf,
+        /// The last chunk (`ended`) was pushed.
+        told: bool,
+    },
     /// The inbox (of one project, of none, or of all), whole, at each change. `root`: the
     /// project of a directory not seen yet, looked up again at each read (it may appear).
     Inbox {
@@ -50,7 +58,7 @@ pub struct Feed {
 }
 
 /// Opens the subscription `name` (`subscribe_messages`, `subscribe_approvals`,
-/// `subscribe_notifications`, `subscribe_inbox`, `subscribe_events`) with its params; a bad param or an unknown session is an error.
+/// `subscribe_notifications`, `subscribe_inbox`, `subscribe_events`, `subscribe_run_log`) with its params; a bad param or an unknown session is an error.
 pub fn open(
     daemon: &Arc<Daemon>,
     name: &'static str,
@@ -97,6 +105,18 @@ pub fn open(
             };
             (Source::Events { filter }, wake, cursor)
         }
+        "subscribe_run_log" => {
+            let p: SubscribeRunLogParams = parse_params(name, params)?;
+            let (path, _) = crate::run_logs::path(daemon, &p.run_id).map_err(|e| e.in_op(name))?;
+            let wake = watch_log(daemon.clone(), p.run_id.clone(), path.clone());
+            let cursor = i64::try_from(p.offset.unwrap_or(0)).unwrap_or(i64::MAX);
+            let source = Source::RunLog {
+                run_id: p.run_id,
+                path,
+                told: false,
+            };
+            (source, wake, cursor)
+        }
         "subscribe_approvals" => {
             let p: SubscribeApprovalsParams = parse_params(name, params)?;
             let project = crate::ops::project_filter(daemon, name, p.project_id, p.cwd)?;
@@ -134,6 +154,42 @@ pub fn open(
         ready: true,
         last: None,
     })
+}
+
+/// How often a followed log is looked at (a process writes it directly, not through us).
+const LOG_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A wake for a run's log: bumped when the file grows, and closed (ending the feed) once the
+/// run has ended and the last growth was told.
+fn watch_log(
+    daemon: Arc<Daemon>,
+    run_id: String,
+    path: std::path::PathBuf,
+) -> watch::Receiver<i64> {
+    let (tx, rx) = watch::channel(0i64);
+    tokio::spawn(async move {
+        let mut seen = 0u64;
+        loop {
+            tokio::select! {
+                () = tx.closed() => return,
+                () = tokio::time::sleep(LOG_EVERY) => {}
+            }
+            let ended = daemon
+                .store
+                .get_run(&run_id)
+                .map_or(true, |r| r.status.is_finished() || r.status.is_completed());
+            let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            if size != seen || ended {
+                seen = size;
+                tx.send_modify(|n| *n += 1);
+            }
+            if ended {
+                // Dropping the sender ends the feed after its last read.
+                return;
+            }
+        }
+    });
+    rx
 }
 
 impl Feed {
@@ -183,6 +239,33 @@ impl Feed {
                     .into_iter()
                     .map(|e| Ok((e.seq, serde_json::to_value(e)?)))
                     .collect::<Result<_, serde_json::Error>>()?
+            }
+            Source::RunLog { run_id, path, told } => {
+                if *told {
+                    return Ok(Vec::new());
+                }
+                // Whether it ended is read first: what it wrote before is then all there.
+                let run_ended = store
+                    .get_run(run_id)
+                    .map_or(true, |r| r.status.is_finished() || r.status.is_completed());
+                let offset = u64::try_from(self.cursor).unwrap_or(0);
+                let (text, next, size) =
+                    crate::run_logs::read(path, offset, crate::run_logs::DEFAULT_LIMIT)
+                        .map_err(|e| StoreError::Invalid(format!("run {run_id}'s log: {e}")))?;
+                self.ready = next < size && !text.is_empty();
+                self.cursor = i64::try_from(next).unwrap_or(i64::MAX);
+                let ended = run_ended && next >= size;
+                if text.is_empty() && !ended {
+                    return Ok(Vec::new());
+                }
+                *told = ended;
+                let chunk = RunLogChunk {
+                    run_id: run_id.clone(),
+                    offset,
+                    text,
+                    ended,
+                };
+                return Ok(vec![serde_json::to_value(chunk)?]);
             }
             Source::Approvals { project } => {
                 let approvals = match project {

@@ -27,6 +27,7 @@ pub mod project_config;
 pub mod radar;
 pub mod registry;
 pub mod rounds;
+pub mod run_logs;
 pub mod runners;
 pub mod sandbox;
 pub mod shell;

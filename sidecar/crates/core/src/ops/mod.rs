@@ -12,6 +12,7 @@ mod plugins;
 mod questions;
 
 pub use crate::rounds::prompt_agent;
+pub use crate::run_logs::get_run_log;
 pub use agents::*;
 pub use approvals::{
     decide_approval, list_approval_rules, list_approvals, request_permission,

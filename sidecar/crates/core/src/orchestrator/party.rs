@@ -294,7 +294,6 @@ impl Loop {
                 });
             }
             Action::Finished { .. } => {
-                self.runner.close_log(&format!("party-{party_id}"));
                 if let Some(live) = self.parties.remove(party_id) {
                     self.sync_mirror(&live.row.project_id, Path::new(&live.row.repo_root));
                 }

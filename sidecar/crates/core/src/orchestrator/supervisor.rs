@@ -145,10 +145,8 @@ impl Loop {
                 agent,
                 self.parties.get(run.party_id.as_deref().unwrap_or("")),
             ),
-            log: match &run.party_id {
-                Some(party) => format!("party-{party}"),
-                None => run.run_id.clone(),
-            },
+            // Each run its own log (`get_run_log`), closed when it ends.
+            log: run.run_id.clone(),
             timeout: agent
                 .timeout_secs
                 .and_then(|s| Duration::try_from_secs_f64(s).ok()),

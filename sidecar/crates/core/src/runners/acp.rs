@@ -121,16 +121,27 @@ fn mcp_env(env: &[(String, String)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The agent's process as started: the child, when, and its log (for the transcript).
+pub struct Started {
+    pub child: tokio::process::Child,
+    pub spawned: Instant,
+    pub transcript: Option<std::fs::File>,
+}
+
 /// Drives the run's session to its end and shuts the agent down; the exit to report.
 pub async fn drive(
     daemon: Weak<dyn RunnerHost>,
     run: AgentRun,
     agent: AgentDefinition,
-    mut child: tokio::process::Child,
-    spawned: Instant,
+    started: Started,
     env: Vec<(String, String)>,
     mut stop: oneshot::Receiver<()>,
 ) -> Exit {
+    let Started {
+        mut child,
+        spawned,
+        transcript,
+    } = started;
     let pid = child.id();
     // Everything of the run's: its group, and whatever carries its run id (Claude Code, the
     // `troupe mcp` it starts, terminals), ended with it.
@@ -177,6 +188,7 @@ pub async fn drive(
     let timeline = tokio::spawn(record_updates(
         daemon.clone(),
         run.clone(),
+        transcript,
         updates_rx,
         timeline_end,
     ));
@@ -396,12 +408,14 @@ enum Record {
 async fn record_updates(
     daemon: Weak<dyn RunnerHost>,
     run: AgentRun,
+    transcript: Option<std::fs::File>,
     mut updates: mpsc::Receiver<Record>,
     mut end: oneshot::Receiver<()>,
 ) -> String {
     let mut t = Timeline {
         daemon,
         run,
+        transcript,
         text: String::new(),
         last: String::new(),
         written: 0,
@@ -454,6 +468,12 @@ async fn record_updates(
                 t.flush().await;
                 let ended = matches!(call.status.as_deref(), Some("completed" | "failed"));
                 if call.started || ended {
+                    let line = format!(
+                        "[tool] {} ({})\n",
+                        call.title.as_deref().unwrap_or(call.id.as_str()),
+                        call.status.as_deref().unwrap_or("started")
+                    );
+                    t.transcribe(&line);
                     let mut data = json!({
                         "tool_call_id": call.id,
                         "title": call.title,
@@ -520,6 +540,8 @@ async fn record_updates(
 struct Timeline {
     daemon: Weak<dyn RunnerHost>,
     run: AgentRun,
+    /// The run's log, where its words and tool calls are written as lines too.
+    transcript: Option<std::fs::File>,
     /// The message being streamed.
     text: String,
     /// The last message written.
@@ -574,12 +596,23 @@ impl Timeline {
         }
     }
 
+    /// Appends lines to the run's log (a full disk loses the transcript, not the run).
+    fn transcribe(&mut self, line: &str) {
+        use std::io::Write as _;
+        if let Some(f) = &mut self.transcript
+            && f.write_all(line.as_bytes()).is_err()
+        {
+            self.transcript = None;
+        }
+    }
+
     /// Writes the message streamed so far (whitespace alone is no message).
     async fn flush(&mut self) {
         let text = std::mem::take(&mut self.text);
         if text.trim().is_empty() {
             return;
         }
+        self.transcribe(&format!("[agent] {}\n", text.trim_end()));
         self.last = cut(text);
         let data = json!({"text": self.last});
         self.write("agent_message", data).await;
@@ -1296,6 +1329,8 @@ impl super::Runner for AcpRunner {
     fn place(&self, table: &RunTable, launch: super::Launch) -> Result<super::Placed, String> {
         let host = launch.host.ok_or("the daemon is still starting")?;
         let log = table.log_file(&launch.log).map_err(|e| e.to_string())?;
+        // The agent's words and tool calls go to the same log as its stderr (`get_run_log`).
+        let transcript = log.try_clone().ok();
         let spawned = std::time::Instant::now();
         let child = spawn(
             &launch.agent,
@@ -1314,7 +1349,12 @@ impl super::Runner for AcpRunner {
             pgid: Some(pid),
             go: Box::new(move |table: &RunTable| {
                 table.spawn_managed(run.run_id.clone(), move |stop| {
-                    drive(host, run, agent, child, spawned, env, stop)
+                    let started = Started {
+                        child,
+                        spawned,
+                        transcript,
+                    };
+                    drive(host, run, agent, started, env, stop)
                 });
             }),
         })

@@ -67,7 +67,7 @@ pub struct RunExit {
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
     pub run_id: String,
-    /// The log file the process writes to: `runs/<log>.log` (a party's members share one:
+    /// The log file the process writes to: `runs/<log>.log` (each run its own:
     /// creating a file per member costs more than the member on some disks).
     pub log: String,
     pub argv: Vec<String>,
@@ -279,6 +279,8 @@ impl RunTable {
 
     fn report(&self, run_id: String, exit: Exit) {
         self.stops().remove(&run_id);
+        // Its log is its own (`runs/<run_id>.log`): no handle kept once it ended.
+        self.close_log(&run_id);
         if self.inner.exits.send(RunExit { run_id, exit }).is_err() {
             tracing::debug!("run exit after the orchestrator stopped");
         }
