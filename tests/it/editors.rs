@@ -859,6 +859,41 @@ async fn neovim_troupe_runs_shows_a_pattern_run_as_its_tree() {
     );
 }
 
+/// `:Troupe log <run>` in a real headless Neovim: a running agent's output so far, then the rest
+/// as the server pushes it, until it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_follows_a_members_output_live() {
+    let s = scenario();
+    let c = s.daemon.client().await;
+    let gate = s.daemon.dir.path().join("log-gate");
+    let talker = crate::support::executable(
+        s.daemon.dir.path(),
+        "log-talker.sh",
+        "#!/bin/sh\necho 'log: first'\nwhile [ ! -e \"$GATE\" ]; do sleep 0.05; done\n\
+         echo 'log: second'\ntroupe call complete '{\"output\":\"said\"}' >/dev/null\n",
+    );
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "talker", "command": [talker],
+                                "env": { "GATE": gate.display().to_string() } } }),
+    )
+    .await
+    .unwrap();
+    let me = register(&c, "human", &s.project.display().to_string(), None).await;
+    let run = crate::support::start(&c, "talker", "talk", &me).await;
+    let (status, report, stderr) = nvim_driver(
+        &s,
+        "log.lua",
+        &[("TEST_RUN", run.as_ref()), ("TEST_GATE", gate.as_os_str())],
+    );
+    assert!(
+        status.success() && report.starts_with("6 passed, 0 failed"),
+        "neovim: {status}\n{report}\nstderr: {stderr}"
+    );
+    let r = run_end(&s, &run).await;
+    assert_eq!(r["result"]["output"], "said", "{r}");
+}
+
 /// `:Troupe plan`, `:Troupe timeline [member]` and `:Troupe decide` in a real headless Neovim on
 /// a party with a committed plan and a decision for the person.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

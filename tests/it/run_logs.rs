@@ -1,6 +1,7 @@
 //! A member's output, read live: each run has its own log (`get_run_log` reads a byte range,
 //! `subscribe_run_log` pushes it as it is written and ends with the run), two members of one
-//! party never mixed; an ACP agent's words and tool calls are in its log too (`rounds.rs`);
+//! party never mixed; an editor asking for a run's output (`troupe.get_run_log`) is pushed the
+//! rest as `troupe/runLog`; an ACP agent's words and tool calls are in its log too (`rounds.rs`);
 //! bad requests are named.
 
 use std::time::Duration;
@@ -138,7 +139,43 @@ async fn a_members_output_is_its_own_and_followed_live_until_it_ends() {
         "{other}"
     );
     assert_eq!(other["ended"], false, "{other}");
+    // From an editor: `troupe.get_run_log` answers b's output so far, then the editor is sent
+    // the rest (`troupe/runLog`) as b writes it, the last push saying it ended.
+    let mut lsp = crate::lsp_client::LspClient::start(
+        std::path::Path::new(crate::support::BIN),
+        &d.layout,
+        std::path::Path::new(&project),
+        "warn",
+    )
+    .await
+    .unwrap();
+    let asked = lsp
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "troupe.get_run_log", "arguments": [{ "run_id": b }] }),
+        )
+        .await
+        .unwrap();
+    let answer = lsp.until(|m| m["id"] == asked).await.unwrap();
+    assert_eq!(answer["result"]["text"], other["text"], "{answer}");
     std::fs::write(gate.join("b"), "").unwrap();
+    let mut pushed = String::new();
+    loop {
+        let note = tokio::time::timeout(
+            Duration::from_secs(60),
+            lsp.until(|m| m["method"] == "troupe/runLog"),
+        )
+        .await
+        .expect("a push within 60 s")
+        .unwrap();
+        assert_eq!(note["params"]["run_id"], b.as_str(), "{note}");
+        pushed.push_str(note["params"]["text"].as_str().unwrap());
+        if note["params"]["ended"] == true {
+            break;
+        }
+    }
+    assert_eq!(pushed, "b: second ünïcödé\nb: on stderr\n");
+    lsp.stop().await.unwrap();
     crate::support::party_end(&c, &party, 60).await;
 
     // Bad requests are named; a run id is never a path.

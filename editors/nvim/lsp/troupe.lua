@@ -10,5 +10,9 @@ return {
     ['troupe/inbox'] = function(...)
       return require('troupe').on_inbox(...)
     end,
+    -- A run's output the person asked for (`:Troupe log`), as it is written.
+    ['troupe/runLog'] = function(...)
+      return require('troupe').on_run_log(...)
+    end,
   },
 }

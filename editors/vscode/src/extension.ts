@@ -297,6 +297,29 @@ export async function activate(context: vscode.ExtensionContext) {
         { title: 'Troupe: agent runs' },
       );
     },
+    'troupe.memberOutput': async () => {
+      const { runs } = await call('list_agents');
+      const picked: any = await vscode.window.showQuickPick(
+        runs.map((r: any) => ({
+          label: `${r.role_name ? `${r.role_name}#${r.instance_index ?? 0}` : r.agent_name} — ${r.status}`,
+          description: r.agent_name,
+          detail: r.run_id,
+          id: r.run_id,
+        })),
+        { title: "Troupe: whose output?" },
+      );
+      if (!picked) {
+        return;
+      }
+      // What it wrote so far; the server then pushes the rest (`troupe/runLog`) until it ends.
+      const log = await call('get_run_log', { run_id: picked.id });
+      const channel = runLogChannel(picked.id, picked.label);
+      channel.append(log.text);
+      if (log.ended) {
+        channel.appendLine('— ended —');
+      }
+      channel.show(true);
+    },
     'troupe.runTree': async () => {
       const { runs } = await call('list_agents');
       // Runs that are not a pattern's steps: each is the root of its tree.
@@ -524,11 +547,32 @@ export async function activate(context: vscode.ExtensionContext) {
       : undefined;
   });
 
+  // A member's output the person asked for, as it is written.
+  client.onNotification('troupe/runLog', (p: { run_id: string; text: string; ended: boolean }) => {
+    const channel = runLogChannel(p.run_id);
+    channel.append(p.text);
+    if (p.ended) {
+      channel.appendLine('— ended —');
+    }
+  });
+
   await client.start();
   client.onNotification('troupe/approvals', (p: { pending: number }) => {
     status.text = p.pending ? `$(shield) Troupe: ${p.pending} pending` : '$(shield) Troupe';
   });
   context.subscriptions.push({ dispose: () => client?.stop() });
+}
+
+/** One output channel per run whose output the person follows. */
+const runLogs = new Map<string, vscode.OutputChannel>();
+
+function runLogChannel(runId: string, label?: string): vscode.OutputChannel {
+  let channel = runLogs.get(runId);
+  if (!channel) {
+    channel = vscode.window.createOutputChannel(`Troupe: ${label ?? runId}`);
+    runLogs.set(runId, channel);
+  }
+  return channel;
 }
 
 export function deactivate(): Thenable<void> | undefined {

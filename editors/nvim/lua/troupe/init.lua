@@ -4,7 +4,8 @@
 -- branch is reviewed in a diff split of two scratch buffers (the file where it forked, and at
 -- the branch's tip) that nothing writes back. The inbox (everything waiting for you in the
 -- project) is pushed by the server (`troupe/inbox`): `M.inbox` holds it, and `User TroupeInbox`
--- fires at each push for statuslines; `:Troupe inbox` answers its items.
+-- fires at each push for statuslines; `:Troupe inbox` answers its items. `:Troupe log <run_id>`
+-- shows a run's output in a buffer that grows as the server pushes the rest (`troupe/runLog`).
 local M = {}
 
 --- The inbox items the server last pushed (`troupe/inbox`), oldest first.
@@ -14,6 +15,34 @@ M.inbox = {}
 function M.on_inbox(_, params)
   M.inbox = (params or {}).items or {}
   vim.api.nvim_exec_autocmds('User', { pattern = 'TroupeInbox', modeline = false, data = { count = #M.inbox } })
+end
+
+--- Buffers showing a run's output (`:Troupe log <run_id>`), by run id.
+M.logs = {}
+
+--- Appends `text` to the log buffer of `run_id` (made if needed), as lines.
+local function log_append(run_id, text, ended)
+  local buf = M.logs[run_id]
+  if not (buf and vim.api.nvim_buf_is_valid(buf)) then
+    return
+  end
+  local last = vim.api.nvim_buf_line_count(buf)
+  local tail = vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] or ''
+  local lines = vim.split(tail .. (text or ''), '\n', { plain = true })
+  if ended then
+    if lines[#lines] == '' then
+      lines[#lines] = '-- ended --'
+    else
+      table.insert(lines, '-- ended --')
+    end
+  end
+  vim.api.nvim_buf_set_lines(buf, last - 1, last, false, lines)
+end
+
+--- The `troupe/runLog` notification: the rest of a run's output, as it is written.
+function M.on_run_log(_, params)
+  params = params or {}
+  log_append(params.run_id, params.text, params.ended)
 end
 
 --- The attached troupe client, if any.
@@ -558,6 +587,23 @@ M.subcommands = {
   end,
   agents = function()
     M.call('list_agents', {}, function(r) show('agent runs', r.runs) end)
+  end,
+  -- A run's output, live: `:Troupe log <run_id>` opens it in a buffer that grows as it writes.
+  log = function(args)
+    local run_id = args[1]
+    if not run_id then
+      vim.notify('troupe: log needs a run id (:Troupe agents lists them)', vim.log.levels.ERROR)
+      return
+    end
+    M.call('get_run_log', { run_id = run_id }, function(r)
+      vim.cmd('botright new')
+      local buf = vim.api.nvim_get_current_buf()
+      vim.bo[buf].buftype = 'nofile'
+      vim.bo[buf].bufhidden = 'wipe'
+      vim.api.nvim_buf_set_name(buf, 'troupe://log/' .. run_id)
+      M.logs[run_id] = buf
+      log_append(run_id, r.text, r.ended)
+    end)
   end,
   send = function(args)
     local from, to = args[1], args[2]

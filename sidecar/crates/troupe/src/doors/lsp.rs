@@ -6,7 +6,8 @@
 //! warnings on the lines two members both changed (asked again at each `conflict_*`
 //! notification); escalations and finished parties are shown as messages, launched parties
 //! report `$/progress`, and the workspace project's inbox is pushed whole as `troupe/inbox` at
-//! each change (answering an item is the command its `answer.op` names). Handlers never wait on
+//! each change (answering an item is the command its `answer.op` names). `troupe.get_run_log`
+//! answers a run's output so far and then pushes the rest as `troupe/runLog` until the run ends. Handlers never wait on
 //! the editor: everything that needs the client runs in background tasks. Logs go to stderr,
 //! never stdout.
 
@@ -67,6 +68,8 @@ struct State {
     publishing: Arc<tokio::sync::Mutex<()>>,
     /// Workdirs of runs, by run id.
     workdirs: HashMap<String, Option<String>>,
+    /// Runs whose output is being pushed as `troupe/runLog` (`troupe.get_run_log`).
+    following: HashSet<String>,
 }
 
 struct Backend {
@@ -369,6 +372,20 @@ impl LanguageServer for Backend {
             && let Some(party) = result["party_id"].as_str()
         {
             tokio::spawn(report_party(self.editor.clone(), daemon, party.to_string()));
+        } else if op.name == "get_run_log"
+            && result["ended"] == false
+            && let (Some(run), Some(from)) =
+                (result["run_id"].as_str(), result["next_offset"].as_u64())
+            && lock(&self.state).following.insert(run.to_string())
+        {
+            // The editor asked for a member's output: what comes next is pushed to it live.
+            tokio::spawn(follow_run_log(
+                self.editor.clone(),
+                self.state.clone(),
+                daemon,
+                run.to_string(),
+                from,
+            ));
         }
         Ok(Some(result))
     }
@@ -541,6 +558,39 @@ async fn watch_inbox(editor: Editor, state: Arc<Mutex<State>>, daemon: Arc<Clien
             .send_notification::<InboxPush>(json!({ "items": items }))
             .await;
     }
+}
+
+/// Pushes a run's output after `offset` as `troupe/runLog` (`{run_id, offset, text, ended}`) as
+/// it is written, until the run ended (the last push has `ended: true`) or the daemon went away.
+async fn follow_run_log(
+    editor: Editor,
+    state: Arc<Mutex<State>>,
+    daemon: Arc<Client>,
+    run_id: String,
+    offset: u64,
+) {
+    let params = json!({ "run_id": run_id, "offset": offset });
+    if let Ok(mut sub) = daemon
+        .subscribe("subscribe_run_log", params, "unsubscribe_run_log")
+        .await
+    {
+        while let Some(Ok(chunk)) = sub.next().await {
+            let ended = chunk["ended"] == true;
+            editor.send_notification::<RunLogPush>(chunk).await;
+            if ended {
+                break;
+            }
+        }
+    }
+    lock(&state).following.remove(&run_id);
+}
+
+/// `troupe/runLog`: a piece of a run's output the editor asked for (`troupe.get_run_log`).
+enum RunLogPush {}
+
+impl notification::Notification for RunLogPush {
+    type Params = Value;
+    const METHOD: &'static str = "troupe/runLog";
 }
 
 /// `troupe/inbox`: everything waiting for the person in the workspace's project, `{items}`.
