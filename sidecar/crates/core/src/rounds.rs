@@ -193,12 +193,19 @@ pub async fn prompt_agent(d: &Daemon, p: PromptAgentParams) -> Result<PromptAgen
         ));
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
-    line.send(PersonPrompt {
+    line.try_send(PersonPrompt {
         text: p.text.clone(),
         answer: tx,
     })
-    .await
-    .map_err(|_| ApiError::invalid(OP, format!("run {} is ending", run.run_id)))?;
+    .map_err(|e| match e {
+        tokio::sync::mpsc::error::TrySendError::Full(_) => ApiError::Conflict(format!(
+            "run {} has prompts of yours waiting already: wait for their answers",
+            run.run_id
+        )),
+        tokio::sync::mpsc::error::TrySendError::Closed(_) => {
+            ApiError::invalid(OP, format!("run {} is ending", run.run_id))
+        }
+    })?;
     d.store
         .append_event(troupe_store::NewEvent {
             kind: "agent_prompted".into(),
