@@ -369,10 +369,11 @@ fn state_of(pid: u64) -> Option<char> {
 }
 
 /// The person holds a party's member and lets it go on: a process member is stopped where it is
-/// and continued; a member of another role is left alone; only the person may.
+/// and continued; a member of another role is left alone; only the person may; one held when
+/// the daemon is killed goes on under the next daemon.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_person_pauses_and_resumes_a_member_where_it_is() {
-    let d = TestDaemon::start();
+    let mut d = TestDaemon::start();
     let c = d.client().await;
     let keys = d.dir.path().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
@@ -487,6 +488,46 @@ async fn the_person_pauses_and_resumes_a_member_where_it_is() {
         .unwrap()
         .to_string();
     assert!(events.contains("member_held") && events.contains("member_released"));
+
+    // Held when the daemon is killed (-9): the next daemon adopts it and lets it go on (a hold
+    // lives in the daemon that made it).
+    c.call("pause_party", json!({ "party_id": party, "role": "a" }))
+        .await
+        .unwrap();
+    crate::support::wait_for("a stopped again", 30, || async {
+        (state_of(a) == Some('T')).then_some(())
+    })
+    .await;
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    let mut last = count("a");
+    let mut moved = 0;
+    crate::support::wait_for("a to go on after the restart", 30, || {
+        let now = count("a");
+        if now != last {
+            moved += 1;
+            last = now;
+        }
+        let moved = moved;
+        async move { (moved >= 3).then_some(()) }
+    })
+    .await;
+    // The same process, adopted: not restarted.
+    assert_ne!(state_of(a), Some('T'));
+    let s = c
+        .call("get_party_status", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let member = s["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "a")
+        .unwrap();
+    assert_eq!(member["crash_count"], 0, "{s}");
+    assert_eq!(member["run_status"], "running", "{s}");
 
     std::fs::write(keys.join("release"), "").unwrap();
     let end = party_end(&c, &party, 60).await;

@@ -63,6 +63,11 @@ impl Loop {
                         .timeout_ms
                         .map(|t| Duration::from_millis(u64::try_from(t).unwrap_or(0)));
                     tracing::info!(run = %run.run_id, pid, "adopting a running agent");
+                    // A hold (`pause_party`) lives in the daemon that made it: one that died
+                    // with members held lets them go here, as a stopping daemon would.
+                    if let Some(group) = run.pgid.and_then(|g| u32::try_from(g).ok()) {
+                        crate::runners::process::signal_group(group, rustix::process::Signal::CONT);
+                    }
                     adopted.insert(run.run_id.clone());
                     self.runner
                         .adopt(run.run_id.clone(), pid, run.pid_start, left);

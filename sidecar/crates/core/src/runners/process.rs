@@ -140,8 +140,8 @@ impl RunTable {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
-            .process_group(0)
             .kill_on_drop(false);
+        new_session(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| {
             std::io::Error::new(
                 e.kind(),
@@ -304,6 +304,24 @@ fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
             tracing::warn!(error = %e, "cannot wait for a run's process");
             Exit::Vanished
         }
+    }
+}
+
+/// Starts the process as the leader of a session (and so of a process group) of its own, where
+/// it and its children are signalled and found as a group. A session rather than only a group:
+/// when the daemon dies (kill -9) the kernel sends SIGHUP to a group that it leaves orphaned
+/// with a stopped member, which would kill a member the person held (`pause_party`); a
+/// session's own group has no parent in its session, so it is never "left orphaned".
+fn new_session(cmd: &mut tokio::process::Command) {
+    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent's; it is all
+    // that runs between fork and exec.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
     }
 }
 
