@@ -40,4 +40,5 @@ mod remote;
 mod rounds;
 mod run_logs;
 mod team_brain;
+mod terminal;
 mod tidy;

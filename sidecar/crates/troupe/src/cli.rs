@@ -23,6 +23,20 @@ macro_rules! out {
     };
 }
 
+mod agent;
+
+/// Ends the command with this exit code, having said what it had to say (not an error message).
+#[derive(Debug)]
+pub struct QuietExit(pub u8);
+
+impl std::fmt::Display for QuietExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit code {}", self.0)
+    }
+}
+
+impl std::error::Error for QuietExit {}
+
 /// Run a troupe of AI coding agents as a team.
 #[derive(Debug, Parser)]
 #[command(name = "troupe", version, about)]
@@ -69,6 +83,9 @@ pub enum Command {
     /// Answer the agents' permission requests.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Start, list and follow agents; read a result or a log; take one over; cancel one.
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
     /// Install, inspect, grant and remove WebAssembly plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -318,6 +335,9 @@ pub fn main() -> ExitCode {
     init_tracing(matches!(cli.command, Command::Serve(_)));
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<QuietExit>().is_some() => {
+            ExitCode::from(e.downcast_ref::<QuietExit>().map_or(1, |q| q.0))
+        }
         Err(e) => {
             eprintln!("troupe: {e:#}");
             if e.downcast_ref::<AlreadyRunning>().is_some() {
@@ -383,6 +403,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Msg(cmd) => msg(&layout, cmd, cli.json).await,
             Command::Party(cmd) => party(&layout, cmd, cli.json).await,
             Command::Approvals(cmd) => approvals(&layout, cmd, cli.json).await,
+            Command::Agent(cmd) => agent::run(&layout, cmd, cli.json).await,
             Command::Plugin(cmd) => plugin(&layout, cmd, cli.json).await,
             Command::Api(ApiCommand::Schema) => print_json(&troupe_api::schema_document()),
             Command::Api(ApiCommand::List) => {
