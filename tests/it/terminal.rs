@@ -128,3 +128,149 @@ async fn the_person_starts_follows_and_reads_agents_from_a_terminal() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("nobody"), "{}", stderr(&out));
 }
+
+/// `troupe plan`, `troupe decision`, `troupe inbox`, `troupe worktrees` and `troupe conflicts`
+/// on a party whose plan and decisions are the person's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_reviews_plans_votes_and_answers_the_inbox_from_a_terminal() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let here = Some(Path::new(&project));
+    let waiter = executable(dir, "waiter.sh", "#!/bin/sh\nexec sleep 600\n");
+    define(
+        &c,
+        "agent",
+        json!({ "name": "waiter", "command": [waiter], "isolation": "worktree" }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "planned", "roles": {
+            "lead": { "agent": "waiter", "is_leader": true },
+            "dev": { "agent": "waiter" } } }),
+    )
+    .await;
+    let party = crate::support::launch(&c, "planned", &project).await;
+    let run = |args: &[&str]| {
+        let out = cli(&d.layout, args, here);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+
+    // The plan: a draft (proposed here by the person for the test), reviewed, committed.
+    c.call(
+        "propose_plan",
+        json!({ "party_id": party, "steps": [{ "id": "s1", "title": "Write the notes",
+                "owner_role": "dev", "acceptance": "notes.md exists" }] }),
+    )
+    .await
+    .unwrap();
+    let shown = run(&[
+        "plan",
+        "review",
+        &party,
+        "approve",
+        "--comments",
+        "fine by me",
+    ]);
+    assert!(shown.contains("draft plan v1"), "{shown}");
+    assert!(
+        shown.contains("review by person: approve — fine by me"),
+        "{shown}"
+    );
+    run(&["plan", "commit", &party]);
+    let shown = run(&["plan", "show", &party]);
+    assert!(shown.contains("committed plan v1"), "{shown}");
+    assert!(
+        shown.contains("s1") && shown.contains("Write the notes"),
+        "{shown}"
+    );
+
+    // A decision put to the person: in the inbox with its choices, answered there.
+    let proposed = c
+        .call(
+            "propose_decision",
+            json!({ "party_id": party, "topic": "which database", "options": ["sqlite", "postgres"],
+                    "voters": ["person"] }),
+        )
+        .await
+        .unwrap();
+    let decision = proposed["decision"]["decision_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listed = run(&["decision", "list", &party]);
+    assert!(
+        listed.contains(&decision) && listed.contains("[sqlite | postgres]"),
+        "{listed}"
+    );
+    let inbox: Value = serde_json::from_str(&run(&["--json", "inbox", "list"])).unwrap();
+    let item = inbox["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "decision")
+        .unwrap_or_else(|| panic!("{inbox}"))
+        .clone();
+    let item_id = item["item_id"].as_str().unwrap();
+    let text = run(&["inbox", "list"]);
+    assert!(
+        text.contains(item_id) && text.contains("answer: sqlite | postgres"),
+        "{text}"
+    );
+    // A wrong answer is named with the right ones; nothing is decided.
+    let out = cli(&d.layout, &["inbox", "answer", item_id, "mongo"], here);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("\"mongo\" is not one of its answers: sqlite | postgres"),
+        "{}",
+        stderr(&out)
+    );
+    run(&["inbox", "answer", item_id, "sqlite"]);
+    let listed = run(&["decision", "list", &party]);
+    assert!(
+        listed.contains("committed") && listed.contains("→ sqlite"),
+        "{listed}"
+    );
+    // One voted directly.
+    let second = c
+        .call(
+            "propose_decision",
+            json!({ "party_id": party, "topic": "which port", "options": ["8080", "9090"],
+                    "voters": ["person"] }),
+        )
+        .await
+        .unwrap();
+    let second = second["decision"]["decision_id"].as_str().unwrap();
+    let voted = run(&[
+        "decision",
+        "vote",
+        second,
+        "9090",
+        "--rationale",
+        "free here",
+    ]);
+    assert!(voted.contains("committed"), "{voted}");
+    let out = cli(&d.layout, &["inbox", "answer", "no-such-item", "x"], here);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no inbox item no-such-item"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The members' checkouts, and no conflict between them.
+    let trees = run(&["worktrees", &party]);
+    assert!(
+        trees.contains("lead#0") && trees.contains("dev#0"),
+        "{trees}"
+    );
+    assert!(trees.contains("0 ahead, 0 behind"), "{trees}");
+    assert_eq!(run(&["conflicts", &party]), "no conflict predicted\n");
+    c.call("cancel_party", json!({ "party_id": party }))
+        .await
+        .unwrap();
+}

@@ -24,6 +24,7 @@ macro_rules! out {
 }
 
 mod agent;
+mod collab;
 
 /// Ends the command with this exit code, having said what it had to say (not an error message).
 #[derive(Debug)]
@@ -86,6 +87,25 @@ pub enum Command {
     /// Start, list and follow agents; read a result or a log; take one over; cancel one.
     #[command(subcommand)]
     Agent(agent::AgentCommand),
+    /// Everything waiting for you (approvals, questions, paused roles, decisions…), and answers.
+    #[command(subcommand)]
+    Inbox(collab::InboxCommand),
+    /// A party's plan: show it, review the draft, commit it.
+    #[command(subcommand)]
+    Plan(collab::PlanCommand),
+    /// A party's decisions, and your vote.
+    #[command(subcommand)]
+    Decision(collab::DecisionCommand),
+    /// The conflict radar: members' changes that would conflict, file and lines.
+    Conflicts {
+        /// One party (default: this directory's project's running parties).
+        party_id: Option<String>,
+    },
+    /// The members' checkouts: branch, ahead/behind, dirty.
+    Worktrees {
+        /// One party's (default: every party's still on disk).
+        party_id: Option<String>,
+    },
     /// Install, inspect, grant and remove WebAssembly plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -404,6 +424,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Party(cmd) => party(&layout, cmd, cli.json).await,
             Command::Approvals(cmd) => approvals(&layout, cmd, cli.json).await,
             Command::Agent(cmd) => agent::run(&layout, cmd, cli.json).await,
+            Command::Inbox(cmd) => collab::inbox(&layout, cmd, cli.json).await,
+            Command::Plan(cmd) => collab::plan(&layout, cmd, cli.json).await,
+            Command::Decision(cmd) => collab::decision(&layout, cmd, cli.json).await,
+            Command::Conflicts { party_id } => collab::conflicts(&layout, party_id, cli.json).await,
+            Command::Worktrees { party_id } => collab::worktrees(&layout, party_id, cli.json).await,
             Command::Plugin(cmd) => plugin(&layout, cmd, cli.json).await,
             Command::Api(ApiCommand::Schema) => print_json(&troupe_api::schema_document()),
             Command::Api(ApiCommand::List) => {
