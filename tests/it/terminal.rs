@@ -274,3 +274,29 @@ async fn the_person_reviews_plans_votes_and_answers_the_inbox_from_a_terminal() 
         .await
         .unwrap();
 }
+
+/// Shell completions and the man page come from the command line's own definitions.
+#[test]
+fn completions_and_the_man_page_describe_every_command() {
+    let d = tempfile::tempdir().unwrap();
+    let layout = troupe_api::layout::Layout::resolve(Some(d.path())).unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = cli(&layout, &["completions", shell], None);
+        assert!(out.status.success(), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        for word in ["agent", "inbox", "decision", "worktrees"] {
+            assert!(script.contains(word), "{shell} completes {word}");
+        }
+    }
+    let out = cli(&layout, &["man"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = stdout(&out);
+    assert!(page.contains(".TH troupe 1"), "{page}");
+    assert!(
+        page.contains("Run a troupe of AI coding agents as a team"),
+        "{page}"
+    );
+    let out = cli(&layout, &["completions", "tcsh"], None);
+    assert_eq!(out.status.code(), Some(2), "clap names the bad shell");
+    assert!(stderr(&out).contains("tcsh"), "{}", stderr(&out));
+}

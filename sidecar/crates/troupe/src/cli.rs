@@ -40,7 +40,11 @@ impl std::error::Error for QuietExit {}
 
 /// Run a troupe of AI coding agents as a team.
 #[derive(Debug, Parser)]
-#[command(name = "troupe", version, about)]
+#[command(
+    name = "troupe",
+    version,
+    about = "Run a troupe of AI coding agents as a team, from the editor you already use."
+)]
 pub struct Cli {
     /// Data directory (default: $TROUPE_HOME, else $XDG_DATA_HOME/troupe).
     #[arg(long, global = true, value_name = "DIR")]
@@ -135,6 +139,13 @@ pub enum Command {
         #[arg(value_parser = ["claude", "codex", "gemini"])]
         cli: Option<String>,
     },
+    /// Print a completion script for a shell: `troupe completions bash > ~/.local/share/bash-completion/completions/troupe`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `troupe man > troupe.1`.
+    Man,
     /// Handle a Claude Code hook: reads its JSON on stdin, prints the answer on stdout.
     Hook {
         /// SessionStart, PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop,
@@ -490,6 +501,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Ok(())
             }
             Command::DemoMember => crate::demo_member::run().await,
+            Command::Completions { shell } => {
+                let mut out = Vec::new();
+                clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "troupe", &mut out);
+                print_raw(&out);
+                Ok(())
+            }
+            Command::Man => {
+                let mut out = Vec::new();
+                clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                    .render(&mut out)
+                    .context("rendering the man page")?;
+                print_raw(&out);
+                Ok(())
+            }
         }
     });
     // A stdio door (`troupe lsp`, `troupe mcp`) may have a read of stdin in flight on a blocking
@@ -497,6 +522,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // process does not wait for it (dropping the runtime would, for as long as stdin is open).
     runtime.shutdown_timeout(std::time::Duration::from_millis(250));
     result
+}
+
+/// Writes bytes as they are (a completion script, a man page), ending quietly when the reader
+/// went away.
+fn print_raw(bytes: &[u8]) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("troupe: cannot write the output: {e}");
+        std::process::exit(1);
+    }
 }
 
 fn print_json(value: &Value) -> anyhow::Result<()> {

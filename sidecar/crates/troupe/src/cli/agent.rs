@@ -80,19 +80,8 @@ async fn terminal_session(client: &Client) -> anyhow::Result<String> {
 }
 
 /// Writes text as it came (a log's pieces), ending quietly when the reader went away.
-fn print_raw(text: &str) {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("troupe: cannot write the output: {e}");
-        std::process::exit(1);
-    }
+fn print_text(text: &str) {
+    super::print_raw(text.as_bytes());
 }
 
 /// Shows a run's log from the start until the run ends.
@@ -106,7 +95,7 @@ async fn follow(client: &Client, run_id: &str) -> anyhow::Result<()> {
         .await?;
     while let Some(chunk) = sub.next().await {
         let chunk = chunk.context("a piece of the log was unreadable")?;
-        print_raw(chunk["text"].as_str().unwrap_or_default());
+        print_text(chunk["text"].as_str().unwrap_or_default());
         if chunk["ended"] == true {
             break;
         }
@@ -236,7 +225,7 @@ pub async fn run(layout: &Layout, cmd: AgentCommand, json: bool) -> anyhow::Resu
                 if json {
                     print_json(&part)?;
                 } else {
-                    print_raw(part["text"].as_str().unwrap_or_default());
+                    print_text(part["text"].as_str().unwrap_or_default());
                 }
                 let next = part["next_offset"].as_u64().unwrap_or(offset);
                 if next <= offset || next >= part["size"].as_u64().unwrap_or(0) {
