@@ -300,3 +300,84 @@ fn completions_and_the_man_page_describe_every_command() {
     assert_eq!(out.status.code(), Some(2), "clap names the bad shell");
     assert!(stderr(&out).contains("tcsh"), "{}", stderr(&out));
 }
+
+/// `troupe land`: a failing test leaves the target where it was (exit 1, the test's output
+/// said), a passing one lands both members' branches (exit 0, each member's outcome said).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_lands_a_party_from_a_terminal() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let dir = d.dir.path();
+    let project = repo(&dir.join("proj"));
+    let here = Some(Path::new(&project));
+    let script = crate::landing::committer(dir);
+    for (name, file) in [("one", "one.txt"), ("two", "two.txt")] {
+        define(
+            &c,
+            "agent",
+            json!({ "name": name, "command": [script, file, name, "-"], "isolation": "worktree" }),
+        )
+        .await;
+    }
+    define(
+        &c,
+        "party",
+        json!({ "name": "pair", "roles": { "one": { "agent": "one" }, "two": { "agent": "two" } } }),
+    )
+    .await;
+    let party = crate::support::launch(&c, "pair", &project).await;
+    let s = crate::support::party_end(&c, &party, 60).await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+
+    let out = cli(
+        &d.layout,
+        &[
+            "land",
+            &party,
+            "--test-command",
+            "echo no such luck; exit 3",
+        ],
+        here,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("test failed: echo no such luck; exit 3"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains("no such luck"), "{}", stdout(&out));
+    assert!(!Path::new(&project).join("one.txt").exists());
+
+    let out = cli(
+        &d.layout,
+        &[
+            "land",
+            &party,
+            "--test-command",
+            "test -f one.txt && test -f two.txt",
+        ],
+        here,
+    );
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("landed "), "{text}");
+    assert!(
+        text.contains("  one#0  integrated") && text.contains("  two#0  integrated"),
+        "{text}"
+    );
+    let on_main = std::process::Command::new("git")
+        .args(["show", "main:one.txt"])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&on_main.stdout), "one\n");
+    // Its stages are on the timeline, for whoever follows the landing.
+    let events = c
+        .call("list_events", json!({ "party_id": party, "limit": 1000 }))
+        .await
+        .unwrap()
+        .to_string();
+    for kind in ["land_integrated", "land_tests_passed", "party_landed"] {
+        assert!(events.contains(kind), "{kind}");
+    }
+}

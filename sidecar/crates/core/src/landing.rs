@@ -763,6 +763,11 @@ pub async fn land_as(
         result.tip.clone(),
     );
     blocking(move || git_land::check_target(&root2, &target2, &start2, &tip2)).await?;
+    if !p.dry_run {
+        // Where it stands, for whoever follows the landing (`troupe land`'s progress).
+        let data = json!({ "branch": branch, "tip": result.tip, "test_command": p.test_command });
+        timeline(ctx, &party, "land_integrated", data).await;
+    }
     if let Some(command) = &p.test_command {
         let (root2, dir2, wt2, branch2) =
             (root.clone(), dir.clone(), wt_name.clone(), branch.clone());
@@ -795,6 +800,10 @@ pub async fn land_as(
             output: run.output,
         };
         let passed = test.passed;
+        if passed && !p.dry_run {
+            let data = json!({ "command": command, "exit_code": test.exit_code });
+            timeline(ctx, &party, "land_tests_passed", data).await;
+        }
         result.test = Some(test);
         if !passed {
             result.summary = format!(
