@@ -301,7 +301,7 @@ fn completions_and_the_man_page_describe_every_command() {
     assert!(stderr(&out).contains("tcsh"), "{}", stderr(&out));
 }
 
-/// `troupe land`: a failing test leaves the target where it was (exit 1, the test's output
+/// `troupe review` shows each member's diff; `troupe land`: a failing test leaves the target where it was (exit 1, the test's output
 /// said), a passing one lands both members' branches (exit 0, each member's outcome said).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_person_lands_a_party_from_a_terminal() {
@@ -328,6 +328,32 @@ async fn the_person_lands_a_party_from_a_terminal() {
     let party = crate::support::launch(&c, "pair", &project).await;
     let s = crate::support::party_end(&c, &party, 60).await;
     assert_eq!(s["party"]["status"], "completed", "{s}");
+
+    // Each member's work, as a diff (printed as it is: the output is no terminal here).
+    let out = cli(&d.layout, &["review", &party, "one"], here);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("one#0 on "), "{text}");
+    assert!(
+        text.contains("one.txt") && text.contains("+one\n"),
+        "{text}"
+    );
+    let text = stdout(&cli(
+        &d.layout,
+        &["review", &party, "two#0", "--stat"],
+        here,
+    ));
+    assert!(
+        text.contains("two.txt") && !text.contains("+two\n"),
+        "{text}"
+    );
+    let out = cli(&d.layout, &["review", &party, "two#x"], here);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the member is ROLE or ROLE#N"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = cli(
         &d.layout,

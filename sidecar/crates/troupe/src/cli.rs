@@ -26,6 +26,7 @@ macro_rules! out {
 mod agent;
 mod collab;
 mod land;
+mod review;
 
 /// Ends the command with this exit code, having said what it had to say (not an error message).
 #[derive(Debug)]
@@ -104,6 +105,8 @@ pub enum Command {
     /// Land a party's members' branches on your branch through the merge queue, with a progress
     /// bar (integrate → test → move the target); exit 0 if it landed.
     Land(land::LandArgs),
+    /// A member's work: its diff against its fork point, through your pager.
+    Review(review::ReviewArgs),
     /// The conflict radar: members' changes that would conflict, file and lines.
     Conflicts {
         /// One party (default: this directory's project's running parties).
@@ -441,6 +444,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Agent(cmd) => agent::run(&layout, cmd, cli.json).await,
             Command::Inbox(cmd) => collab::inbox(&layout, cmd, cli.json).await,
             Command::Land(args) => land::run(&layout, args, cli.json).await,
+            Command::Review(args) => review::run(&layout, args, cli.json).await,
             Command::Plan(cmd) => collab::plan(&layout, cmd, cli.json).await,
             Command::Decision(cmd) => collab::decision(&layout, cmd, cli.json).await,
             Command::Conflicts { party_id } => collab::conflicts(&layout, party_id, cli.json).await,
