@@ -407,3 +407,69 @@ async fn the_person_lands_a_party_from_a_terminal() {
         assert!(events.contains(kind), "{kind}");
     }
 }
+
+/// `troupe doctor` on a machine with git and one agent CLI, then with none: what it found, how
+/// to fix each miss, exit 1 when a team cannot work.
+#[test]
+fn doctor_says_what_is_there_and_how_to_fix_what_is_not() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let which = |name: &str| {
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+            .unwrap()
+    };
+    for tool in ["git", "sh"] {
+        std::os::unix::fs::symlink(which(tool), bin.join(tool)).unwrap();
+    }
+    let doctor = |path: &Path, json: bool| {
+        let mut cmd = std::process::Command::new(crate::support::BIN);
+        cmd.arg("--data-dir").arg(d.path().join("data"));
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.arg("doctor")
+            .env("PATH", path)
+            .env("TROUPE_RUNTIME_DIR", d.path().join("run"))
+            .env("TROUPE_LOG", "error")
+            .output()
+            .unwrap()
+    };
+    // git alone: no agent CLI, each said with its install command; exit 1.
+    let out = doctor(&bin, false);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("ok    git                git version"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warn  Claude Code        not found: npm install -g @agentclientprotocol/claude-agent-acp"),
+        "{text}"
+    );
+    assert!(text.contains("MISS  an agent CLI"), "{text}");
+    assert!(text.contains("daemon             not running"), "{text}");
+    // With Codex (a stand-in that says its version): found, with its version; exit 0.
+    executable(&bin, "codex-acp", "#!/bin/sh\necho 'codex-acp 9.9.9'\n");
+    let out = doctor(&bin, false);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("ok    Codex              codex-acp 9.9.9 ("),
+        "{text}"
+    );
+    assert!(!text.contains("MISS"), "{text}");
+    let out = doctor(&bin, true);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["what"] == "Codex" && c["ok"] == true),
+        "{report}"
+    );
+}

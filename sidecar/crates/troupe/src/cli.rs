@@ -25,6 +25,7 @@ macro_rules! out {
 
 mod agent;
 mod collab;
+mod doctor;
 mod land;
 mod review;
 
@@ -153,6 +154,9 @@ pub enum Command {
     },
     /// Print the man page (roff): `troupe man > troupe.1`.
     Man,
+    /// Check what Troupe needs on this machine (git, agent CLIs, the sandbox, editors, NATS, the
+    /// daemon) and say how to fix each miss; exit 1 if git or every agent CLI is missing.
+    Doctor,
     /// Handle a Claude Code hook: reads its JSON on stdin, prints the answer on stdout.
     Hook {
         /// SessionStart, PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop,
@@ -516,6 +520,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 print_raw(&out);
                 Ok(())
             }
+            Command::Doctor => doctor::run(&layout, cli.json).await,
             Command::Man => {
                 let mut out = Vec::new();
                 clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
