@@ -111,6 +111,32 @@ async fn an_agent_cli_gets_troupe_tools_over_mcp() {
     )
     .await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    // Its result is structured (MCP 2025-06-18): the same JSON as the text, with the properties
+    // the tool's outputSchema requires; every tool but the permission prompt declares one.
+    let structured = r.structured_content.clone().expect("structuredContent");
+    assert_eq!(
+        structured,
+        serde_json::from_str::<Value>(&text(&r)).unwrap(),
+        "the text is the same JSON"
+    );
+    for t in &tools {
+        let out = t.output_schema.as_ref();
+        if t.name == "request_permission" {
+            assert!(out.is_none(), "the permission prompt answers text");
+            continue;
+        }
+        let out = out.unwrap_or_else(|| panic!("{} has no outputSchema", t.name));
+        assert_eq!(out.get("type"), Some(&json!("object")), "{}", t.name);
+    }
+    let send = tools.iter().find(|t| t.name == "send_message").unwrap();
+    let schema = send.output_schema.as_ref().unwrap();
+    for field in schema["required"].as_array().unwrap() {
+        let field = field.as_str().unwrap();
+        assert!(
+            structured.get(field).is_some(),
+            "{field} required by the outputSchema: {structured}"
+        );
+    }
     let inbox = c
         .call("poll_messages", json!({ "session_id": b }))
         .await

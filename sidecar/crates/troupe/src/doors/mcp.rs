@@ -370,9 +370,31 @@ fn build_tools(has_session: bool, leader: bool, member: bool) -> Vec<Tool> {
             } else {
                 full_schema(op)
             };
-            Tool::new(op.name, op.summary.trim(), Arc::new(schema)).annotate(hints(op.name))
+            let tool =
+                Tool::new(op.name, op.summary.trim(), Arc::new(schema)).annotate(hints(op.name));
+            // What it answers, as `structuredContent` (MCP 2025-06-18); `request_permission`
+            // answers Claude Code's permission-prompt text instead.
+            match output_schema(op) {
+                Some(out) if op.name != "request_permission" => {
+                    tool.with_raw_output_schema(Arc::new(out))
+                }
+                _ => tool,
+            }
         })
         .collect()
+}
+
+/// An operation's result schema as a tool's `outputSchema`: an object schema, its definitions
+/// kept beside it.
+fn output_schema(op: &troupe_api::Operation) -> Option<JsonObject> {
+    match serde_json::to_value((op.result_schema)()).ok()? {
+        Value::Object(mut m) if m.get("type") == Some(&json!("object")) => {
+            m.remove("$schema");
+            m.remove("title");
+            Some(m)
+        }
+        _ => None,
+    }
 }
 
 /// What a tool does to the world, as MCP's hints say it (so an agent CLI can let the read-only
@@ -474,6 +496,9 @@ impl ServerHandler for Door {
         } else {
             fill_caller(session.as_deref(), &name, &mut args);
             match door.backend.call(&name, args).await {
+                // The result as JSON text (for clients that read `content`) and as
+                // `structuredContent`, which its tool's `outputSchema` describes.
+                Ok(v @ Value::Object(_)) => CallToolResult::structured(v),
                 Ok(v) => CallToolResult::success(text(v.to_string())),
                 Err(e) => CallToolResult::error(text(e)),
             }
