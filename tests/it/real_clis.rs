@@ -43,7 +43,7 @@ fn clis() -> PathBuf {
     dir
 }
 
-fn bin(name: &str) -> String {
+pub(crate) fn bin(name: &str) -> String {
     clis().join("bin").join(name).display().to_string()
 }
 
@@ -61,7 +61,7 @@ fn claude_env(home: &Path) -> Value {
 
 /// A CODEX_HOME whose config points Codex at the mock (OpenAI Responses) and asks before
 /// commands.
-fn codex_home(dir: &Path, mock: &MockLlm) -> PathBuf {
+pub(crate) fn codex_home(dir: &Path, mock: &MockLlm) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
         dir.join("config.toml"),
@@ -84,7 +84,7 @@ const GEMINI_MODEL: &str = "gemini-2.5-flash";
 /// A HOME for Gemini CLI whose `~/.gemini/settings.json` keeps it offline: no usage
 /// statistics (Clearcut, its only call besides the model's), no telemetry, no update check,
 /// and a fixed model.
-fn gemini_home(dir: &Path) -> PathBuf {
+pub(crate) fn gemini_home(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join(".gemini")).unwrap();
     let settings = json!({
         "privacy": { "usageStatisticsEnabled": false },

@@ -14,28 +14,12 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::mock_llm::MockLlm;
+use crate::real_clis::{bin, codex_home, gemini_home};
 use crate::support::{BIN, TestDaemon, repo, workspace_root};
 
 const TASK: &str = "Fix the failing test. In `answer.txt`, replace `answer=41` with `answer=42`. \
 In `greeting.txt`, replace `helo` with `hello`. Every change adds its note `changes/<step>.md`. \
 Decide whether the release notes say `fixed` or `repaired`.";
-
-fn clis() -> PathBuf {
-    let dir = std::env::var_os("TROUPE_TEST_AGENT_CLIS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".tools/agent-clis"));
-    assert!(
-        ["claude-agent-acp", "codex-acp", "claude", "gemini"]
-            .iter()
-            .all(|b| dir.join("bin").join(b).exists()),
-        "the agent CLIs are needed: run the tests with scripts/test (it installs them)"
-    );
-    dir
-}
-
-fn bin(name: &str) -> String {
-    clis().join("bin").join(name).display().to_string()
-}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -47,17 +31,6 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A home with a git identity (members commit), made for one CLI.
-fn home(dir: &Path) -> String {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(
-        dir.join(".gitconfig"),
-        "[user]\n\tname = Agent\n\temail = agent@example.com\n",
-    )
-    .unwrap();
-    dir.display().to_string()
-}
-
 fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
@@ -65,33 +38,16 @@ fn toml_str(s: &str) -> String {
 /// The project's team: Claude Code leads and reviews, Codex and Gemini CLI develop, the merge
 /// queue lands with `make test`; each CLI pointed at its mock model.
 fn team_config(dir: &Path, anthropic: &MockLlm, openai: &MockLlm, google: &MockLlm) -> String {
-    let claude_home = home(&dir.join("claude-home"));
-    let codex_home = dir.join("codex-home");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    std::fs::write(
-        codex_home.join("config.toml"),
-        format!(
-            "model = \"gpt-5\"\nmodel_provider = \"mock\"\napproval_policy = \"untrusted\"\n\
-             sandbox_mode = \"danger-full-access\"\n\n[model_providers.mock]\nname = \"mock\"\n\
-             base_url = \"{}/v1\"\nwire_api = \"responses\"\nrequires_openai_auth = false\n",
-            openai.base_url()
-        ),
-    )
-    .unwrap();
-    let codex_user = home(&dir.join("codex-user"));
-    let gemini_home = home(&dir.join("gemini-home"));
-    std::fs::create_dir_all(dir.join("gemini-home/.gemini")).unwrap();
-    std::fs::write(
-        dir.join("gemini-home/.gemini/settings.json"),
-        json!({
-            "privacy": { "usageStatisticsEnabled": false },
-            "telemetry": { "enabled": false },
-            "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },
-            "model": { "name": "gemini-2.5-flash" },
-        })
-        .to_string(),
-    )
-    .unwrap();
+    // Each CLI in a home of its own, offline, pointed at its mock (as `real_clis.rs` sets
+    // them up); members commit with the project's own git identity.
+    let claude_home = dir.join("claude-home");
+    std::fs::create_dir_all(&claude_home).unwrap();
+    let claude_home = claude_home.display().to_string();
+    let codex_home = codex_home(&dir.join("codex-home"), openai);
+    let codex_user = dir.join("codex-user");
+    std::fs::create_dir_all(&codex_user).unwrap();
+    let codex_user = codex_user.display().to_string();
+    let gemini_home = gemini_home(&dir.join("gemini-home")).display().to_string();
     format!(
         "[default]\nparty = \"team\"\n\n\
          [agents.claude]\nrunner = \"acp:claude\"\nisolation = \"worktree\"\ntimeout_secs = 600\n\

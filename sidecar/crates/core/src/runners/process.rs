@@ -67,8 +67,8 @@ pub struct RunExit {
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
     pub run_id: String,
-    /// The log file the process writes to: `runs/<log>.log` (each run its own:
-    /// creating a file per member costs more than the member on some disks).
+    /// The log file the process writes to: `runs/<log>.log` (each run its own, read by
+    /// `get_run_log`; its handle is closed when the run ends).
     pub log: String,
     pub argv: Vec<String>,
     pub cwd: PathBuf,
