@@ -18,6 +18,7 @@ mod authority_doors;
 mod bad_input;
 mod collab;
 mod daemon;
+mod dashboard;
 mod delegation;
 mod durability;
 mod editors;

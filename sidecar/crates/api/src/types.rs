@@ -582,7 +582,7 @@ pub enum LaunchMode {
 }
 
 /// A party, without its frozen definition.
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct PartySummary {
     pub party_id: String,
     pub name: String,

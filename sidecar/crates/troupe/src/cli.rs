@@ -118,6 +118,13 @@ pub enum Command {
         /// One party's (default: every party's still on disk).
         party_id: Option<String>,
     },
+    /// A live dashboard in this terminal: parties, the inbox (answer with the keys), a member's
+    /// output and diff, the timeline. `?` lists the keys.
+    Ui {
+        /// Every project's parties and inbox (default: this directory's project's).
+        #[arg(long)]
+        all: bool,
+    },
     /// Install, inspect, grant and remove WebAssembly plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -374,7 +381,10 @@ fn print_line(args: std::fmt::Arguments<'_>) {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(matches!(cli.command, Command::Serve(_)));
+    // The dashboard owns the terminal: its warnings would tear the screen.
+    if !matches!(cli.command, Command::Ui { .. }) {
+        init_tracing(matches!(cli.command, Command::Serve(_)));
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<QuietExit>().is_some() => {
@@ -453,6 +463,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Decision(cmd) => collab::decision(&layout, cmd, cli.json).await,
             Command::Conflicts { party_id } => collab::conflicts(&layout, party_id, cli.json).await,
             Command::Worktrees { party_id } => collab::worktrees(&layout, party_id, cli.json).await,
+            Command::Ui { all } => crate::ui::run(&layout, all).await,
             Command::Plugin(cmd) => plugin(&layout, cmd, cli.json).await,
             Command::Api(ApiCommand::Schema) => print_json(&troupe_api::schema_document()),
             Command::Api(ApiCommand::List) => {

@@ -14,6 +14,7 @@ pub mod remote;
 pub mod serve;
 pub mod socket;
 pub mod team;
+pub mod ui;
 
 /// Exit status of `troupe serve` when another daemon already holds the data dir.
 pub const EXIT_ALREADY_RUNNING: i32 = 3;
