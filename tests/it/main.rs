@@ -30,6 +30,7 @@ mod lsp_conflicts;
 mod mcp;
 mod messaging;
 mod mock_llm;
+mod package;
 mod parties;
 mod patterns;
 mod playbooks;

@@ -144,17 +144,28 @@ fn checks(layout: &Layout) -> Vec<Check> {
         },
     });
     out.push(match on_path("nvim") {
-        Some(nvim) => Check {
-            what: "Neovim",
-            ok: true,
-            note: format!(
-                "{}: add editors/nvim to 'runtimepath', then :checkhealth troupe",
-                version_of(&nvim, &["--version"]).unwrap_or_else(|| nvim.display().to_string())
-            ),
-            needed: false,
-        },
+        Some(nvim) => {
+            let version =
+                version_of(&nvim, &["--version"]).unwrap_or_else(|| nvim.display().to_string());
+            match nvim_plugin() {
+                Some(at) => Check {
+                    what: "Neovim plugin",
+                    ok: true,
+                    note: format!("{version}; installed in {} (:checkhealth troupe)", at.display()),
+                    needed: false,
+                },
+                None => Check {
+                    what: "Neovim plugin",
+                    ok: false,
+                    note: format!(
+                        "{version}; not in a package Neovim loads: the release's install.sh puts it there, or add editors/nvim to 'runtimepath'"
+                    ),
+                    needed: false,
+                },
+            }
+        }
         None => Check {
-            what: "Neovim",
+            what: "Neovim plugin",
             ok: true,
             note: "no `nvim` on PATH (skipped)".into(),
             needed: false,
@@ -250,4 +261,25 @@ pub async fn run(layout: &Layout, json: bool) -> anyhow::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// Where Neovim loads the Troupe plugin from by itself: a package under its data dir's `site`
+/// (`pack/*/start/*`, what install.sh writes).
+fn nvim_plugin() -> Option<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    let packs = data.join("nvim/site/pack");
+    for pack in std::fs::read_dir(&packs).ok()?.flatten() {
+        let Ok(starts) = std::fs::read_dir(pack.path().join("start")) else {
+            continue;
+        };
+        for plugin in starts.flatten() {
+            if plugin.path().join("lua/troupe/init.lua").is_file() {
+                return Some(plugin.path());
+            }
+        }
+    }
+    None
 }
