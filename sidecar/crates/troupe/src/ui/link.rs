@@ -17,7 +17,8 @@ use troupe_api::types::{
 use super::app::{Command, Update};
 use crate::client::{self, Client};
 
-/// How long a party's events gather before its status is read again (one read for a burst).
+/// The least time between two reads of the parties' statuses: the first event after a quiet
+/// spell is read at once, a burst's later events together.
 const SETTLE: Duration = Duration::from_millis(30);
 /// Between attempts to reach a daemon that is not there.
 const RECONNECT: Duration = Duration::from_millis(300);
@@ -123,8 +124,11 @@ async fn session(
         log = watch(c, run_id, *offset, updates).await;
     }
     let mut dirty: BTreeSet<String> = known.iter().cloned().collect();
+    let mut last_read: Option<tokio::time::Instant> = None;
     loop {
-        let settle = tokio::time::sleep(SETTLE);
+        let settle = tokio::time::sleep(
+            last_read.map_or(Duration::ZERO, |at| SETTLE.saturating_sub(at.elapsed())),
+        );
         tokio::select! {
             item = inbox.next() => {
                 let Some(item) = item else { return Err("the daemon closed the connection".into()) };
@@ -190,6 +194,7 @@ async fn session(
                 }
             }
             () = settle, if !dirty.is_empty() => {
+                last_read = Some(tokio::time::Instant::now());
                 for party in std::mem::take(&mut dirty) {
                     match c.call("get_party_status", json!({ "party_id": party })).await {
                         Ok(v) => {

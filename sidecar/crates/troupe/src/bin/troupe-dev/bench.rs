@@ -39,6 +39,8 @@ pub enum BenchCommand {
     Patterns(crate::bench_patterns::PatternArgs),
     /// The conflict radar's cost: N members × M changed files on a real repository.
     Radar(crate::bench_radar::RadarArgs),
+    /// `troupe ui` in a real terminal: status change → screen, beside a bare subscriber; idle CPU.
+    Ui(crate::bench_ui::UiArgs),
     /// kill -9 soaks: keyed sends (nothing acknowledged lost or doubled) and parties (no rerun,
     /// no double spawn, no orphan process).
     #[command(subcommand)]
@@ -129,6 +131,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Soak(cmd) => return crate::bench_soak::run(cmd, json).await,
         BenchCommand::Patterns(args) => return crate::bench_patterns::run(args, json).await,
         BenchCommand::Radar(args) => return crate::bench_radar::run(args, json).await,
+        BenchCommand::Ui(args) => return crate::bench_ui::run(args, json).await,
     };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");

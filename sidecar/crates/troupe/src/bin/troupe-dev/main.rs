@@ -12,6 +12,7 @@ mod bench_patterns;
 mod bench_radar;
 mod bench_remote;
 mod bench_soak;
+mod bench_ui;
 mod lsp_client;
 mod scripted_agent;
 
