@@ -1,7 +1,9 @@
 //! The MCP door: an rmcp client starts the real `troupe mcp` over stdio, as an agent CLI would,
 //! lists the tools (the registry's agent operations with their schemas, minus the caller's ids;
 //! party tools only for a leader), sends a message as its session, and asks permission the way
-//! Claude Code's `--permission-prompt-tool` does, answered through Troupe.
+//! Claude Code's `--permission-prompt-tool` does, answered through Troupe. And a client Troupe did
+//! not write checks the same door: the MCP Inspector's CLI mode (`@modelcontextprotocol/inspector`,
+//! pinned in tests/mcp-inspector).
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RunningService};
@@ -9,7 +11,9 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::support::{BIN, TestDaemon, launch, pending_approval, register, wait_for};
+use crate::support::{
+    BIN, TestDaemon, launch, pending_approval, register, wait_for, workspace_root,
+};
 
 type McpClient = RunningService<RoleClient, ()>;
 
@@ -318,4 +322,199 @@ async fn the_daemon_serves_mcp_over_streamable_http_with_its_token() {
     assert_eq!(inbox["messages"][0]["content"], "over http");
     assert_eq!(inbox["messages"][0]["from_session_id"], a.as_str());
     m.cancel().await.unwrap();
+}
+
+/// Runs the MCP Inspector's CLI mode against `troupe mcp` as `session` of `d` (`method_args`:
+/// `--method …` and its options); what it printed (`--format json`: `{"result": …}`).
+async fn inspector(d: &TestDaemon, session: &str, method_args: &[&str]) -> Value {
+    let dir = workspace_root().join("tests/mcp-inspector");
+    let bin = dir.join("node_modules/.bin/mcp-inspector");
+    assert!(
+        bin.is_file(),
+        "the MCP Inspector is missing: run scripts/test (it runs npm ci in {})",
+        dir.display()
+    );
+    let mut cmd = std::process::Command::new("node");
+    cmd.arg(bin)
+        .arg("--cli")
+        // The Inspector gives a stdio server only these and its own basic environment.
+        .arg("-e")
+        .arg(format!(
+            "TROUPE_RUNTIME_DIR={}",
+            d.layout.runtime_dir.display()
+        ))
+        .arg("-e")
+        .arg(format!("TROUPE_SESSION_ID={session}"))
+        .args(["-e", "TROUPE_LOG=warn"])
+        // Generous: under a loaded test run, node and the server start slowly.
+        .args(["--connect-timeout", "120000", "--format", "json"])
+        .args(method_args)
+        .arg("--")
+        .arg(BIN)
+        .arg("--data-dir")
+        .arg(&d.layout.data_dir)
+        .arg("mcp")
+        // Its catalog and client config live under $HOME: the test's own.
+        .env("HOME", d.dir.path())
+        .stdin(std::process::Stdio::null());
+    let line = format!("{cmd:?}");
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("node runs"))
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "{line}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{line}: not JSON ({e}): {stdout}\n{stderr}"));
+    v["result"].clone()
+}
+
+/// The MCP Inspector's CLI mode (a client Troupe did not write, on the official TypeScript SDK)
+/// lists a party leader's tools and calls a read-only one: trimmed descriptions, the hints that
+/// let an agent CLI pass the reads through, an `outputSchema` for every tool but the permission
+/// prompt, and a call's `structuredContent` (which the Inspector itself validates against the
+/// tool's `outputSchema`, failing the call if it does not match).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_inspector_lists_and_calls_the_tools() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = d.project("proj");
+    c.call(
+        "create_agent_definition",
+        json!({ "definition": { "name": "sleeper", "command": ["sleep", "600"] } }),
+    )
+    .await
+    .unwrap();
+    c.call(
+        "create_party_definition",
+        json!({ "definition": { "name": "led", "roles": {
+            "boss": { "agent": "sleeper", "is_leader": true } } } }),
+    )
+    .await
+    .unwrap();
+    let party = launch(&c, "led", &project).await;
+    let leader = wait_for("the leader's session", 20, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": party }))
+            .await
+            .unwrap();
+        s["members"][0]["session_id"].as_str().map(str::to_string)
+    })
+    .await;
+
+    let listed = inspector(&d, &leader, &["--method", "tools/list"]).await;
+    let tools = listed["tools"].as_array().expect("tools");
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing from {listed}"))
+    };
+    for t in tools {
+        let name = &t["name"];
+        let d = t["description"].as_str().unwrap_or_default();
+        assert!(!d.is_empty() && d.trim() == d, "{name}: {d:?}");
+        assert_eq!(t["inputSchema"]["type"], "object", "{name}: {t}");
+        let hints = &t["annotations"];
+        for hint in ["readOnlyHint", "destructiveHint", "idempotentHint"] {
+            assert!(hints[hint].is_boolean(), "{name}: {hint} in {hints}");
+        }
+        assert!(
+            !(hints["readOnlyHint"] == true && hints["destructiveHint"] == true),
+            "{name}: {hints}"
+        );
+        if name == "request_permission" {
+            assert!(
+                t.get("outputSchema").is_none(),
+                "the permission prompt answers text"
+            );
+            continue;
+        }
+        let out = &t["outputSchema"];
+        assert_eq!(out["type"], "object", "{name}: {t}");
+        for field in out["required"].as_array().into_iter().flatten() {
+            assert!(
+                out["properties"].get(field.as_str().unwrap()).is_some(),
+                "{name}: {field} required, not a property: {out}"
+            );
+        }
+    }
+    let hints = |name: &str| {
+        let a = &tool(name)["annotations"];
+        (
+            a["readOnlyHint"].clone(),
+            a["destructiveHint"].clone(),
+            a["idempotentHint"].clone(),
+        )
+    };
+    let (yes, no) = (json!(true), json!(false));
+    for read in ["get_party_status", "list_agents", "get_plan"] {
+        assert_eq!(
+            hints(read),
+            (yes.clone(), no.clone(), yes.clone()),
+            "{read}"
+        );
+    }
+    assert_eq!(hints("send_message"), (no.clone(), no.clone(), no.clone()));
+    for destructive in ["cancel_party", "cancel_agent"] {
+        assert_eq!(hints(destructive).0, no, "{destructive}");
+        assert_eq!(hints(destructive).1, yes, "{destructive}");
+    }
+
+    // A read-only tool called with an argument, as `--tool-arg` passes it.
+    let party_arg = format!("party_id={party}");
+    let r = inspector(
+        &d,
+        &leader,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "get_party_status",
+            "--tool-arg",
+            &party_arg,
+        ],
+    )
+    .await;
+    assert_eq!(r["isError"], false, "{r}");
+    let structured = r["structuredContent"]
+        .as_object()
+        .expect("structuredContent");
+    // The same JSON as the text (the Inspector prints JSON numbers its own way: 0.0 as 0).
+    let text: Value = serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        as_f64(Value::Object(structured.clone())),
+        as_f64(text),
+        "the text is the same JSON"
+    );
+    let out = &tool("get_party_status")["outputSchema"];
+    for field in out["required"].as_array().expect("required") {
+        let field = field.as_str().unwrap();
+        assert!(structured.contains_key(field), "{field} missing: {r}");
+    }
+    for key in structured.keys() {
+        assert!(
+            out["properties"].get(key).is_some(),
+            "{key} is not in the outputSchema: {out}"
+        );
+    }
+    assert_eq!(structured["party"]["party_id"], party.as_str());
+    assert_eq!(structured["party"]["status"], "running");
+    assert_eq!(structured["members"][0]["session_id"], leader.as_str());
+}
+
+/// `v` with every number as an f64, for comparing JSON that went through JavaScript.
+fn as_f64(v: Value) -> Value {
+    match v {
+        Value::Number(n) => json!(n.as_f64()),
+        Value::Array(a) => Value::Array(a.into_iter().map(as_f64).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, as_f64(v))).collect()),
+        v => v,
+    }
 }
