@@ -408,7 +408,9 @@ async fn the_mcp_inspector_lists_and_calls_the_tools() {
     })
     .await;
 
-    let listed = inspector(&d, &leader, &["--method", "tools/list"]).await;
+    // `--strict`: the Inspector fails on any schema portability error (a bare `true` where a
+    // schema object is expected, say); its warnings (nullable `type` arrays) are legal.
+    let listed = inspector(&d, &leader, &["--method", "tools/list", "--strict"]).await;
     let tools = listed["tools"].as_array().expect("tools");
     let tool = |name: &str| {
         tools

@@ -391,9 +391,69 @@ fn output_schema(op: &troupe_api::Operation) -> Option<JsonObject> {
         Value::Object(mut m) if m.get("type") == Some(&json!("object")) => {
             m.remove("$schema");
             m.remove("title");
-            Some(m)
+            let mut schema = Value::Object(m);
+            no_bare_true(&mut schema);
+            match schema {
+                Value::Object(m) => Some(m),
+                _ => None,
+            }
         }
         _ => None,
+    }
+}
+
+/// A bare `true` schema (what schemars writes for any JSON value) as `{}`: the same meaning,
+/// in the object form some clients insist on (the MCP Inspector's portability check).
+fn no_bare_true(schema: &mut Value) {
+    match schema {
+        Value::Object(m) => {
+            for (k, v) in m.iter_mut() {
+                // Keywords whose value is a schema, or a map or list of schemas.
+                let holds_schemas = matches!(
+                    k.as_str(),
+                    "properties"
+                        | "$defs"
+                        | "definitions"
+                        | "items"
+                        | "additionalProperties"
+                        | "anyOf"
+                        | "oneOf"
+                        | "allOf"
+                        | "not"
+                        | "patternProperties"
+                );
+                if holds_schemas {
+                    match v {
+                        Value::Bool(true) if k != "additionalProperties" => *v = json!({}),
+                        Value::Object(inner)
+                            if matches!(
+                                k.as_str(),
+                                "properties" | "$defs" | "definitions" | "patternProperties"
+                            ) =>
+                        {
+                            for sub in inner.values_mut() {
+                                if *sub == Value::Bool(true) {
+                                    *sub = json!({});
+                                } else {
+                                    no_bare_true(sub);
+                                }
+                            }
+                        }
+                        _ => no_bare_true(v),
+                    }
+                }
+            }
+        }
+        Value::Array(list) => {
+            for v in list {
+                if *v == Value::Bool(true) {
+                    *v = json!({});
+                } else {
+                    no_bare_true(v);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
