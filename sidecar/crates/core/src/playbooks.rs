@@ -107,8 +107,35 @@ pub struct Seat<'a> {
     pub role: &'a str,
     pub index: u32,
     /// The party's roles, in order, each with its part (its playbook's name, `merge queue`, or
-    /// none).
+    /// none): at most `MAX_ROLES_NAMED` of them (`named_roles`).
     pub roles: Vec<(String, Option<String>)>,
+    /// The party's roles left unnamed past that.
+    pub more_roles: usize,
+}
+
+/// At most this many roles are named in a member's prompt (`{{roles}}`): a party of thousands
+/// of roles would otherwise give every member a prompt the size of the party.
+pub const MAX_ROLES_NAMED: usize = 24;
+
+/// The roles a member's prompt names, in the party's order: every part other than a
+/// developer's first (the leader, reviewers, the merge queue: whom a member deals with), then
+/// developers, up to `MAX_ROLES_NAMED`; and how many are left out.
+pub fn named_roles(
+    all: impl IntoIterator<Item = (String, Option<String>)>,
+) -> (Vec<(String, Option<String>)>, usize) {
+    let all: Vec<(String, Option<String>)> = all.into_iter().collect();
+    let developer = |part: &Option<String>| part.as_deref() == Some("developer");
+    let mut chosen: Vec<usize> = (0..all.len()).filter(|i| !developer(&all[*i].1)).collect();
+    chosen.truncate(MAX_ROLES_NAMED);
+    let room = MAX_ROLES_NAMED - chosen.len();
+    chosen.extend((0..all.len()).filter(|i| developer(&all[*i].1)).take(room));
+    chosen.sort_unstable();
+    let more = all.len() - chosen.len();
+    let mut all: Vec<Option<(String, Option<String>)>> = all.into_iter().map(Some).collect();
+    (
+        chosen.into_iter().filter_map(|i| all[i].take()).collect(),
+        more,
+    )
 }
 
 impl Seat<'_> {
@@ -122,6 +149,14 @@ impl Seat<'_> {
             })
             .collect::<Vec<_>>()
             .join(", ");
+        let roles = if self.more_roles > 0 {
+            format!(
+                "{roles}, and {} more (get_party_status lists every role)",
+                self.more_roles
+            )
+        } else {
+            roles
+        };
         text.replace("{{member}}", &format!("{}#{}", self.role, self.index))
             .replace("{{role}}", self.role)
             .replace("{{party_id}}", self.party_id)

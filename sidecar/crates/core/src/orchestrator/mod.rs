@@ -127,6 +127,9 @@ pub enum Command {
         node: usize,
         choice: Result<(String, String), String>,
     },
+    /// Time to rewrite the projects' `.troupe/agents.jsonl` that runs ended in since the last
+    /// time (at most once a second: the file lists every run of the project).
+    SyncMirrors,
     /// A recovery plugin answered (after its restart delay, if any) about crash `crash_count`.
     RecoveryDecided {
         party_id: String,
@@ -227,6 +230,9 @@ struct LiveParty {
     party: Party,
     row: PartyRow,
     snapshot: Snapshot,
+    /// The roles its members' prompts name (`playbooks::named_roles`), and how many more
+    /// there are: worked out once, not at every member's start.
+    named_roles: (Vec<(String, Option<String>)>, usize),
 }
 
 /// Where a party run belongs.
@@ -273,6 +279,8 @@ struct Loop {
     stopped_early: std::collections::HashSet<String>,
     /// Members setting up their checkout: stopping one ends its setup commands.
     setups: std::sync::Mutex<HashMap<String, oneshot::Sender<()>>>,
+    /// Projects (id → main checkout) whose `agents.jsonl` is due a rewrite (`SyncMirrors`).
+    mirrors_due: std::collections::BTreeMap<String, std::path::PathBuf>,
 }
 
 /// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
@@ -322,6 +330,7 @@ pub fn create(
         tripped: HashMap::new(),
         stopped_early: std::collections::HashSet::new(),
         setups: std::sync::Mutex::default(),
+        mirrors_due: std::collections::BTreeMap::new(),
     };
     (
         Orchestrator { commands, done },
@@ -512,6 +521,11 @@ impl Loop {
                     .await
                 {
                     tracing::debug!(party = %party_id, error = %e, "recovery decision not applied");
+                }
+            }
+            Event::Command(Command::SyncMirrors) => {
+                for (project, root) in std::mem::take(&mut self.mirrors_due) {
+                    self.sync_mirror(&project, &root);
                 }
             }
             Event::Exit(exit) => self.run_exited(exit).await,

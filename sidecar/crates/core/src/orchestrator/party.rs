@@ -48,12 +48,26 @@ impl Loop {
                 finished_at_ms: m.finished_at_ms.and_then(|v| u64::try_from(v).ok()),
             })
             .collect();
+        let named_roles =
+            crate::playbooks::named_roles(snapshot.party.roles.iter().map(|(name, r)| {
+                let lands = snapshot
+                    .agents
+                    .get(&r.agent)
+                    .is_some_and(|a| a.runner == crate::runners::land::LAND);
+                let part = if lands {
+                    Some("merge queue".to_string())
+                } else {
+                    crate::playbooks::of_role(name, r)
+                };
+                (name.clone(), part)
+            }));
         self.parties.insert(
             row.party_id.clone(),
             LiveParty {
                 party,
                 row,
                 snapshot,
+                named_roles,
             },
         );
         Ok(())
@@ -80,8 +94,6 @@ impl Loop {
             });
         };
         let input_event = describe_input(&input);
-        // Only members the step changed are written back.
-        let before = live.party.members.clone();
         let actions = live
             .party
             .step(input, now)
@@ -165,13 +177,12 @@ impl Loop {
             overrides: serde_json::to_value(&live.party.overrides).unwrap_or(Value::Null),
             paused: serde_json::to_value(&live.party.paused).unwrap_or(Value::Null),
             released: serde_json::to_value(&live.party.released).unwrap_or(Value::Null),
+            // Only the members the step changed are written back (the engine keeps them: no
+            // walk over the whole party per step).
             members: live
                 .party
-                .members
-                .iter()
-                .zip(&before)
-                .filter(|(now, was)| now != was)
-                .map(|(m, _)| MemberState {
+                .changed_members()
+                .map(|m| MemberState {
                     role_name: m.role.clone(),
                     instance_index: i64::from(m.index),
                     status: m.status.as_str().into(),
@@ -443,25 +454,8 @@ impl Loop {
             party_id,
             role,
             index,
-            roles: live
-                .snapshot
-                .party
-                .roles
-                .iter()
-                .map(|(name, r)| {
-                    let lands = live
-                        .snapshot
-                        .agents
-                        .get(&r.agent)
-                        .is_some_and(|a| a.runner == crate::runners::land::LAND);
-                    let part = if lands {
-                        Some("merge queue".to_string())
-                    } else {
-                        crate::playbooks::of_role(name, r)
-                    };
-                    (name.clone(), part)
-                })
-                .collect(),
+            roles: live.named_roles.0.clone(),
+            more_roles: live.named_roles.1,
         };
         let tools = if crate::runners::wasm::plugin_of(&agent).is_some() {
             crate::playbooks::Tools::Executor
@@ -573,7 +567,8 @@ impl Loop {
             }
         }
         if isolated && let Some(live) = self.parties.get(party_id) {
-            self.sync_mirror(&live.row.project_id, Path::new(&live.row.repo_root));
+            let (project, root) = (live.row.project_id.clone(), live.row.repo_root.clone());
+            self.mirror_later(&project, Path::new(&root));
         }
     }
 

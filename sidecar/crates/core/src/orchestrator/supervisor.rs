@@ -316,12 +316,7 @@ impl Loop {
             let current = self
                 .parties
                 .get(&m.party_id)
-                .and_then(|live| {
-                    live.party
-                        .members
-                        .iter()
-                        .find(|x| x.role == m.role && x.index == m.index)
-                })
+                .and_then(|live| live.party.member(&m.role, m.index))
                 .is_some_and(|x| x.attempts == m.attempt && x.status == MemberStatus::Running);
             // Kept while its process may linger after `complete` (a stop must still reach it);
             // a run with no process left (an exit, a pattern run's end) is forgotten.
@@ -503,7 +498,7 @@ impl Loop {
         }
     }
 
-    pub(super) fn write_agent_state(&self, run: &AgentRun) {
+    pub(super) fn write_agent_state(&mut self, run: &AgentRun) {
         let Some(workdir) = &run.workdir else { return };
         // A checkout removed by cleanup is not brought back.
         if !Path::new(workdir).exists() {
@@ -525,11 +520,29 @@ impl Loop {
         ) {
             tracing::debug!(error = %e, "cannot write agent-state.json");
         }
+        // The project's list of runs is rewritten at most once a second (and when a party
+        // ends): rewriting it at every run's end would cost a party the square of its size.
         if let Ok(project) = self.store.get_project(&run.project_id) {
-            self.sync_mirror(&run.project_id, Path::new(&project.root_path));
+            self.mirror_later(&run.project_id, Path::new(&project.root_path));
         }
     }
+
+    /// Marks a project's `agents.jsonl` due; the first mark schedules the rewrite.
+    pub(super) fn mirror_later(&mut self, project_id: &str, root: &Path) {
+        if self.mirrors_due.is_empty() {
+            let commands = self.commands.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(MIRROR_EVERY).await;
+                let _stopping = commands.send(Command::SyncMirrors);
+            });
+        }
+        self.mirrors_due
+            .insert(project_id.to_string(), root.to_path_buf());
+    }
 }
+
+/// How often a project's `.troupe/agents.jsonl` may be rewritten while its runs end.
+const MIRROR_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Why a process member ended with its daemon (`troupe stop` without `--leave-running`).
 const STOPPED_WITH_DAEMON: &str = "the daemon stopped and ended it (nothing was left running)";

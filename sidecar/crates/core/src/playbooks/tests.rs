@@ -60,6 +60,38 @@ fn a_project_overrides_a_playbook_and_adds_its_own() {
 }
 
 #[test]
+fn a_big_partys_prompt_names_the_roles_a_member_deals_with_and_counts_the_rest() {
+    let dev = |i: usize| (format!("dev{i:04}"), Some("developer".to_string()));
+    let mut all: Vec<(String, Option<String>)> = (0..5000).map(dev).collect();
+    all.insert(2500, ("lead".into(), Some("leader".into())));
+    all.push(("merge".into(), Some("merge queue".into())));
+    let (named, more) = named_roles(all);
+    assert_eq!(named.len(), MAX_ROLES_NAMED);
+    assert_eq!(more, 5002 - MAX_ROLES_NAMED);
+    assert!(named.iter().any(|(r, _)| r == "lead") && named.iter().any(|(r, _)| r == "merge"));
+    assert_eq!(named[0].0, "dev0000", "in the party's order");
+    let seat = Seat {
+        party_id: "p",
+        role: "dev0001",
+        index: 0,
+        roles: named,
+        more_roles: more,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let head = compose(dir.path(), &seat, Some("developer"), Tools::Mcp).unwrap();
+    assert!(
+        head.contains(&format!(
+            "and {more} more (get_party_status lists every role)"
+        )),
+        "{head}"
+    );
+    assert!(head.len() < 8_000, "{} bytes", head.len());
+    // A small party: every role, nothing more said.
+    let (named, more) = named_roles((0..3).map(dev));
+    assert_eq!((named.len(), more), (3, 0));
+}
+
+#[test]
 fn the_head_of_a_prompt_says_how_to_call_the_tools_and_fills_in_the_seat() {
     let dir = tempfile::tempdir().unwrap();
     let seat = Seat {
@@ -71,6 +103,7 @@ fn the_head_of_a_prompt_says_how_to_call_the_tools_and_fills_in_the_seat() {
             ("lead".into(), Some("leader".into())),
             ("merge".into(), Some("merge queue".into())),
         ],
+        more_roles: 0,
     };
     for tools in [Tools::Mcp, Tools::Shell, Tools::Executor] {
         let head = compose(dir.path(), &seat, Some("developer"), tools).unwrap();

@@ -72,6 +72,7 @@ fn playbook_sizes(json: bool) -> anyhow::Result<()> {
             ("lead".into(), Some("leader".into())),
             ("reviewer".into(), Some("reviewer".into())),
         ],
+        more_roles: 0,
     };
     let mut rows = Vec::new();
     for (role, playbook) in [
