@@ -55,7 +55,14 @@ pub struct Feed {
     ready: bool,
     /// The inbox last pushed (an unchanged one is not pushed again).
     last: Option<Value>,
+    /// When the inbox was last worked out (it is again at most every `INBOX_EVERY`).
+    last_read: Option<tokio::time::Instant>,
 }
+
+/// The least time between two readings of a subscriber's inbox. Every step of every party
+/// bumps it (a role may have paused): under a big party the first change after a quiet spell
+/// is read at once, the rest of a burst together, not once per member.
+const INBOX_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Opens the subscription `name` (`subscribe_messages`, `subscribe_approvals`,
 /// `subscribe_notifications`, `subscribe_inbox`, `subscribe_events`, `subscribe_run_log`) with its params; a bad param or an unknown session is an error.
@@ -153,6 +160,7 @@ pub fn open(
         cursor,
         ready: true,
         last: None,
+        last_read: None,
     })
 }
 
@@ -201,6 +209,12 @@ impl Feed {
                 return None;
             }
             self.ready = false;
+            if let (Source::Inbox { .. }, Some(at)) = (&self.source, self.last_read) {
+                tokio::time::sleep_until(at + INBOX_EVERY).await;
+            }
+            if matches!(self.source, Source::Inbox { .. }) {
+                self.last_read = Some(tokio::time::Instant::now());
+            }
             let items = match self.read() {
                 Ok(items) => items,
                 Err(e) => {
