@@ -93,16 +93,18 @@ pub async fn run(args: PartiesArgs, json_out: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "\n  members  roles  daemon CPU/member  engine/step  wall     decided → running  peak RSS"
+        "\n  members  roles  daemon CPU/member  floor (spawn)  ×floor  engine/step  wall     decided → running  peak RSS"
     );
     for point in &curve {
         let m = &point["medians"];
         let f = |k: &str| m[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "  {:>7}  {:>5}  {:>12.3} ms  {:>8.2} µs  {:>6.2} s  {:>9.2} ms       {:>6.1} MiB",
+            "  {:>7}  {:>5}  {:>12.3} ms  {:>10.3} ms  {:>5.2}  {:>8.2} µs  {:>6.2} s  {:>9.2} ms       {:>6.1} MiB",
             f("members"),
             point["roles"],
             f("daemon_cpu_ms_per_member"),
+            f("floor_spawn_cpu_ms"),
+            f("cpu_over_floor"),
             f("engine_us_per_step"),
             f("wall_s"),
             f("spawn_latency_ms"),
@@ -146,6 +148,8 @@ async fn measure(
         "parallelism",
         "spawn_latency_ms",
         "daemon_cpu_ms_per_member",
+        "floor_spawn_cpu_ms",
+        "cpu_over_floor",
         "engine_us_per_step",
         "daemon_peak_rss_mib",
     ];
@@ -193,6 +197,11 @@ fn report(
         println!(
             "  daemon CPU              {:>9.2} ms per member",
             med("daemon_cpu_ms_per_member")
+        );
+        println!(
+            "  floor: bare spawn+wait  {:>9.3} ms CPU per member (same command, same run) → {:.2}× the floor",
+            med("floor_spawn_cpu_ms"),
+            med("cpu_over_floor")
         );
     }
     println!(
@@ -292,6 +301,7 @@ async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
     let sum: f64 = run_ms.iter().sum();
     let (engine_us, _) = engine_cost(def)?;
     let n = members.len() as f64;
+    let floor = spawn_floor(&exe, scratch.path(), (members.len()).clamp(50, 300)).await?;
     Ok(BTreeMap::from([
         ("members", n),
         ("wall_s", (last - first) / 1000.0),
@@ -300,9 +310,37 @@ async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
         ("parallelism", sum / (last - first).max(1.0)),
         ("spawn_latency_ms", median(spawn_latency)),
         ("daemon_cpu_ms_per_member", cpu_ms / n),
+        ("floor_spawn_cpu_ms", floor),
+        ("cpu_over_floor", cpu_ms / n / floor.max(1e-6)),
         ("engine_us_per_step", engine_us),
         ("daemon_peak_rss_mib", peak / 1024.0),
     ]))
+}
+
+/// The floor: this process's CPU (ms) per bare spawn-and-wait of the same trivial member
+/// command, the way the daemon starts one (tokio, a process group of its own), `count` times.
+/// The command finds no daemon and ends at once; only the spawner's own CPU is counted.
+async fn spawn_floor(exe: &str, scratch: &std::path::Path, count: usize) -> anyhow::Result<f64> {
+    let me = std::process::id();
+    let before = cpu_ticks(me)?;
+    for _ in 0..count {
+        let status = tokio::process::Command::new(exe)
+            .arg("--data-dir")
+            .arg(scratch.join("no-daemon"))
+            .args(["call", "complete", "{\"output\":\"ok\"}"])
+            .env("TROUPE_NO_AUTOSTART", "1")
+            .env("TROUPE_RUNTIME_DIR", scratch.join("no-daemon"))
+            .env("TROUPE_LOG", "off")
+            .current_dir(scratch)
+            .process_group(0)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .await?;
+        let _ended_either_way = status;
+    }
+    Ok((cpu_ticks(me)? - before) as f64 * 1000.0 / ticks_per_second() / count as f64)
 }
 
 /// Milliseconds since the epoch of a UTC timestamp as the store writes them
