@@ -400,7 +400,14 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
         .port();
     let e2e = s.daemon.dir.path().join("e2e");
     std::fs::create_dir_all(&e2e).unwrap();
+    // The party view at the window's size, and in a narrower and a wider window (e2e.js names
+    // those two after this one); none left over from an earlier run.
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vscode-party-view.png");
+    let screenshots = ["", "-narrow", "-wide"]
+        .map(|size| screenshot.with_file_name(format!("vscode-party-view{size}.png")));
+    for shot in &screenshots {
+        let _ = std::fs::remove_file(shot);
+    }
     let vscode = workspace_root().join("editors/vscode");
     let out = tokio::process::Command::new("node")
         .arg(vscode.join("test/e2e.js"))
@@ -576,10 +583,57 @@ async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_part
             .contains("feature-development — completed"),
         "{f}"
     );
+    // The four-role party fits its panel at every size: each role's box wholly inside the part of
+    // the panel that can be seen, and not shrunk past reading (the view zooms to fit down to 0.7,
+    // then scrolls). Top down in the narrow and the half-window panel, left to right in the wide.
+    let sizes = f["party_sizes"].as_array().expect("party_sizes");
+    let names: Vec<&str> = sizes.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["half", "narrow", "wide"], "{f}");
+    let width =
+        |s: &Value| s["panel"]["right"].as_f64().unwrap() - s["panel"]["left"].as_f64().unwrap();
     assert!(
-        std::fs::metadata(&screenshot).unwrap().len() > 10_000,
-        "a real screenshot"
+        width(&sizes[1]) < width(&sizes[0]) && width(&sizes[0]) < width(&sizes[2]),
+        "{f}"
     );
+    for size in sizes {
+        let name = size["name"].as_str().unwrap();
+        let panel = &size["panel"];
+        let edge = |v: &Value, side: &str| v[side].as_f64().unwrap();
+        let nodes = size["nodes"].as_array().unwrap();
+        for role in ["leader", "developer", "qa", "merger"] {
+            let node = nodes
+                .iter()
+                .find(|n| n["label"].as_str().unwrap().split(' ').next() == Some(role))
+                .unwrap_or_else(|| panic!("no {role} in the {name} party view: {size}"));
+            assert!(
+                edge(node, "left") >= edge(panel, "left") - 1.0
+                    && edge(node, "top") >= edge(panel, "top") - 1.0
+                    && edge(node, "right") <= edge(panel, "right") + 1.0
+                    && edge(node, "bottom") <= edge(panel, "bottom") + 1.0,
+                "{role} is not wholly inside the {name} panel: {node} in {panel}"
+            );
+            assert!(
+                edge(node, "right") - edge(node, "left") >= 0.7 * 180.0 - 1.0,
+                "{role} is drawn too small to read in the {name} panel: {node}"
+            );
+        }
+        let orientation = if name == "wide" {
+            "left-to-right"
+        } else {
+            "top-down"
+        };
+        assert_eq!(
+            size["orientation"], orientation,
+            "the {name} party view: {size}"
+        );
+    }
+    for shot in &screenshots {
+        assert!(
+            std::fs::metadata(shot).unwrap().len() > 10_000,
+            "a real screenshot: {}",
+            shot.display()
+        );
+    }
     assert_eq!(run_end(&s, &run).await["result"]["output"], "approved");
     assert_eq!(notes(&project), "one\npatched 1\nthree\n");
 }

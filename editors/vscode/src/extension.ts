@@ -8,6 +8,7 @@
 // badge), each item answered from the view or from "Troupe: Inbox".
 // Approvals and predicted conflicts arrive as diagnostics from the language server.
 import { execFile } from 'child_process';
+import { randomBytes } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
@@ -589,8 +590,9 @@ function liveView(
   title: string,
   draw: () => Promise<{ html: string; more?: boolean }>,
   everyMs = 500,
+  options: vscode.WebviewPanelOptions & vscode.WebviewOptions = {},
 ) {
-  const panel = vscode.window.createWebviewPanel(kind, title, vscode.ViewColumn.Beside, {});
+  const panel = vscode.window.createWebviewPanel(kind, title, vscode.ViewColumn.Beside, options);
   let stopped = false;
   panel.onDidDispose(() => (stopped = true), null, context.subscriptions);
   const tick = async () => {
@@ -612,11 +614,16 @@ function liveView(
   tick();
 }
 
-/** A live picture of a party: roles laid out by dependency depth, members coloured by state. */
+/**
+ * A live picture of a party: roles laid out by dependency depth, members coloured by state. Its
+ * script fits the picture to the panel (see `render`); the nonce that lets it run is the panel's,
+ * so an unchanged party is an unchanged page (VS Code does not reload it).
+ */
 function showParty(context: vscode.ExtensionContext, partyId: string) {
+  const nonce = randomBytes(16).toString('base64');
   liveView(context, 'troupeParty', 'Troupe party', async () => ({
-    html: render(await call('get_party_status', { party_id: partyId })),
-  }));
+    html: render(await call('get_party_status', { party_id: partyId }), nonce),
+  }), 500, { enableScripts: true });
 }
 
 /** A party's plan, live: the collaboration state and each step's state, owner and acceptance. */
@@ -732,56 +739,200 @@ function escape(s: string): string {
   return s.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c] as string));
 }
 
-export function render(status: any): string {
-  const roles: any[] = status.roles;
+/** A role's box in the party picture, and the room around and between boxes. */
+const NODE_W = 180;
+const NODE_H = 80;
+/** Between one layer (a dependency depth) and the next: room for the arrows. */
+const LAYER_GAP = 48;
+/** Between two roles of the same layer. */
+const SIBLING_GAP = 24;
+const MARGIN = 20;
+/** The party picture is never drawn smaller than this (its labels stay readable); below it, it scrolls. */
+export const MIN_SCALE = 0.7;
+/** Member dots a role's box has room for; more are summed up as "+N". */
+const MAX_DOTS = 7;
+
+export type Orientation = 'left-to-right' | 'top-down';
+
+/** Where a party's roles go for one orientation, in the picture's own units. */
+export interface DagLayout {
+  orientation: Orientation;
+  width: number;
+  height: number;
+  /** Each role's box, top-left corner. */
+  nodes: Record<string, { x: number; y: number }>;
+  /** Each dependency's arrow as an SVG path, in the order of `dagEdges`. */
+  edges: string[];
+}
+
+/**
+ * The roles in layers by dependency depth: a role goes one layer after its deepest dependency
+ * (a cycle is cut where it closes). Within a layer, roles are in definition order, then sorted
+ * by where their dependencies sit in the layers before (the mean of their slots), which keeps
+ * arrows short and uncrossed for the usual fan-out/fan-in shapes.
+ */
+export function dagLayers(roles: { role: string; depends_on?: string[] }[]): string[][] {
+  const known = new Set(roles.map((r) => r.role));
+  const depsOf = (name: string) => (roles.find((r) => r.role === name)?.depends_on ?? []).filter((d) => known.has(d));
   const depth: Record<string, number> = {};
   const depthOf = (name: string, seen: Set<string> = new Set()): number => {
     if (depth[name] !== undefined) {
       return depth[name];
     }
-    const role = roles.find((r) => r.role === name);
-    const deps: string[] = role?.depends_on ?? [];
-    const d = deps.length && !seen.has(name) ? 1 + Math.max(...deps.map((x) => depthOf(x, new Set([...seen, name])))) : 0;
+    const deps = depsOf(name).filter((d) => !seen.has(d) && d !== name);
+    const d = deps.length ? 1 + Math.max(...deps.map((x) => depthOf(x, new Set([...seen, name])))) : 0;
     depth[name] = d;
     return d;
   };
   roles.forEach((r) => depthOf(r.role));
-  const columns: Record<number, any[]> = {};
-  roles.forEach((r) => (columns[depth[r.role]] ??= []).push(r));
-  const pos: Record<string, { x: number; y: number }> = {};
-  const boxes: string[] = [];
-  const edges: string[] = [];
-  Object.entries(columns).forEach(([col, rs]) =>
-    rs.forEach((r, row) => {
-      const x = 20 + Number(col) * 220;
-      const y = 20 + row * 110;
-      pos[r.role] = { x, y };
-      const members = status.members.filter((m: any) => m.role === r.role);
-      const dots = members
-        .map((m: any, i: number) => `<circle cx="${x + 20 + i * 22}" cy="${y + 62}" r="8" fill="${COLOURS[m.status] ?? '#000'}"><title>${escape(`${m.role}#${m.index}: ${m.status}`)}</title></circle>`)
-        .join('');
-      boxes.push(
-        `<rect x="${x}" y="${y}" width="180" height="80" rx="8" fill="#1e1e1e" stroke="${COLOURS[r.status] ?? '#9e9e9e'}" stroke-width="3"/>` +
-          `<text x="${x + 10}" y="${y + 22}" fill="#fff" font-size="14">${escape(r.role)}${r.is_leader ? ' ★' : ''}</text>` +
-          `<text x="${x + 10}" y="${y + 40}" fill="#bbb" font-size="11">${escape(r.status)} · ${r.completed}/${r.count}</text>` +
-          dots,
-      );
+  const layers: string[][] = [];
+  roles.forEach((r) => (layers[depth[r.role]] ??= []).push(r.role));
+  const slot: Record<string, number> = {};
+  return layers
+    .filter((l) => l)
+    .map((layer) => {
+      const key = (name: string) => {
+        const placed = depsOf(name).filter((d) => slot[d] !== undefined);
+        return placed.length ? placed.reduce((sum, d) => sum + slot[d], 0) / placed.length : 0;
+      };
+      const sorted = [...layer].sort((a, b) => key(a) - key(b));
+      sorted.forEach((name, i) => (slot[name] = i - (sorted.length - 1) / 2));
+      return sorted;
+    });
+}
+
+/** Every dependency arrow of the party, as [from, to]. */
+export function dagEdges(roles: { role: string; depends_on?: string[] }[]): [string, string][] {
+  const known = new Set(roles.map((r) => r.role));
+  return roles.flatMap((r) => (r.depends_on ?? []).filter((d) => known.has(d) && d !== r.role).map((d) => [d, r.role] as [string, string]));
+}
+
+/**
+ * The layers drawn left to right (layer after layer in columns) or top down (in rows), each
+ * layer centred across, the arrows curving from one box's far side to the next one's near side.
+ */
+export function layoutDag(layers: string[][], edges: [string, string][], orientation: Orientation): DagLayout {
+  const across = Math.max(0, ...layers.map((l) => l.length));
+  const along = (n: number, size: number) => (n ? n * size + (n - 1) * LAYER_GAP : 0);
+  const side = (n: number, size: number) => (n ? n * size + (n - 1) * SIBLING_GAP : 0);
+  const lr = orientation === 'left-to-right';
+  const width = 2 * MARGIN + (lr ? along(layers.length, NODE_W) : side(across, NODE_W));
+  const height = 2 * MARGIN + (lr ? side(across, NODE_H) : along(layers.length, NODE_H));
+  const nodes: Record<string, { x: number; y: number }> = {};
+  layers.forEach((layer, l) =>
+    layer.forEach((name, i) => {
+      const a = l * ((lr ? NODE_W : NODE_H) + LAYER_GAP);
+      const step = (lr ? NODE_H : NODE_W) + SIBLING_GAP;
+      const c = ((across - layer.length) * step) / 2 + i * step;
+      nodes[name] = lr ? { x: MARGIN + a, y: MARGIN + c } : { x: MARGIN + c, y: MARGIN + a };
     }),
   );
-  roles.forEach((r) =>
-    (r.depends_on ?? []).forEach((d: string) => {
-      const a = pos[d];
-      const b = pos[r.role];
-      if (a && b) {
-        edges.push(`<line x1="${a.x + 180}" y1="${a.y + 40}" x2="${b.x}" y2="${b.y + 40}" stroke="#888" stroke-width="2" marker-end="url(#arrow)"/>`);
-      }
-    }),
-  );
-  const width = 60 + (Math.max(0, ...Object.keys(columns).map(Number)) + 1) * 220;
-  const height = 60 + Math.max(...Object.values(columns).map((c) => c.length)) * 110;
-  return `<!DOCTYPE html><html><body style="background:#111;color:#eee;font-family:sans-serif">
+  const paths = edges.map(([from, to]) => {
+    const a = nodes[from];
+    const b = nodes[to];
+    if (lr) {
+      const [x1, y1, x2, y2] = [a.x + NODE_W, a.y + NODE_H / 2, b.x, b.y + NODE_H / 2];
+      const m = (x1 + x2) / 2;
+      return `M${x1},${y1} C${m},${y1} ${m},${y2} ${x2},${y2}`;
+    }
+    const [x1, y1, x2, y2] = [a.x + NODE_W / 2, a.y + NODE_H, b.x + NODE_W / 2, b.y];
+    const m = (y1 + y2) / 2;
+    return `M${x1},${y1} C${x1},${m} ${x2},${m} ${x2},${y2}`;
+  });
+  return { orientation, width, height, nodes, edges: paths };
+}
+
+/**
+ * The party view: its DAG as an SVG, and a script that fits it to the panel whenever the panel
+ * changes size. Of the two layouts, left to right and top down, it takes the one that can be
+ * drawn larger in the panel (zoomed to fit, at most 1:1; left to right on a tie), so a narrow
+ * panel gets the party top down. Never below `MIN_SCALE`: a party too big even then scrolls
+ * (the picture's area has `overflow: auto`) rather than losing roles off the edge. Without the
+ * script (or before it runs) it is the left-to-right layout at 1:1.
+ */
+export function render(status: any, nonce: string): string {
+  const roles: any[] = status.roles;
+  const layers = dagLayers(roles);
+  const edges = dagEdges(roles);
+  const layouts = (['left-to-right', 'top-down'] as Orientation[]).map((o) => layoutDag(layers, edges, o));
+  const first = layouts[0];
+  const boxes = roles.map((r) => {
+    const { x, y } = first.nodes[r.role];
+    const members = status.members.filter((m: any) => m.role === r.role);
+    const shown = members.length > MAX_DOTS ? members.slice(0, MAX_DOTS - 1) : members;
+    const dots = shown
+      .map((m: any, i: number) => `<circle cx="${20 + i * 22}" cy="62" r="8" fill="${COLOURS[m.status] ?? '#000'}"><title>${escape(`${m.role}#${m.index}: ${m.status}`)}</title></circle>`)
+      .join('');
+    const more = members.length > shown.length
+      ? `<text x="${20 + shown.length * 22 - 6}" y="67" fill="#bbb" font-size="13">+${members.length - shown.length}</text>`
+      : '';
+    const name = String(r.role);
+    const label = name.length > 19 ? `${name.slice(0, 18)}…` : name;
+    return `<g class="role" data-role="${escape(name)}" transform="translate(${x},${y})"><title>${escape(name)}</title>`
+      + `<rect width="${NODE_W}" height="${NODE_H}" rx="8" fill="#1e1e1e" stroke="${COLOURS[r.status] ?? '#9e9e9e'}" stroke-width="3"/>`
+      + `<text x="10" y="22" fill="#fff" font-size="14">${escape(label)}${r.is_leader ? ' ★' : ''}</text>`
+      + `<text x="10" y="41" fill="#bbb" font-size="12">${escape(r.status)} · ${r.completed}/${r.count}</text>`
+      + `${dots}${more}</g>`;
+  });
+  const arrows = first.edges.map((d, i) => `<path class="edge" data-edge="${i}" d="${d}" fill="none" stroke="#888" stroke-width="2" marker-end="url(#arrow)"/>`);
+  // A data block, not a script: `<` escaped so that no role name can end it.
+  const data = JSON.stringify(layouts).replace(/</g, '\\u003c');
+  return `<!DOCTYPE html><html><head>
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-${nonce}';">
+<style>
+html, body { height: 100%; }
+body { margin: 0; padding: 0; display: flex; flex-direction: column; overflow: hidden; background: #111; color: #eee; font-family: sans-serif; }
+#party-title { margin: 12px 20px 4px; flex: none; }
+#party-view { flex: 1; min-height: 0; overflow: auto; }
+#party-dag { display: block; margin: 0 auto; }
+</style></head><body>
 <h3 id="party-title">${escape(status.party.name)} — ${escape(status.party.status)}</h3>
-<svg id="party-dag" width="${width}" height="${height}" xmlns="http://www.w3.org/2000/svg">
+<div id="party-view">
+<svg id="party-dag" width="${first.width}" height="${first.height}" viewBox="0 0 ${first.width} ${first.height}" data-orientation="${first.orientation}" data-scale="1" xmlns="http://www.w3.org/2000/svg">
 <defs><marker id="arrow" markerWidth="10" markerHeight="10" refX="9" refY="3" orient="auto"><path d="M0,0 L0,6 L9,3 z" fill="#888"/></marker></defs>
-${edges.join('')}${boxes.join('')}</svg></body></html>`;
+${arrows.join('')}${boxes.join('')}</svg></div>
+<script type="application/json" id="party-layouts">${data}</script>
+<script nonce="${nonce}">
+(() => {
+  const MIN_SCALE = ${MIN_SCALE};
+  const layouts = JSON.parse(document.getElementById('party-layouts').textContent);
+  const view = document.getElementById('party-view');
+  const svg = document.getElementById('party-dag');
+  const nodes = [...svg.querySelectorAll('g.role')];
+  const edges = [...svg.querySelectorAll('path.edge')];
+  // The whole area, scroll bars or not (so that they cannot make the choice flip back and forth).
+  const fit = () => {
+    const box = view.getBoundingClientRect();
+    const w = Math.floor(box.width);
+    const h = Math.floor(box.height);
+    if (w <= 0 || h <= 0) {
+      return;
+    }
+    let best = layouts[0];
+    let scale = 0;
+    for (const l of layouts) {
+      const s = Math.min(1, w / l.width, h / l.height);
+      if (s > scale + 1e-6) {
+        best = l;
+        scale = s;
+      }
+    }
+    scale = Math.max(scale, MIN_SCALE);
+    nodes.forEach((g) => {
+      const p = best.nodes[g.dataset.role];
+      g.setAttribute('transform', 'translate(' + p.x + ',' + p.y + ')');
+    });
+    edges.forEach((e) => e.setAttribute('d', best.edges[Number(e.dataset.edge)]));
+    svg.setAttribute('viewBox', '0 0 ' + best.width + ' ' + best.height);
+    svg.setAttribute('width', String(Math.floor(best.width * scale)));
+    svg.setAttribute('height', String(Math.floor(best.height * scale)));
+    svg.dataset.orientation = best.orientation;
+    svg.dataset.scale = scale.toFixed(3);
+    svg.dataset.fitted = w + 'x' + h;
+  };
+  new ResizeObserver(fit).observe(view);
+  window.addEventListener('resize', fit);
+  fit();
+})();
+</script></body></html>`;
 }

@@ -1,7 +1,7 @@
 // End-to-end test in a real VS Code: code-server 4.100.3 in headless Chromium, driven by
 // playwright-core. Installs the packaged troupe.vsix, runs "Troupe: List Agents" from the
 // palette, approves a worker's pending request from the quick-fix menu on the file it wants to
-// edit, saves a screenshot of the party view, opens a pattern run's tree, then a party's plan,
+// edit, checks that the party view fits its panel at three window sizes (a screenshot of each), opens a pattern run's tree, then a party's plan,
 // votes on its decision from the quick picks and opens its timeline filtered by member, then
 // reviews a member's branch: "Troupe: Review Member" opens a changed file in the diff editor and
 // "Troupe: Approve Member" approves it, and last the inbox: two escalated tasks in the "Troupe
@@ -83,6 +83,91 @@ async function paletteThenPick(page, command, what, text) {
   }, 120000);
 }
 
+const WINDOW = { width: 1400, height: 900 };
+
+// `promise`, or an error after 10s.
+function bounded(promise) {
+  let timer;
+  const late = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('no answer in 10s')), 10000)));
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+// Where the party view's role boxes are once the window is `viewport`: each box (every `rect` of
+// the picture, named by the label drawn after it) and the area of the panel that can be seen (the
+// webview's viewport, cut by whatever clips the picture inside it, by the frames it is nested in,
+// and by the window), in the window's coordinates. First waits for the panel to take its new
+// size (the same over two looks, and another than before if the window changed), then up to 15s
+// for every box to be inside; the caller asserts.
+async function partyAt(page, frame, viewport) {
+  // (Plain reads, each bounded: a webview without scripts never runs an animation frame.)
+  const size = () => bounded(frame.evaluate(() => `${innerWidth}x${innerHeight}`));
+  const before = await retry('the party view', size);
+  const resized = JSON.stringify(page.viewportSize()) !== JSON.stringify(viewport);
+  await page.setViewportSize(viewport);
+  let last = '';
+  await retry('the party view to take its new size', async () => {
+    const now = await size();
+    const settled = now === last && (!resized || now !== before);
+    last = now;
+    if (!settled) {
+      throw new Error(`the view is ${now} (was ${before})`);
+    }
+  }, 30000);
+  const measure = async () => {
+    const seen = await bounded(frame.evaluate(() => {
+      const box = (r) => ({ left: r.left, top: r.top, right: r.right, bottom: r.bottom });
+      const svg = document.getElementById('party-dag');
+      const clips = [{ left: 0, top: 0, right: innerWidth, bottom: innerHeight }];
+      for (let e = svg.parentElement; e && e !== document.documentElement; e = e.parentElement) {
+        if (getComputedStyle(e).overflow !== 'visible') {
+          const r = e.getBoundingClientRect();
+          const left = r.left + e.clientLeft;
+          const top = r.top + e.clientTop;
+          clips.push({ left, top, right: left + e.clientWidth, bottom: top + e.clientHeight });
+        }
+      }
+      const nodes = [...svg.querySelectorAll('rect')].map((r) => ({
+        label: r.nextElementSibling ? r.nextElementSibling.textContent : '',
+        ...box(r.getBoundingClientRect()),
+      }));
+      return { clips, nodes, orientation: svg.dataset.orientation ?? null, scale: svg.dataset.scale ?? null };
+    }));
+    // The frames' boxes, innermost first: the innermost is the view's own viewport.
+    const clips = [{ left: 0, top: 0, right: viewport.width, bottom: viewport.height }];
+    let origin;
+    for (let f = frame; f.parentFrame(); f = f.parentFrame()) {
+      const el = await f.frameElement();
+      const b = await el.boundingBox();
+      const [bl, bt] = await el.evaluate((e) => [e.clientLeft, e.clientTop]);
+      origin ??= { x: b.x + bl, y: b.y + bt };
+      clips.push({ left: b.x, top: b.y, right: b.x + b.width, bottom: b.y + b.height });
+    }
+    const at = (r) => ({ left: r.left + origin.x, top: r.top + origin.y, right: r.right + origin.x, bottom: r.bottom + origin.y });
+    const all = [...clips, ...seen.clips.map(at)];
+    const panel = {
+      left: Math.max(...all.map((c) => c.left)),
+      top: Math.max(...all.map((c) => c.top)),
+      right: Math.min(...all.map((c) => c.right)),
+      bottom: Math.min(...all.map((c) => c.bottom)),
+    };
+    const nodes = seen.nodes.map((n) => ({ ...n, ...at(n) }));
+    return { panel, nodes, orientation: seen.orientation, scale: seen.scale };
+  };
+  const inside = (p, n) => n.left >= p.left - 0.5 && n.top >= p.top - 0.5 && n.right <= p.right + 0.5 && n.bottom <= p.bottom + 0.5;
+  let seen;
+  try {
+    await retry('every role inside the party view', async () => {
+      seen = await measure();
+      if (!seen.nodes.length || !seen.nodes.every((n) => inside(seen.panel, n))) {
+        throw new Error(JSON.stringify(seen));
+      }
+    }, 15000);
+  } catch (e) {
+    // Not inside: the caller's assertions say where each box is.
+  }
+  return seen ?? await measure();
+}
+
 (async () => {
   fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
   fs.writeFileSync(path.join(userData, 'User/settings.json'), JSON.stringify({
@@ -108,7 +193,7 @@ async function paletteThenPick(page, command, what, text) {
       '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
   });
   try {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const page = await browser.newPage({ viewport: WINDOW });
     await retry('code-server page', () => page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(root)}`, { timeout: 5000 }));
     await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
     step('workbench');
@@ -155,8 +240,18 @@ async function paletteThenPick(page, command, what, text) {
     });
     findings.party_title = await frame.locator('#party-title').innerText();
     findings.dag_roles = await frame.locator('#party-dag rect').count();
-    await page.waitForTimeout(300);
-    await page.screenshot({ path: process.env.SCREENSHOT });
+    // At the window's size (the panel half the editor area), then in a narrower and a wider
+    // window: where each role's box is, against the area of the panel it can be seen in.
+    findings.party_sizes = [];
+    for (const [name, viewport, shot] of [
+      ['half', WINDOW, process.env.SCREENSHOT],
+      ['narrow', { width: 1000, height: 900 }, process.env.SCREENSHOT.replace(/\.png$/, '-narrow.png')],
+      ['wide', { width: 2400, height: 1000 }, process.env.SCREENSHOT.replace(/\.png$/, '-wide.png')],
+    ]) {
+      findings.party_sizes.push({ name, viewport, ...await partyAt(page, frame, viewport) });
+      await page.screenshot({ path: shot });
+    }
+    await partyAt(page, frame, WINDOW);
     step('screenshot');
 
     // 4. A pattern run drawn as its tree ("Troupe: Run Tree", then the chain's root run).
