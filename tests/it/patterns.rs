@@ -182,13 +182,15 @@ async fn handoff_chains_return_the_terminal_agents_answer_with_the_chain() {
     );
     assert_eq!(tree["chain"], json!(["a", "b", "c"]));
     assert_eq!(p.events("pattern_handoff").await.len(), 3);
-    let finished = p.events("pattern_finished").await;
-    assert!(
+    // Recorded as the root run's end is processed (the result may be read a moment before).
+    wait_for("the chain's pattern_finished", 30, || async {
+        let finished = p.events("pattern_finished").await;
         finished
             .iter()
-            .any(|e| e["data"]["run_id"] == root.as_str() && e["data"]["status"] == "success"),
-        "{finished:?}"
-    );
+            .any(|e| e["data"]["run_id"] == root.as_str() && e["data"]["status"] == "success")
+            .then_some(())
+    })
+    .await;
 
     // A cycle is refused when it is written, named.
     let err =

@@ -264,29 +264,31 @@ pub fn role_usage(store: &Store, party: &PartyView, role: &str) -> Usage {
 /// session's ancestors are searched for the first party member, a few levels at most.
 fn active_steps(store: &Store, session_id: &str) -> Option<(PartyView, String, Vec<PlanStep>)> {
     let mut at = store.get_session(session_id).ok()?;
-    let (party, role) = loop {
+    // The member's role from its own run (an index lookup), not from the party's member list:
+    // this is asked at every tool call and every `complete`, in parties of any size.
+    let (party_id, role) = loop {
         if let Some(party_id) = &at.party_id
-            && let Ok(party) = PartyView::load(store, party_id)
-            && let Some(m) = party
-                .members
-                .iter()
-                .find(|m| m.session_id.as_deref() == Some(at.session_id.as_str()))
+            && let Ok(Some(run)) = store.run_of_session(&at.session_id)
+            && run.party_id.as_deref() == Some(party_id.as_str())
+            && let Some(role) = run.role_name.clone()
         {
-            let role = m.role_name.clone();
-            break (party, role);
+            break (party_id.clone(), role);
         }
         if at.agent_depth > 8 {
             return None;
         }
         at = store.get_session(at.parent_session_id.as_deref()?).ok()?;
     };
-    let party_id = party.row.party_id.clone();
     let steps: Vec<PlanStep> = store
         .plan_steps(&party_id)
         .ok()?
         .into_iter()
         .filter(|s| s.owner_role == role && state_of(s).is_active())
         .collect();
+    if steps.is_empty() {
+        return None;
+    }
+    let party = PartyView::load(store, &party_id).ok()?;
     Some((party, role, steps))
 }
 

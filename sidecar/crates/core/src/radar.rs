@@ -19,6 +19,8 @@ use crate::landing::{checkouts, tell_member, timeline, try_sync_branch};
 
 /// How often the radar looks at the branch tips of running parties when nothing kicked it.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
+/// The least time between two looks, however often it is kicked.
+const KICKED_EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Default)]
 struct PartyRadar {
@@ -56,15 +58,25 @@ impl Radar {
 
     /// Runs until `stop` changes.
     pub async fn run(self: Arc<Self>, ctx: Ctx, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut last: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = stop.changed() => return,
                 () = self.kick.notified() => {}
                 () = tokio::time::sleep(LOOK_EVERY) => {}
             }
+            // Kicks (a member's end) come as fast as members end: a look at most every
+            // KICKED_EVERY, the first after a quiet spell at once.
+            if let Some(at) = last {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    () = tokio::time::sleep_until(at + KICKED_EVERY) => {}
+                }
+            }
             if *stop.borrow() {
                 return;
             }
+            last = Some(tokio::time::Instant::now());
             self.look(&ctx).await;
         }
     }
@@ -121,6 +133,15 @@ impl Radar {
     }
 
     async fn look_at(&self, ctx: &Ctx, party_id: &str) -> Result<(), String> {
+        // A party of members without checkouts of their own has nothing to look at: asked in
+        // SQLite, without loading its members.
+        if !ctx
+            .store
+            .party_has_checkouts(party_id)
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(());
+        }
         let party = PartyView::load(&ctx.store, party_id).map_err(|e| e.to_string())?;
         let all = checkouts(&party);
         if all.is_empty() {

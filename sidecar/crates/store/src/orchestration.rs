@@ -84,12 +84,12 @@ fn definition_from_row(row: &Row<'_>) -> rusqlite::Result<DefinitionRow> {
     })
 }
 
-const RUN_COLUMNS: &str = "id, agent_name, definition, project_id, parent_session_id, session_id, \
+pub(crate) const RUN_COLUMNS: &str = "id, agent_name, definition, project_id, parent_session_id, session_id, \
     party_id, role_name, instance_index, attempt, prompt, task_id, status, result, error, pid, \
     pid_start, workdir, timeout_ms, created_at, started_at, completed_at, pgid, run_trigger, \
     flow_root, flow_step";
 
-fn run_from_row(row: &Row<'_>) -> rusqlite::Result<AgentRun> {
+pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<AgentRun> {
     let status: String = row.get(12)?;
     Ok(AgentRun {
         run_id: row.get(0)?,
@@ -828,6 +828,37 @@ impl Store {
 
     pub fn get_party(&self, party_id: &str) -> Result<(PartyRow, Vec<MemberRow>), StoreError> {
         self.read(|conn| load_party(conn, party_id))
+    }
+
+    /// One role's `pick` (best-of-N) settings from the party's frozen definition, read in
+    /// SQLite without loading the party (asked at every member's end, in parties of any size).
+    pub fn role_pick(&self, party_id: &str, role: &str) -> Result<Option<Value>, StoreError> {
+        self.read(|conn| {
+            let text: Option<String> = conn
+                .prepare_cached(
+                    "SELECT json_quote(json_extract(snapshot, \
+                     '$.party.roles.' || json_quote(?2) || '.pick')) FROM parties WHERE id = ?1",
+                )?
+                .query_row(params![party_id, role], |r| r.get(0))
+                .optional()?
+                .flatten();
+            Ok(text
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .filter(|v| !v.is_null()))
+        })
+    }
+
+    /// Whether any member of the party has a checkout of its own (a branch): the radar's
+    /// question before it loads the party.
+    pub fn party_has_checkouts(&self, party_id: &str) -> Result<bool, StoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM party_members \
+                     WHERE party_id = ?1 AND branch_name IS NOT NULL)",
+                )?
+                .query_row([party_id], |r| r.get(0))?)
+        })
     }
 
     /// Parties of a project (all projects when `None`), newest first.

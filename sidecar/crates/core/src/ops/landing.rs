@@ -386,6 +386,10 @@ pub(super) async fn after_member_done(d: &Daemon, run: &AgentRun) {
     let (Some(party_id), Some(role)) = (&run.party_id, &run.role_name) else {
         return;
     };
+    // Most roles pick nothing: that is read without loading the party (its members).
+    if !matches!(d.store.role_pick(party_id, role), Ok(Some(_))) {
+        return;
+    }
     let Ok(party) = PartyView::load(&d.store, party_id) else {
         return;
     };

@@ -351,12 +351,27 @@ pub(crate) async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
     }
 }
 
+/// How many times, and how far apart, a run's group is looked at before its remnants are
+/// searched for in `/proc` (100 ms in all).
+const REMNANT_LOOKS: u32 = 10;
+const REMNANT_PAUSE: Duration = Duration::from_millis(10);
+
 /// Ends whatever a run's process left in its group once it is gone (and, when there is
 /// something, processes carrying its run id that left the group). An empty group costs one
 /// syscall: a member that leaves nothing pays no walk of the process table.
 pub(crate) async fn end_remnants(run_id: &str, pgid: u32, since: Option<i64>) {
     let group = i32::try_from(pgid).ok().and_then(Pid::from_raw);
-    if group.is_none_or(|g| rustix::process::test_kill_process_group(g).is_err()) {
+    let empty = || group.is_none_or(|g| rustix::process::test_kill_process_group(g).is_err());
+    // What is left is usually on its way out (a sandbox's inner process ending just after
+    // it): a few cheap looks at the group before the walk of the whole process table, whose
+    // cost grows with every process on the machine.
+    for _ in 0..REMNANT_LOOKS {
+        if empty() {
+            return;
+        }
+        tokio::time::sleep(REMNANT_PAUSE).await;
+    }
+    if empty() {
         return;
     }
     let procs = [crate::procs::RunProcesses {
