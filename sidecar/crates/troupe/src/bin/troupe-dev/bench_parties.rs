@@ -344,25 +344,9 @@ async fn spawn_floor(exe: &str, scratch: &std::path::Path, count: usize) -> anyh
 }
 
 /// Milliseconds since the epoch of a UTC timestamp as the store writes them
-/// (`2026-11-22T16:05:30.123Z`).
+/// (`2026-11-22T16:05:30.123Z`): the dashboard's parser (`troupe::ui::parse_ms`).
 fn epoch_ms(ts: &str) -> Option<f64> {
-    let (date, time) = ts.trim_end_matches('Z').split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.split(':');
-    let (h, min) = (
-        t.next()?.parse::<f64>().ok()?,
-        t.next()?.parse::<f64>().ok()?,
-    );
-    let sec = t.next()?.parse::<f64>().ok()?;
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days as f64 * 24.0 + h) * 60.0 + min) * 60_000.0 + sec * 1000.0)
+    troupe::ui::parse_ms(ts).map(|ms| ms as f64)
 }
 
 #[cfg(test)]
