@@ -718,8 +718,43 @@ impl Turn {
                 }
             }
         };
+        self.settle(&c, &mut asks).await;
         asks.clear();
         Ok(stop)
+    }
+
+    /// At the turn's end, says of each ask still shown whether it was answered elsewhere: the
+    /// run may end (its answer having reached the agent) before the inbox's push says so.
+    async fn settle(&self, c: &Client, asks: &mut Asks) {
+        if asks.waiting.is_empty() {
+            return;
+        }
+        let project = s(&self.row, "project_id");
+        match c.call("list_inbox", json!({ "project_id": project })).await {
+            Ok(listed) => {
+                let present = listed["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|i| format!("inbox/{}", s(i, "item_id")))
+                    .collect();
+                asks.keep_items(&present, &self.peer, &self.session);
+            }
+            Err(e) => tracing::debug!(error = %e, "the inbox not read at the turn's end"),
+        }
+        let pending = json!({ "status": "pending", "project_id": project });
+        match c.call("list_approvals", pending).await {
+            Ok(listed) => {
+                let pending = listed["approvals"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| s(a, "approval_id"))
+                    .collect();
+                asks.keep(pending, &self.peer, &self.session);
+            }
+            Err(e) => tracing::debug!(error = %e, "approvals not read at the turn's end"),
+        }
     }
 
     /// Sends the party's plan if it changed since `last`.
