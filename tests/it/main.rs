@@ -39,6 +39,7 @@ mod real_clis;
 mod real_team;
 mod reliability;
 mod remote;
+mod retention;
 mod rounds;
 mod run_logs;
 mod team_brain;

@@ -155,6 +155,10 @@ macro_rules! for_each_operation {
         daemon_status(NoParams) -> DaemonStatus, Anyone;
         /// Stop the daemon after answering.
         shutdown_daemon(ShutdownParams) -> ShutdownResult, Person;
+        /// Apply the retention rules now: old timeline events, read messages, notifications,
+        /// answered requests, ended runs (with their logs) and sessions, and checkouts no party
+        /// needs (never unmerged or uncommitted work); then VACUUM. `dry_run` only counts.
+        gc(GcParams) -> GcResult, Person;
         /// Store a new agent definition (runner, command, isolation, workflow, limits).
         create_agent_definition(AgentDefinitionParams) -> DefinitionResult, Person;
         /// Replace an agent definition.

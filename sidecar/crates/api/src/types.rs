@@ -288,6 +288,63 @@ pub struct ShutdownResult {
     pub left_running: usize,
 }
 
+/// `gc`: apply the retention rules now.
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GcParams {
+    /// Count what would go; remove nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Rows, logs and checkouts older than this many days may go (default: `[retention]
+    /// max_age_days` of the data dir's `config.toml`, else 30; 0: whatever their age).
+    #[serde(default)]
+    pub max_age_days: Option<f64>,
+}
+
+/// What a `gc` removed (or, dry, would remove).
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct GcResult {
+    pub dry_run: bool,
+    /// The age past which things went.
+    pub max_age_days: f64,
+    /// The database was past `[retention] max_db_mib`: the age was lowered to this until it
+    /// was under (or to 0, when what is left is all kept).
+    #[serde(default)]
+    pub size_limit_age_days: Option<f64>,
+    /// Timeline events (not of an open party).
+    pub events: u64,
+    /// Messages read, or whose recipient's session ended.
+    pub messages: u64,
+    /// Notifications not of an open party.
+    pub notifications: u64,
+    /// Permission requests answered (never a pending one).
+    pub approvals: u64,
+    /// Questions answered or expired (never a pending one).
+    pub questions: u64,
+    /// Ended runs of ended parties and standalone ones (a run a party's member still names
+    /// stays, its log goes).
+    pub runs: u64,
+    /// Ended sessions nothing refers to any more.
+    pub sessions: u64,
+    /// Run logs removed (`runs/<run>.log` and its rotated part), and their bytes.
+    pub log_files: u64,
+    pub log_bytes: u64,
+    /// Checkouts removed: of parties that ended (members', ADR, integration) and of standalone
+    /// runs that ended, longer ago than the age, with no unmerged or uncommitted work.
+    pub checkouts_removed: Vec<String>,
+    /// Checkouts kept, and why (unmerged commits, uncommitted changes, a run at work in it, an
+    /// owner unknown to this data dir).
+    pub checkouts_kept: Vec<KeptCheckout>,
+    /// The branches the removed checkouts took with them (all merged).
+    #[serde(default)]
+    pub deleted: Vec<DeletedRef>,
+    /// The database's size before and after (`page_count × page_size`).
+    pub db_bytes_before: u64,
+    pub db_bytes_after: u64,
+    /// Whether it ended with `VACUUM` (a real `gc` that freed pages), so the file shrank.
+    pub vacuumed: bool,
+}
+
 // ---- Agents -------------------------------------------------------------------------------
 
 pub use troupe_engine::{AgentDefinition, PartyDefinition, Signal, Strategy};
@@ -1069,6 +1126,11 @@ pub struct RunLogResult {
     pub size: u64,
     /// The run has ended: the log grows no more.
     pub ended: bool,
+    /// The offset asked for is no longer kept (the log passed `[retention] max_log_mib` and
+    /// was rotated: only its current part and the previous one are kept), or lay past the end:
+    /// the read started at `offset`, the oldest byte kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rotated: bool,
 }
 
 /// `subscribe_run_log`: a run's output as it is written, until the run ends.

@@ -111,6 +111,7 @@ pub async fn start(
     ));
     plugins.watch();
     crate::datadir::watch(&daemon);
+    crate::retention::watch(&daemon);
     if plugins.any_installed() {
         // Build the engine and load the plugins off the start-up path.
         tokio::task::spawn_blocking(move || {

@@ -262,10 +262,17 @@ impl Feed {
                 let run_ended = store
                     .get_run(run_id)
                     .map_or(true, |r| r.status.is_finished() || r.status.is_completed());
-                let offset = u64::try_from(self.cursor).unwrap_or(0);
-                let (text, next, size) =
-                    crate::run_logs::read(path, offset, crate::run_logs::DEFAULT_LIMIT)
-                        .map_err(|e| StoreError::Invalid(format!("run {run_id}'s log: {e}")))?;
+                let asked = u64::try_from(self.cursor).unwrap_or(0);
+                // After a rotation took the bytes asked for away, the chunk starts at the oldest
+                // byte kept, and its offset says so.
+                let crate::run_logs::LogRead {
+                    text,
+                    offset,
+                    next,
+                    size,
+                    ..
+                } = crate::run_logs::read_at(path, Some(asked), crate::run_logs::DEFAULT_LIMIT)
+                    .map_err(|e| StoreError::Invalid(format!("run {run_id}'s log: {e}")))?;
                 self.ready = next < size && !text.is_empty();
                 self.cursor = i64::try_from(next).unwrap_or(i64::MAX);
                 let ended = run_ended && next >= size;

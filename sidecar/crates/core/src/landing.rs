@@ -302,6 +302,17 @@ pub fn integration_left(
     (dir.exists() || tip_marker(&dir).exists()).then_some(dir)
 }
 
+/// Whether a party's integration worktree and branch may go, as `remove_integration_of` would
+/// find it (nothing is changed).
+pub fn check_integration_of(
+    layout: &troupe_api::layout::Layout,
+    row: &troupe_store::PartyRow,
+) -> Result<(), WorktreeError> {
+    let (branch, dir, _) = integration_of(layout, row);
+    let expected = std::fs::read_to_string(tip_marker(&dir)).ok();
+    git_land::check_integration(Path::new(&row.repo_root), &branch, expected.as_deref())
+}
+
 /// Removes a party's integration worktree and branch, unless someone worked there (then the
 /// reason it was kept).
 pub fn remove_integration_of(

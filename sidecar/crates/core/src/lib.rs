@@ -26,6 +26,7 @@ pub mod project;
 pub mod project_config;
 pub mod radar;
 pub mod registry;
+pub mod retention;
 pub mod rounds;
 pub mod run_logs;
 pub mod runners;

@@ -84,8 +84,10 @@ fn one(
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     let (wake, wakes) = std::sync::mpsc::sync_channel(1);
     let checkpoint_conn = crate::open_connection(path)?;
+    let wal = crate::writer::WalBound::new(crate::writer::WAL_TRUNCATE_FRAMES);
+    let seen = wal.clone();
     let checkpointer =
-        std::thread::spawn(move || crate::writer::checkpointer(checkpoint_conn, wakes));
+        std::thread::spawn(move || crate::writer::checkpointer(checkpoint_conn, wakes, &seen));
     let started = Instant::now();
     let result = (|| {
         let mut done = 0;
@@ -109,6 +111,7 @@ fn one(
                 done += 1;
             }
             tx.commit()?;
+            wal.truncate_if_due(&conn);
             let _coalesced = wake.try_send(());
             group += 1;
         }

@@ -15,6 +15,7 @@ mod landing;
 mod messages;
 mod orchestration;
 mod questions;
+mod retention;
 mod schema;
 mod sessions;
 mod writer;
@@ -33,6 +34,7 @@ pub use events::EventFilter;
 pub use floor::{FloorFigures, group_commit_floor};
 pub use messages::{PollFilter, SendOutcome};
 pub use orchestration::{DefinitionKind, Put};
+pub use retention::{DbSize, Kind as RetentionKind, Swept, WINDOW as RETENTION_WINDOW};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
     AgentRun, Approval, ApprovalRule, Decision, DecisionRecord, DefinitionRow, Event, MemberPick,

@@ -18,6 +18,7 @@ pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0009_member_picks.sql")),
     M::up(include_str!("migrations/0010_inbox.sql")),
     M::up(include_str!("migrations/0011_questions.sql")),
+    M::up(include_str!("migrations/0012_retention.sql")),
 ];
 
 /// The schema version a fully migrated database has.

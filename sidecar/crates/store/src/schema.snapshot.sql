@@ -298,10 +298,9 @@ CREATE INDEX idx_approvals_run ON approvals(run_id) WHERE status = 'pending';
 CREATE INDEX idx_decisions_open ON decisions(status) WHERE status != 'committed';
 CREATE INDEX idx_decisions_party ON decisions(party_id, created_at);
 CREATE INDEX idx_events_party ON events(party_id, seq) WHERE party_id IS NOT NULL;
-CREATE INDEX idx_ism_idempotency ON inter_session_messages(from_session_id, idempotency_key)
-    WHERE idempotency_key IS NOT NULL;
 CREATE INDEX idx_ism_inbox ON inter_session_messages(to_session_id, seq);
 CREATE INDEX idx_ism_party ON inter_session_messages(party_id) WHERE party_id IS NOT NULL;
+CREATE INDEX idx_ism_sender ON inter_session_messages(from_session_id, idempotency_key);
 CREATE INDEX idx_parties_project ON parties(project_id, status);
 CREATE INDEX idx_questions_pending ON questions(project_id, created_at) WHERE status = 'pending';
 CREATE INDEX idx_questions_run ON questions(run_id) WHERE status = 'pending';

@@ -41,7 +41,7 @@ fn schema_snapshot() {
         .unwrap();
     assert_eq!(version as usize, crate::SCHEMA_VERSION);
     assert_eq!(pragmas, "wal synchronous=2 foreign_keys=1 page_size=2048");
-    expect!["idx_agent_runs_flow idx_agent_runs_parent idx_agent_runs_party idx_agent_runs_session idx_agent_runs_status idx_approval_rules_project idx_approvals_key idx_approvals_pending idx_approvals_run idx_decisions_open idx_decisions_party idx_events_party idx_ism_idempotency idx_ism_inbox idx_ism_party idx_parties_project idx_questions_pending idx_questions_run idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project idx_tasks_party"]
+    expect!["idx_agent_runs_flow idx_agent_runs_parent idx_agent_runs_party idx_agent_runs_session idx_agent_runs_status idx_approval_rules_project idx_approvals_key idx_approvals_pending idx_approvals_run idx_decisions_open idx_decisions_party idx_events_party idx_ism_inbox idx_ism_party idx_ism_sender idx_parties_project idx_questions_pending idx_questions_run idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project idx_tasks_party"]
     .assert_eq(&index_names(&store));
     // The whole schema, so any change to it is a visible diff in review.
     expect_test::expect_file!["schema.snapshot.sql"].assert_eq(&sql);
@@ -185,4 +185,218 @@ async fn ghosts_left_by_an_earlier_version_expire_when_it_migrates() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("expired"), "{err}");
+}
+
+/// Retention: what is old and let go goes, children before the rows they refer to (a session
+/// freed by its child's removal goes in the next pass); what an open party, a pending request,
+/// an unread message of a live session or a party's member still holds stays; a dry sweep
+/// removes nothing.
+#[tokio::test]
+async fn a_sweep_removes_what_is_old_and_let_go_and_keeps_the_rest() {
+    let (_dir, store) = open();
+    const OLD: &str = "2000-01-01T00:00:00.000Z";
+    store
+        .write(|conn| {
+            conn.execute_batch(&format!(
+                "INSERT INTO projects (id, root_path, name) VALUES ('p', '/p', 'p');
+                 INSERT INTO parties (id, name, project_id, status, snapshot, repo_root, completed_at)
+                   VALUES ('open', 'o', 'p', 'running', '{{}}', '/p', NULL),
+                          ('done', 'd', 'p', 'completed', '{{}}', '/p', '{OLD}');
+                 INSERT INTO sessions (id, project_id, cli, cwd, status, ended_at, party_id, parent_session_id)
+                   VALUES ('live', 'p', 'x', '/p', 'active', NULL, NULL, NULL),
+                          ('gone', 'p', 'x', '/p', 'ended', '{OLD}', NULL, NULL),
+                          ('kid', 'p', 'x', '/p', 'ended', '{OLD}', NULL, 'gone'),
+                          ('member', 'p', 'x', '/p', 'ended', '{OLD}', 'done', NULL),
+                          ('oldmember', 'p', 'x', '/p', 'ended', '{OLD}', 'done', NULL),
+                          ('solo', 'p', 'x', '/p', 'ended', '{OLD}', NULL, NULL),
+                          ('opener', 'p', 'x', '/p', 'active', NULL, 'open', NULL);
+                 INSERT INTO agent_runs (id, agent_name, definition, project_id, session_id, prompt, status, party_id, completed_at)
+                   VALUES ('r-member', 'a', '{{}}', 'p', 'member', '', 'success', 'done', '{OLD}'),
+                          ('r-old', 'a', '{{}}', 'p', 'oldmember', '', 'crashed', 'done', '{OLD}'),
+                          ('r-solo', 'a', '{{}}', 'p', 'solo', '', 'success', NULL, '{OLD}'),
+                          ('r-open', 'a', '{{}}', 'p', 'opener', '', 'crashed', 'open', '{OLD}'),
+                          ('r-live', 'a', '{{}}', 'p', 'live', '', 'running', NULL, NULL);
+                 UPDATE agent_runs SET created_at = '{OLD}';
+                 INSERT INTO party_members (party_id, role_name, instance_index, session_id, agent_run_id)
+                   VALUES ('done', 'dev', 0, 'member', 'r-member');
+                 INSERT INTO usage_totals (scope, id) VALUES ('run', 'r-solo');
+                 INSERT INTO pattern_flows (root_run_id, state, finished, updated_at) VALUES ('r-solo', '{{}}', 1, '{OLD}');
+                 INSERT INTO questions (id, project_id, session_id, run_id, question, status, created_at)
+                   VALUES ('q-answered', 'p', 'solo', 'r-solo', '?', 'answered', '{OLD}'),
+                          ('q-waiting', 'p', 'live', 'r-live', '?', 'pending', '{OLD}');
+                 INSERT INTO approvals (id, project_id, session_id, run_id, party_id, tool_name, input, subject, expires_at_ms, status, created_at)
+                   VALUES ('ap-decided', 'p', 'solo', 'r-solo', NULL, 't', '{{}}', 's', 0, 'approved', '{OLD}'),
+                          ('ap-waiting', 'p', 'live', 'r-live', NULL, 't', '{{}}', 's', 0, 'pending', '{OLD}'),
+                          ('ap-open', 'p', 'opener', 'r-open', 'open', 't', '{{}}', 's', 0, 'denied', '{OLD}');
+                 INSERT INTO inter_session_messages (id, project_id, from_session_id, to_session_id, content, created_at, read_at, party_id)
+                   VALUES ('m-read', 'p', 'live', 'live', 'x', '{OLD}', '{OLD}', NULL),
+                          ('m-unread', 'p', 'live', 'live', 'x', '{OLD}', NULL, NULL),
+                          ('m-to-ended', 'p', 'live', 'kid', 'x', '{OLD}', NULL, NULL),
+                          ('m-open', 'p', 'opener', 'live', 'x', '{OLD}', '{OLD}', 'open'),
+                          ('m-new', 'p', 'live', 'live', 'x', '2999-01-01T00:00:00.000Z', '{OLD}', NULL);
+                 INSERT INTO events (at, kind, party_id) VALUES ('{OLD}', 'x', NULL), ('{OLD}', 'x', 'open'),
+                   ('{OLD}', 'merge_conflict', 'done'), ('{OLD}', 'x', 'done');
+                 INSERT INTO events (kind) VALUES ('new');
+                 INSERT INTO notifications (kind, text, party_id, created_at)
+                   VALUES ('k', 't', NULL, '{OLD}'), ('k', 't', 'open', '{OLD}');
+                 INSERT INTO decisions (id, party_id, topic, options, voters, deadline_ms, created_at)
+                   VALUES ('d', 'done', 't', '[]', '[]', 0, '{OLD}');"
+            ))?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let ids = |table: &str| -> Vec<String> {
+        store
+            .read(|c| {
+                let mut s = c.prepare(&format!("SELECT id FROM {table} ORDER BY id"))?;
+                let v = s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+                Ok(v)
+            })
+            .unwrap()
+    };
+    let count = |table: &str| -> i64 {
+        store
+            .read(|c| Ok(c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?))
+            .unwrap()
+    };
+    let cutoff = "2001-01-01T00:00:00.000Z";
+    let dry = store.sweep(cutoff, true).await.unwrap();
+    assert_eq!(
+        (
+            dry.events,
+            dry.messages,
+            dry.notifications,
+            dry.approvals,
+            dry.questions,
+            dry.runs
+        ),
+        (2, 2, 1, 1, 1, 2),
+        "{dry:?}"
+    );
+    assert_eq!(
+        dry.sessions, 0,
+        "each table on its own: every old session is still referred to"
+    );
+    assert_eq!(count("events"), 5, "a dry sweep removes nothing");
+    assert_eq!(count("sessions"), 7);
+
+    let swept = store.sweep(cutoff, false).await.unwrap();
+    assert_eq!(
+        (
+            swept.events,
+            swept.messages,
+            swept.notifications,
+            swept.approvals,
+            swept.questions
+        ),
+        (2, 2, 1, 1, 1),
+        "{swept:?}"
+    );
+    assert_eq!((swept.runs, swept.sessions), (2, 4), "{swept:?}");
+    assert_eq!(
+        swept.ended_runs,
+        ["r-member", "r-old", "r-solo"],
+        "a member's run's log goes too"
+    );
+    assert_eq!(
+        ids("inter_session_messages"),
+        ["m-new", "m-open", "m-unread"]
+    );
+    assert_eq!(ids("agent_runs"), ["r-live", "r-member", "r-open"]);
+    assert_eq!(ids("sessions"), ["live", "member", "opener"]);
+    assert_eq!(ids("approvals"), ["ap-open", "ap-waiting"]);
+    assert_eq!(ids("questions"), ["q-waiting"]);
+    assert_eq!(ids("decisions"), ["d"]);
+    assert_eq!(count("pattern_flows") + count("usage_totals"), 0);
+    let kinds: Vec<(String, Option<String>)> = store
+        .read(|c| {
+            let mut s = c.prepare("SELECT kind, party_id FROM events ORDER BY seq")?;
+            let v = s
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            Ok(v)
+        })
+        .unwrap();
+    assert_eq!(
+        kinds,
+        [
+            ("x".to_string(), Some("open".to_string())),
+            ("merge_conflict".to_string(), Some("done".to_string())),
+            ("new".to_string(), None)
+        ]
+    );
+    assert_eq!(count("notifications"), 1);
+
+    // Nothing more to do; the member's run is still let go (its log).
+    let again = store.sweep(cutoff, false).await.unwrap();
+    assert_eq!(again.rows(), 0, "{again:?}");
+    assert_eq!(again.ended_runs, ["r-member"]);
+    // VACUUM gives the free pages back (if any).
+    store.vacuum().await.unwrap();
+    let size = store.db_size().unwrap();
+    assert_eq!(size.free_bytes, 0);
+    assert!(size.bytes > 0);
+    // Writes go on after it.
+    store.register_session(new_session("after")).await.unwrap();
+}
+
+/// Writes `commits` small transactions on `path` while a reader reads all along and the
+/// checkpointer runs as the store's does; the writer folds the WAL back when told (`bounded`).
+/// Returns the WAL's largest size seen after a commit, in bytes.
+fn steady_writes(path: &std::path::Path, commits: usize, bounded: bool) -> u64 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let conn = crate::open_migrated(path).unwrap();
+    conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS filler (x BLOB)")
+        .unwrap();
+    let wal = crate::writer::WalBound::new(64);
+    let seen = wal.clone();
+    let (wake, wakes) = std::sync::mpsc::sync_channel(1);
+    let checkpoint_conn = crate::open_connection(path).unwrap();
+    let checkpointer =
+        std::thread::spawn(move || crate::writer::checkpointer(checkpoint_conn, wakes, &seen));
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let reading = stop.clone();
+    let reader_conn = crate::open_connection(path).unwrap();
+    let reader = std::thread::spawn(move || {
+        while !reading.load(Ordering::Relaxed) {
+            let _n: i64 = reader_conn
+                .query_row("SELECT count(*) FROM filler", [], |r| r.get(0))
+                .unwrap();
+        }
+    });
+    let wal_path = path.with_extension("db-wal");
+    let mut largest = 0;
+    for _ in 0..commits {
+        conn.execute("INSERT INTO filler VALUES (zeroblob(4096))", [])
+            .unwrap();
+        if bounded {
+            wal.truncate_if_due(&conn);
+        }
+        let _coalesced = wake.try_send(());
+        largest = largest.max(std::fs::metadata(&wal_path).map_or(0, |m| m.len()));
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(wake);
+    reader.join().unwrap();
+    checkpointer.join().unwrap();
+    largest
+}
+
+#[test]
+fn the_wal_stays_bounded_under_steady_writes_and_reads() {
+    // 3,000 commits of 4 KiB: about 6,000 frames of 2 KiB (12 MiB) in all, against a bound of
+    // 64 frames (128 KiB) with a checkpoint every 100 ms.
+    let dir = tempfile::tempdir().unwrap();
+    let unbounded = steady_writes(&dir.path().join("unbounded.db"), 3000, false);
+    let bounded = steady_writes(&dir.path().join("bounded.db"), 3000, true);
+    assert!(
+        unbounded > 8 << 20,
+        "without the bound the WAL keeps growing ({unbounded} bytes)"
+    );
+    assert!(
+        bounded < unbounded / 4,
+        "folded back past its bound, the WAL stays small ({bounded} against {unbounded} bytes)"
+    );
 }

@@ -4,7 +4,8 @@
 //! One failing job never undoes the others of its group (see `commit_group`). Replies are sent
 //! only after the group's COMMIT returned: an acknowledged write is durable.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::{Connection, Transaction};
@@ -61,8 +62,13 @@ where
     }
 }
 
+/// Work that runs on the write connection outside any transaction (`VACUUM`), between two
+/// group commits; it answers its caller itself.
+type Exclusive = Box<dyn FnOnce(&mut Connection) + Send>;
+
 enum Cmd {
     Job(Box<dyn Job>),
+    Exclusive(Exclusive),
     Shutdown,
 }
 
@@ -85,12 +91,14 @@ pub(crate) fn spawn(
     let (wake_checkpointer, checkpoint_rx) = std::sync::mpsc::sync_channel(1);
     let commits = watch::channel(0).0;
     let announce = commits.clone();
+    let wal = WalBound::new(WAL_TRUNCATE_FRAMES);
+    let seen = wal.clone();
     let checkpointer = std::thread::Builder::new()
         .name("troupe-store-checkpoint".into())
-        .spawn(move || checkpointer(checkpoint_conn, checkpoint_rx))?;
+        .spawn(move || checkpointer(checkpoint_conn, checkpoint_rx, &seen))?;
     let thread = std::thread::Builder::new()
         .name("troupe-store-writer".into())
-        .spawn(move || run(conn, rx, wake_checkpointer, checkpointer, announce))?;
+        .spawn(move || run(conn, rx, wake_checkpointer, checkpointer, announce, wal))?;
     Ok(WriterHandle {
         tx,
         thread: Mutex::new(Some(thread)),
@@ -117,6 +125,27 @@ impl WriterHandle {
         });
         self.tx
             .send(Cmd::Job(job))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        reply_rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs `f` on the write connection outside any transaction, after the group in progress
+    /// committed; writes queue meanwhile.
+    pub(crate) async fn exclusive<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (reply, reply_rx) = oneshot::channel();
+        let work: Exclusive = Box::new(move |conn| {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
+                .unwrap_or_else(|_| Err(StoreError::Commit("exclusive work panicked".into())));
+            // The caller may have gone away; there is no one to tell then.
+            let _unheard = reply.send(outcome);
+        });
+        self.tx
+            .send(Cmd::Exclusive(work))
             .await
             .map_err(|_| StoreError::Closed)?;
         reply_rx.await.map_err(|_| StoreError::Closed)?
@@ -172,17 +201,22 @@ fn run(
     wake_checkpointer: std::sync::mpsc::SyncSender<()>,
     checkpointer: JoinHandle<()>,
     commits: watch::Sender<i64>,
+    wal: WalBound,
 ) {
     let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_GROUP);
     let mut stopping = false;
     while !stopping {
+        let mut exclusive = None;
         match rx.blocking_recv() {
             Some(Cmd::Job(job)) => group.push(job),
+            Some(Cmd::Exclusive(work)) => exclusive = Some(work),
             Some(Cmd::Shutdown) | None => break,
         }
-        while group.len() < MAX_GROUP {
+        while exclusive.is_none() && group.len() < MAX_GROUP {
             match rx.try_recv() {
                 Ok(Cmd::Job(job)) => group.push(job),
+                // The group so far commits first.
+                Ok(Cmd::Exclusive(work)) => exclusive = Some(work),
                 Ok(Cmd::Shutdown) => {
                     stopping = true;
                     break;
@@ -190,8 +224,14 @@ fn run(
                 Err(_) => break,
             }
         }
-        commit_group(&mut conn, &mut group);
+        if !group.is_empty() {
+            commit_group(&mut conn, &mut group);
+        }
+        if let Some(work) = exclusive {
+            work(&mut conn);
+        }
         commits.send_modify(|n| *n += 1);
+        wal.truncate_if_due(&conn);
         // A wake-up already pending covers this commit too.
         let _coalesced = wake_checkpointer.try_send(());
     }
@@ -208,12 +248,60 @@ fn run(
 /// Least time between two checkpoints: each one fsyncs the database file.
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// WAL frames (2 KiB pages: 64 MiB) past which the writer folds the WAL back and truncates it.
+/// PASSIVE checkpoints copy frames but never reset the WAL: under steady writes a new frame is
+/// always there when a write starts, so SQLite never starts the WAL over and the file grew
+/// without bound (11 GB over a million sends).
+pub(crate) const WAL_TRUNCATE_FRAMES: i64 = 32_768;
+
+/// The checkpointer's word to the writer that the WAL grew past its bound.
+#[derive(Debug, Clone)]
+pub(crate) struct WalBound {
+    frames: i64,
+    due: Arc<AtomicBool>,
+}
+
+impl WalBound {
+    pub(crate) fn new(frames: i64) -> WalBound {
+        WalBound {
+            frames,
+            due: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Notes the WAL's length in frames, as a checkpoint found it.
+    fn saw(&self, frames: i64) {
+        if frames >= self.frames {
+            self.due.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// On the writer, between two groups (no write open): when the WAL grew past its bound,
+    /// copies what is left of it into the database and truncates it to nothing (`TRUNCATE`
+    /// waits, within the busy timeout, for the readers still on the WAL; when they outlast
+    /// it, the next checkpoint asks again).
+    pub(crate) fn truncate_if_due(&self, conn: &Connection) {
+        if !self.due.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        }) {
+            Ok(0) => tracing::debug!("WAL folded back and truncated"),
+            Ok(_) => tracing::debug!("WAL truncation put off: readers still on it"),
+            Err(e) => tracing::warn!(error = %e, "WAL truncation failed"),
+        }
+    }
+}
+
 /// Copies committed WAL frames into the database file (PASSIVE: never blocks the writer or
-/// readers) when woken after a commit, at most once per `CHECKPOINT_INTERVAL`.
-pub(crate) fn checkpointer(conn: Connection, wake: std::sync::mpsc::Receiver<()>) {
+/// readers) when woken after a commit, at most once per `CHECKPOINT_INTERVAL`, and tells the
+/// writer when the WAL grew past its bound.
+pub(crate) fn checkpointer(conn: Connection, wake: std::sync::mpsc::Receiver<()>, wal: &WalBound) {
     while wake.recv().is_ok() {
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "WAL checkpoint failed");
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1)) {
+            Ok(frames) => wal.saw(frames),
+            Err(e) => tracing::warn!(error = %e, "WAL checkpoint failed"),
         }
         std::thread::sleep(CHECKPOINT_INTERVAL);
     }

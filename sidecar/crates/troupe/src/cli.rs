@@ -26,6 +26,7 @@ macro_rules! out {
 mod agent;
 mod collab;
 mod doctor;
+mod gc;
 mod land;
 mod review;
 
@@ -72,6 +73,10 @@ pub enum Command {
     },
     /// Show whether the daemon runs, and its state.
     Status,
+    /// Apply the retention rules now: old timeline events, read messages, ended runs and their
+    /// logs, ended sessions, and checkouts no party needs (never unmerged or uncommitted work);
+    /// then shrink the database (VACUUM). Says what it removed, and what it kept and why.
+    Gc(gc::GcArgs),
     /// Call any operation: `troupe call send_message '{"from_session_id": …}'`.
     Call {
         operation: String,
@@ -450,6 +455,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Command::Stop { leave_running } => stop(&layout, leave_running, cli.json).await,
             Command::Status => status(&layout, cli.json).await,
+            Command::Gc(args) => gc::run(&layout, args, cli.json).await,
             Command::Call { operation, params } => call(&layout, &operation, &params).await,
             Command::Session(cmd) => session(&layout, cmd, cli.json).await,
             Command::Msg(cmd) => msg(&layout, cmd, cli.json).await,

@@ -276,6 +276,26 @@ pub fn remove_worktree(
     name: MemberName<'_>,
     force: bool,
 ) -> Result<Vec<DroppedRef>, WorktreeError> {
+    worktree_removal(repo_root, base, name, force, false)
+}
+
+/// What `remove_worktree` (not forced) would do, doing nothing: the refs it would delete, or
+/// why it would refuse.
+pub fn check_remove_worktree(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+) -> Result<Vec<DroppedRef>, WorktreeError> {
+    worktree_removal(repo_root, base, name, false, true)
+}
+
+fn worktree_removal(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+    force: bool,
+    dry: bool,
+) -> Result<Vec<DroppedRef>, WorktreeError> {
     let path = name.dir(base)?;
     let branch = name.branch()?;
     let repo = Repository::open(repo_root)?;
@@ -296,6 +316,10 @@ pub fn remove_worktree(
         dropped.push(keeper.drop_ref(&path, "HEAD".into(), head.id())?);
     }
     keeper.refuse_losses(&dropped, force)?;
+    if dry {
+        dropped.retain(|d| d.repo == repo_root || d.unmerged);
+        return Ok(dropped);
+    }
     if let Ok(wt) = repo.find_worktree(&name.worktree_name()?) {
         wt.prune(Some(
             WorktreePruneOptions::new()
@@ -325,6 +349,26 @@ pub fn remove_clone(
     base: &Path,
     name: MemberName<'_>,
     force: bool,
+) -> Result<Vec<DroppedRef>, WorktreeError> {
+    clone_removal(repo_root, base, name, force, false)
+}
+
+/// What `remove_clone` (not forced) would do, doing nothing: the refs it would delete, or why
+/// it would refuse.
+pub fn check_remove_clone(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+) -> Result<Vec<DroppedRef>, WorktreeError> {
+    clone_removal(repo_root, base, name, false, true)
+}
+
+fn clone_removal(
+    repo_root: &Path,
+    base: &Path,
+    name: MemberName<'_>,
+    force: bool,
+    dry: bool,
 ) -> Result<Vec<DroppedRef>, WorktreeError> {
     let path = name.dir(base)?;
     let branch = name.branch()?;
@@ -363,6 +407,10 @@ pub fn remove_clone(
         Err(e) => return Err(e.into()),
     }
     keeper.refuse_losses(&dropped, force)?;
+    if dry {
+        dropped.retain(|d| d.repo == repo_root || d.unmerged);
+        return Ok(dropped);
+    }
     std::fs::remove_dir_all(&path)?;
     if copy.is_some()
         && let Ok(mut b) = main.find_branch(&branch, BranchType::Local)

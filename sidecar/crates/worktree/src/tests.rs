@@ -734,3 +734,37 @@ fn local_changes_elsewhere_are_carried_over_and_overlapping_ones_named() {
             .contains(git2::Status::WT_MODIFIED)
     );
 }
+
+#[test]
+fn a_check_says_what_a_removal_would_do_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("repo");
+    std::fs::create_dir(&root).unwrap();
+    let repo = repo_with_commit(&root);
+    let base = tmp.path().join("worktrees");
+    let co = ensure_worktree(&root, &base, NAME).unwrap();
+    // Nothing ahead of the target: it would go, with its (merged) branch.
+    let refs = check_remove_worktree(&root, &base, NAME).unwrap();
+    assert_eq!(refs.len(), 1, "{refs:?}");
+    assert_eq!(refs[0].name, "troupe/feat-1/developer-0");
+    assert!(!refs[0].unmerged);
+    assert!(co.path.exists());
+    assert!(repo.find_branch(&co.branch, BranchType::Local).is_ok());
+    // Uncommitted work: it would be refused.
+    std::fs::write(co.path.join("new.txt"), "work").unwrap();
+    assert!(matches!(
+        check_remove_worktree(&root, &base, NAME),
+        Err(WorktreeError::Dirty { .. })
+    ));
+    assert!(co.path.join("new.txt").exists());
+    // A clone the same way.
+    let clones = tmp.path().join("clones");
+    let cl = ensure_clone(&root, &clones, NAME).unwrap();
+    check_remove_clone(&root, &clones, NAME).unwrap();
+    assert!(cl.path.exists());
+    std::fs::write(cl.path.join("new.txt"), "work").unwrap();
+    assert!(matches!(
+        check_remove_clone(&root, &clones, NAME),
+        Err(WorktreeError::Dirty { .. })
+    ));
+}

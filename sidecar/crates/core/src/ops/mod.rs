@@ -11,6 +11,7 @@ mod parties;
 mod plugins;
 mod questions;
 
+pub use crate::retention::gc;
 pub use crate::rounds::prompt_agent;
 pub use crate::run_logs::get_run_log;
 pub use agents::*;

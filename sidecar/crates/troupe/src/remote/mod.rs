@@ -47,6 +47,9 @@ struct Settings {
     /// The members' sandbox (`[sandbox] enabled = false`), read by the core.
     #[allow(dead_code)]
     sandbox: Option<toml::Table>,
+    /// The retention rules (`[retention] max_age_days = 30`), read by the core.
+    #[allow(dead_code)]
+    retention: Option<toml::Table>,
 }
 
 /// How the hub or a worker authenticates to NATS and checks its server: `[nats_auth]` in

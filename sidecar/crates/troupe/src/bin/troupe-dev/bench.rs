@@ -41,6 +41,9 @@ pub enum BenchCommand {
     Radar(crate::bench_radar::RadarArgs),
     /// `troupe ui` in a real terminal: status change → screen, beside a bare subscriber; idle CPU.
     Ui(crate::bench_ui::UiArgs),
+    /// A store that does not grow forever: size and send rate after a million messages and
+    /// after `gc`.
+    Gc(crate::bench_gc::GcArgs),
     /// kill -9 soaks: keyed sends (nothing acknowledged lost or doubled) and parties (no rerun,
     /// no double spawn, no orphan process).
     #[command(subcommand)]
@@ -132,6 +135,7 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Patterns(args) => return crate::bench_patterns::run(args, json).await,
         BenchCommand::Radar(args) => return crate::bench_radar::run(args, json).await,
         BenchCommand::Ui(args) => return crate::bench_ui::run(args, json).await,
+        BenchCommand::Gc(args) => return crate::bench_gc::run(args, json).await,
     };
     if args.clients == 0 || args.runs == 0 {
         bail!("--clients and --runs must be at least 1");

@@ -7,6 +7,7 @@ mod bench_acp_door;
 mod bench_agents;
 mod bench_approvals;
 mod bench_authority;
+mod bench_gc;
 mod bench_parties;
 mod bench_patterns;
 mod bench_radar;
