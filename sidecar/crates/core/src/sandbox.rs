@@ -116,6 +116,12 @@ impl Sandbox {
 
     /// The command line that runs `argv` for a run working in `workdir`: `argv` itself when the
     /// sandbox is off.
+    /// Whether `argv` runs the command in a pid namespace of its own (all of its processes end
+    /// with the sandbox).
+    pub fn isolates_pids(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
     pub fn argv(&self, argv: Vec<String>, workdir: &Path) -> Vec<String> {
         let Some(b) = &self.bwrap else {
             return argv;

@@ -1,14 +1,15 @@
-//! The process runner: starts an agent's command in its own process group with the
-//! environment it needs to call back, enforces its timeout, stops it (SIGTERM to the group, then
+//! The process runner: starts an agent's command in a session (and process group) of its own,
+//! through `setsid(1)` so that the daemon spawns without forking, with the environment it needs
+//! to call back, enforces its timeout, stops it (SIGTERM to the group, then
 //! SIGKILL), watches processes adopted after a daemon restart, and reports every exit as an
 //! event. A run's processes never outlive it: what it left in its group, or marked with its
 //! run id, is ended with it (`crate::procs`). It knows nothing of parties or the store.
 
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
@@ -74,6 +75,9 @@ pub struct SpawnSpec {
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
+    /// The program is a sandbox that runs the command in a pid namespace of its own (`bwrap
+    /// --unshare-pid`), whose processes all end with it.
+    pub pid_namespace: bool,
 }
 
 #[derive(Clone)]
@@ -130,7 +134,28 @@ impl RunTable {
                 spec.argv.join(" ")
             )?;
         }
-        let mut cmd = tokio::process::Command::new(program);
+        let start_error = |e: std::io::Error| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot start {program:?} in {}: {e}", spec.cwd.display()),
+            )
+        };
+        let mut cmd = match setsid_program() {
+            // `setsid(1)` makes the session and execs the program: the same pid, and the daemon
+            // spawns it without a fork (posix_spawn), whose copy of the daemon's memory cost
+            // grew with it. The program is found first, so a missing one is still an error here.
+            Some(setsid) => {
+                let found = find_program(program, &spec.env).map_err(start_error)?;
+                let mut cmd = tokio::process::Command::new(setsid);
+                cmd.arg("--").arg(found);
+                cmd
+            }
+            None => {
+                let mut cmd = tokio::process::Command::new(program);
+                new_session(&mut cmd);
+                cmd
+            }
+        };
         for name in crate::sandbox::WITHHELD_ENV {
             cmd.env_remove(name);
         }
@@ -141,13 +166,7 @@ impl RunTable {
             .stdout(log.try_clone()?)
             .stderr(log)
             .kill_on_drop(false);
-        new_session(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("cannot start {program:?} in {}: {e}", spec.cwd.display()),
-            )
-        })?;
+        let mut child = cmd.spawn().map_err(start_error)?;
         let pid = child
             .id()
             .ok_or_else(|| std::io::Error::other("the process exited at once"))?;
@@ -161,8 +180,13 @@ impl RunTable {
                 () = sleep_opt(spec.timeout) => { stop_group(pid, &mut child).await; Exit::TimedOut }
                 _ = stop_rx => { stop_group(pid, &mut child).await; Exit::Stopped }
             };
-            // What the process left in its group (or marked with its run) never outlives it.
-            end_remnants(&spec.run_id, pid, start).await;
+            // What the process left in its group (or marked with its run) never outlives it;
+            // in a pid namespace of its own, the kernel ends all of it with the namespace.
+            if spec.pid_namespace {
+                namespace_gone(pid).await;
+            } else {
+                end_remnants(&spec.run_id, pid, start).await;
+            }
             runner.report(spec.run_id, exit);
         });
         Ok((pid, start))
@@ -307,6 +331,43 @@ fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
     }
 }
 
+/// util-linux's `setsid(1)`, at its fixed place (never looked up in a PATH a project sets).
+fn setsid_program() -> Option<&'static Path> {
+    static SETSID: OnceLock<Option<PathBuf>> = OnceLock::new();
+    SETSID
+        .get_or_init(|| {
+            ["/usr/bin/setsid", "/bin/setsid"]
+                .into_iter()
+                .map(PathBuf::from)
+                .find(|p| is_executable(p))
+        })
+        .as_deref()
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Where `execvp` would find `program`: itself when it names a path, else the first executable
+/// of that name in the `PATH` the process gets (the spec's, else the daemon's).
+fn find_program(program: &str, env: &[(String, String)]) -> std::io::Result<PathBuf> {
+    if program.contains('/') {
+        return Ok(PathBuf::from(program));
+    }
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| std::ffi::OsString::from(v))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+}
+
 /// Starts the process as the leader of a session (and so of a process group) of its own, where
 /// it and its children are signalled and found as a group. A session rather than only a group:
 /// when the daemon dies (kill -9) the kernel sends SIGHUP to a group that it leaves orphaned
@@ -335,16 +396,29 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
     }
 }
 
+/// Signals an unreaped child's group; when it has none yet (`setsid(1)` not run yet, a moment
+/// after the spawn), the child itself: its pid is ours until it is reaped.
+fn signal_child_group(pid: u32, signal: Signal) {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    if kill_process_group(pid, signal).is_err()
+        && let Err(e) = rustix::process::kill_process(pid, signal)
+    {
+        tracing::debug!(error = %e, "signalling a run's process");
+    }
+}
+
 /// SIGTERM to the group, up to `TERM_GRACE` to exit, then SIGKILL; reaps the child. The group
 /// is signalled only while its leader is unreaped (its number is ours until then); what is left
 /// in it afterwards is ended by marker (`end_remnants`, `crate::procs`).
 pub(crate) async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
-    signal_group(pid, Signal::TERM);
+    signal_child_group(pid, Signal::TERM);
     if tokio::time::timeout(TERM_GRACE, child.wait())
         .await
         .is_err()
     {
-        signal_group(pid, Signal::KILL);
+        signal_child_group(pid, Signal::KILL);
         if let Err(e) = child.wait().await {
             tracing::warn!(error = %e, "cannot reap a stopped run");
         }
@@ -355,6 +429,24 @@ pub(crate) async fn stop_group(pid: u32, child: &mut tokio::process::Child) {
 /// searched for in `/proc` (100 ms in all).
 const REMNANT_LOOKS: u32 = 10;
 const REMNANT_PAUSE: Duration = Duration::from_millis(10);
+
+/// Waits, briefly, for a sandboxed run's group to empty once its sandbox exited: the kernel
+/// ends every process of a pid namespace when its init exits, as bwrap's does when the command
+/// ends. What may stay is bwrap's init as a zombie, which the sandbox left for the system's
+/// init to reap (seconds, on some machines): nothing to end, and no cause for a walk of the
+/// process table.
+async fn namespace_gone(pgid: u32) {
+    let group = i32::try_from(pgid).ok().and_then(Pid::from_raw);
+    for _ in 0..NAMESPACE_LOOKS {
+        if group.is_none_or(|g| rustix::process::test_kill_process_group(g).is_err()) {
+            return;
+        }
+        tokio::time::sleep(REMNANT_PAUSE).await;
+    }
+}
+
+/// Looks at a sandboxed run's group (`REMNANT_PAUSE` apart) before leaving it to the kernel.
+const NAMESPACE_LOOKS: u32 = 2;
 
 /// Ends whatever a run's process left in its group once it is gone (and, when there is
 /// something, processes carrying its run id that left the group). An empty group costs one
@@ -435,6 +527,7 @@ impl super::Runner for ProcessRunner {
                 cwd: launch.workdir,
                 env: launch.env,
                 timeout: launch.timeout,
+                pid_namespace: launch.sandbox.isolates_pids(),
             })
             .map_err(|e| e.to_string())?;
         Ok(super::Placed {
@@ -446,3 +539,6 @@ impl super::Runner for ProcessRunner {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
