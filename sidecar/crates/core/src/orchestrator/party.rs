@@ -98,7 +98,7 @@ impl Loop {
             .party
             .step(input, now)
             .map_err(|e| ApiError::Conflict(e.to_string()))?;
-        let row = live.row.clone();
+        let row = &live.row;
         let mut events = vec![NewEvent {
             kind: input_event.0,
             project_id: Some(row.project_id.clone()),
@@ -318,7 +318,7 @@ impl Loop {
         let Some(live) = self.parties.get(party_id) else {
             return;
         };
-        let row = live.row.clone();
+        let row = &live.row;
         let recipients = match target {
             NotifyTarget::User => return,
             // No leader member running: `step` recorded it for the person instead.
@@ -388,7 +388,7 @@ impl Loop {
         attempt: u32,
     ) -> Result<(String, bool), String> {
         let live = self.parties.get(party_id).ok_or("the party is not live")?;
-        let row = live.row.clone();
+        let row = &live.row;
         let role_def = live
             .snapshot
             .party
@@ -426,7 +426,7 @@ impl Loop {
             agent.timeout_secs = None;
         }
         let repo_root = PathBuf::from(&row.repo_root);
-        let label = party_label(&row);
+        let label = party_label(row);
         let (workdir, branch) = isolate(
             &self.layout,
             &repo_root,
