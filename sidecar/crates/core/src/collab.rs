@@ -700,7 +700,7 @@ pub fn resume(ctx: &Ctx) {
         }
         Err(e) => tracing::warn!(error = %e, "cannot resume open decisions"),
     }
-    let Ok(parties) = ctx.store.list_parties(None, Some("running")) else {
+    let Ok(parties) = ctx.store.list_parties_brief(None, Some("running")) else {
         return;
     };
     for p in parties {

@@ -43,7 +43,7 @@ pub fn items(
     let mut out = Vec::new();
     approvals(store, project.as_deref(), &mut out)?;
     questions(store, project.as_deref(), &mut out)?;
-    let parties = store.list_parties(project.as_deref(), None)?;
+    let parties = store.list_parties_brief(project.as_deref(), None)?;
     for row in parties.iter().filter(|r| r.status == "running") {
         paused_roles(row, &mut out);
     }

@@ -83,7 +83,7 @@ impl Radar {
 
     /// One look at every running party.
     pub async fn look(&self, ctx: &Ctx) {
-        let running = match ctx.store.list_parties(None, Some("running")) {
+        let running = match ctx.store.list_parties_brief(None, Some("running")) {
             Ok(rows) => rows,
             Err(e) => {
                 tracing::debug!(error = %e, "radar: parties unreadable");

@@ -329,7 +329,7 @@ async fn checkouts(
     let data_dir = d.layout.data_dir.clone();
     // By label (`<name>-<id8>`: two parties of one name started within a minute share one).
     let mut parties: HashMap<String, Vec<PartyRow>> = HashMap::new();
-    for row in d.store.list_parties(None, None)? {
+    for row in d.store.list_parties_brief(None, None)? {
         parties
             .entry(crate::orchestrator::party_label(&row))
             .or_default()

@@ -678,13 +678,21 @@ impl Store {
     }
 
     /// Every run of a project, oldest first.
-    pub fn list_runs_in_project(&self, project_id: &str) -> Result<Vec<AgentRun>, StoreError> {
+    /// The project's runs that worked outside `root` (its main checkout): in checkouts of
+    /// their own. Those in the main checkout are never read (a large party's members there
+    /// made every read of the project's runs as long as the party).
+    pub fn isolated_runs_in_project(
+        &self,
+        project_id: &str,
+        root: &str,
+    ) -> Result<Vec<AgentRun>, StoreError> {
         self.read(|conn| {
             let rows = conn
                 .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM agent_runs WHERE project_id = ?1 ORDER BY created_at, id"
+                    "SELECT {RUN_COLUMNS} FROM agent_runs WHERE project_id = ?1 \
+                     AND workdir IS NOT NULL AND workdir != ?2 ORDER BY created_at, id"
                 ))?
-                .query_map([project_id], run_from_row)?
+                .query_map([project_id, root], run_from_row)?
                 .collect::<Result<_, _>>()?;
             Ok(rows)
         })
@@ -830,21 +838,19 @@ impl Store {
         self.read(|conn| load_party(conn, party_id))
     }
 
-    /// One role's `pick` (best-of-N) settings from the party's frozen definition, read in
-    /// SQLite without loading the party (asked at every member's end, in parties of any size).
-    pub fn role_pick(&self, party_id: &str, role: &str) -> Result<Option<Value>, StoreError> {
+    /// The roles of a party that pick among their attempts (best-of-N: a `pick` in the
+    /// launch snapshot), read in one pass over the snapshot in SQLite.
+    pub fn pick_roles(&self, party_id: &str) -> Result<Vec<String>, StoreError> {
         self.read(|conn| {
-            let text: Option<String> = conn
+            let roles = conn
                 .prepare_cached(
-                    "SELECT json_quote(json_extract(snapshot, \
-                     '$.party.roles.' || json_quote(?2) || '.pick')) FROM parties WHERE id = ?1",
+                    "SELECT r.key FROM parties AS p, json_each(p.snapshot, '$.party.roles') AS r \
+                     WHERE p.id = ?1 AND json_type(r.value, '$.pick') NOT IN ('null') \
+                     ORDER BY r.key",
                 )?
-                .query_row(params![party_id, role], |r| r.get(0))
-                .optional()?
-                .flatten();
-            Ok(text
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                .filter(|v| !v.is_null()))
+                .query_map([party_id], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            Ok(roles)
         })
     }
 
@@ -867,10 +873,34 @@ impl Store {
         project_id: Option<&str>,
         status: Option<&str>,
     ) -> Result<Vec<PartyRow>, StoreError> {
+        self.parties_where(PARTY_COLUMNS, project_id, status)
+    }
+
+    /// `list_parties` without the launch snapshots (each row's `snapshot` is `null`): a
+    /// snapshot holds the whole party definition, so reading and parsing it made every listing
+    /// (the radar's looks, the inbox's, `list_parties`) cost as much as the parties are large.
+    pub fn list_parties_brief(
+        &self,
+        project_id: Option<&str>,
+        status: Option<&str>,
+    ) -> Result<Vec<PartyRow>, StoreError> {
+        self.parties_where(
+            &PARTY_COLUMNS.replacen("snapshot", "'null'", 1),
+            project_id,
+            status,
+        )
+    }
+
+    fn parties_where(
+        &self,
+        columns: &str,
+        project_id: Option<&str>,
+        status: Option<&str>,
+    ) -> Result<Vec<PartyRow>, StoreError> {
         self.read(|conn| {
             let rows = conn
                 .prepare_cached(&format!(
-                    "SELECT {PARTY_COLUMNS} FROM parties WHERE (?1 IS NULL OR project_id = ?1) \
+                    "SELECT {columns} FROM parties WHERE (?1 IS NULL OR project_id = ?1) \
                      AND (?2 IS NULL OR status = ?2) ORDER BY created_at DESC, id"
                 ))?
                 .query_map(params![project_id, status], party_from_row)?

@@ -1,7 +1,9 @@
 //! Handlers for landing the work: managed worktrees, a member's diff and commits, reviews of a
 //! member's work, the merge queue and the conflict radar's predictions.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use serde_json::json;
 use troupe_api::ApiError;
@@ -37,7 +39,7 @@ pub async fn list_worktrees(
         Some(id) => vec![PartyView::load(&d.store, id)?],
         None => d
             .store
-            .list_parties(None, None)?
+            .list_parties_brief(None, None)?
             .into_iter()
             .filter_map(|row| PartyView::load(&d.store, &row.party_id).ok())
             .collect(),
@@ -380,14 +382,45 @@ pub async fn pick_member(d: &Daemon, p: PickMemberParams) -> Result<PickResult, 
     Ok(PickResult { pick })
 }
 
+/// Whether a party's role picks among its attempts. A party's launch snapshot never changes, so
+/// its picking roles are read once per party (reading the snapshot at each member's end cost
+/// as much as the party is large) and kept for the last parties asked about.
+fn picks(d: &Daemon, party_id: &str, role: &str) -> bool {
+    static KNOWN: LazyLock<Mutex<HashMap<String, Arc<Vec<String>>>>> =
+        LazyLock::new(Mutex::default);
+    const KEPT: usize = 256;
+    let known = || {
+        KNOWN
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    let cached = known().get(party_id).cloned();
+    let roles = match cached {
+        Some(roles) => roles,
+        None => {
+            let Ok(roles) = d.store.pick_roles(party_id) else {
+                return false;
+            };
+            let roles = Arc::new(roles);
+            let mut map = known();
+            if map.len() >= KEPT {
+                map.clear();
+            }
+            map.insert(party_id.to_string(), roles.clone());
+            roles
+        }
+    };
+    roles.iter().any(|r| r == role)
+}
+
 /// After a party member's `complete`: when it was the last attempt of a best-of-N role to
 /// finish, the picking starts (its judge, or a notification asking the person).
 pub(super) async fn after_member_done(d: &Daemon, run: &AgentRun) {
     let (Some(party_id), Some(role)) = (&run.party_id, &run.role_name) else {
         return;
     };
-    // Most roles pick nothing: that is read without loading the party (its members).
-    if !matches!(d.store.role_pick(party_id, role), Ok(Some(_))) {
+    // Most roles pick nothing: that is known without loading the party (its members).
+    if !picks(d, party_id, role) {
         return;
     }
     let Ok(party) = PartyView::load(&d.store, party_id) else {

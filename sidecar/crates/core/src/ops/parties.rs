@@ -509,7 +509,7 @@ pub async fn list_parties(d: &Daemon, p: ListPartiesParams) -> Result<PartiesRes
     };
     let parties = d
         .store
-        .list_parties(project.as_deref(), p.status.as_deref())?;
+        .list_parties_brief(project.as_deref(), p.status.as_deref())?;
     Ok(PartiesResult {
         parties: parties
             .iter()

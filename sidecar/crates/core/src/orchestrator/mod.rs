@@ -281,6 +281,9 @@ struct Loop {
     setups: std::sync::Mutex<HashMap<String, oneshot::Sender<()>>>,
     /// Projects (id → main checkout) whose `agents.jsonl` is due a rewrite (`SyncMirrors`).
     mirrors_due: std::collections::BTreeMap<String, std::path::PathBuf>,
+    /// How long after the first mark the rewrite comes (`supervisor::MIRROR_EVERY`, longer
+    /// when the last rewrite was long).
+    mirror_pause: Duration,
 }
 
 /// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
@@ -331,6 +334,7 @@ pub fn create(
         stopped_early: std::collections::HashSet::new(),
         setups: std::sync::Mutex::default(),
         mirrors_due: std::collections::BTreeMap::new(),
+        mirror_pause: supervisor::MIRROR_EVERY,
     };
     (
         Orchestrator { commands, done },
@@ -524,9 +528,12 @@ impl Loop {
                 }
             }
             Event::Command(Command::SyncMirrors) => {
+                let started = std::time::Instant::now();
                 for (project, root) in std::mem::take(&mut self.mirrors_due) {
                     self.sync_mirror(&project, &root);
                 }
+                self.mirror_pause =
+                    supervisor::MIRROR_EVERY.max(started.elapsed() * supervisor::MIRROR_SHARE);
             }
             Event::Exit(exit) => self.run_exited(exit).await,
         }

@@ -414,7 +414,10 @@ impl Loop {
 
     /// `.troupe/agents.jsonl` in the main checkout: one line per isolated agent run.
     pub(super) fn sync_mirror(&self, project_id: &str, repo_root: &Path) {
-        let runs = match self.store.list_runs_in_project(project_id) {
+        let runs = match self
+            .store
+            .isolated_runs_in_project(project_id, &repo_root.display().to_string())
+        {
             Ok(runs) => runs,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list runs for the mirror");
@@ -531,8 +534,9 @@ impl Loop {
     pub(super) fn mirror_later(&mut self, project_id: &str, root: &Path) {
         if self.mirrors_due.is_empty() {
             let commands = self.commands.clone();
+            let pause = self.mirror_pause;
             tokio::spawn(async move {
-                tokio::time::sleep(MIRROR_EVERY).await;
+                tokio::time::sleep(pause).await;
                 let _stopping = commands.send(Command::SyncMirrors);
             });
         }
@@ -541,8 +545,11 @@ impl Loop {
     }
 }
 
-/// How often a project's `.troupe/agents.jsonl` may be rewritten while its runs end.
-const MIRROR_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often a project's `.troupe/agents.jsonl` may be rewritten while its runs end: at most
+/// once a second, and never more than a twentieth of the time (a rewrite reads every isolated
+/// run of the project: a party of thousands of them makes it long).
+pub(super) const MIRROR_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const MIRROR_SHARE: u32 = 20;
 
 /// Why a process member ended with its daemon (`troupe stop` without `--leave-running`).
 const STOPPED_WITH_DAEMON: &str = "the daemon stopped and ended it (nothing was left running)";
