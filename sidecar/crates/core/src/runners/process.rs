@@ -145,7 +145,7 @@ impl RunTable {
             // spawns it without a fork (posix_spawn), whose copy of the daemon's memory cost
             // grew with it. The program is found first, so a missing one is still an error here.
             Some(setsid) => {
-                let found = find_program(program, &spec.env).map_err(start_error)?;
+                let found = find_program(program, &spec.cwd, &spec.env).map_err(start_error)?;
                 let mut cmd = tokio::process::Command::new(setsid);
                 cmd.arg("--").arg(found);
                 cmd
@@ -349,11 +349,17 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Where `execvp` would find `program`: itself when it names a path, else the first executable
-/// of that name in the `PATH` the process gets (the spec's, else the daemon's).
-fn find_program(program: &str, env: &[(String, String)]) -> std::io::Result<PathBuf> {
+/// Where `execvp` would find `program`: itself when it names a path (refused when it is not an
+/// executable file, seen from `cwd`), else the first executable of that name in the `PATH` the
+/// process gets (the spec's, else the daemon's).
+fn find_program(program: &str, cwd: &Path, env: &[(String, String)]) -> std::io::Result<PathBuf> {
     if program.contains('/') {
-        return Ok(PathBuf::from(program));
+        let path = cwd.join(program);
+        return match std::fs::metadata(&path) {
+            Ok(_) if is_executable(&path) => Ok(PathBuf::from(program)),
+            Ok(_) => Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
+            Err(e) => Err(e),
+        };
     }
     let path = env
         .iter()

@@ -27,17 +27,22 @@ fn a_program_is_found_as_execvp_would_in_the_path_the_process_gets() {
     let tool = bin.join("my-tool");
     std::fs::write(&tool, "#!/bin/sh\n").unwrap();
     let env = |path: &str| vec![("PATH".to_string(), path.to_string())];
-    // Not executable yet: not found.
-    assert!(find_program("my-tool", &env(bin.to_str().unwrap())).is_err());
+    let here = dir.path();
+    // Not executable yet: not found in the PATH, refused by its path.
+    assert!(find_program("my-tool", here, &env(bin.to_str().unwrap())).is_err());
+    let by_path = find_program("./bin/my-tool", here, &[]).unwrap_err();
+    assert_eq!(by_path.kind(), std::io::ErrorKind::PermissionDenied);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("/nowhere:{}", bin.display());
-    assert_eq!(find_program("my-tool", &env(&path)).unwrap(), tool);
-    // A path is taken as it is.
+    assert_eq!(find_program("my-tool", here, &env(&path)).unwrap(), tool);
+    // A path is taken as it is, relative to the process's directory.
     assert_eq!(
-        find_program("./x/y", &[]).unwrap(),
-        std::path::PathBuf::from("./x/y")
+        find_program("./bin/my-tool", here, &[]).unwrap(),
+        std::path::PathBuf::from("./bin/my-tool")
     );
+    let missing = find_program("./x/y", here, &[]).unwrap_err();
+    assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
 }
 
 #[tokio::test]
