@@ -369,7 +369,8 @@ fn find_program(program: &str, cwd: &Path, env: &[(String, String)]) -> std::io:
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_default();
     std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
+        // A relative entry (or an empty one: the current directory) is the process's own.
+        .map(|dir| cwd.join(dir).join(program))
         .find(|candidate| is_executable(candidate))
         .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
 }
