@@ -341,9 +341,11 @@ async fn a_sweep_removes_what_is_old_and_let_go_and_keeps_the_rest() {
     store.register_session(new_session("after")).await.unwrap();
 }
 
-/// Writes `commits` small transactions on `path` while a reader reads all along and the
-/// checkpointer runs as the store's does; the writer folds the WAL back when told (`bounded`).
-/// Returns the WAL's largest size seen after a commit, in bytes.
+/// Writes small transactions on `path`, at least `commits` and until the checkpointer (run as
+/// the store's) has looked at the WAL 10 times, while a reader reads all along; the writer
+/// folds the WAL back when told (`bounded`). Returns the WAL's largest size seen after a
+/// commit, in bytes. Counting looks rather than commits keeps the test the same on a disk
+/// whose commits are ten times faster.
 fn steady_writes(path: &std::path::Path, commits: usize, bounded: bool) -> u64 {
     use std::sync::atomic::{AtomicBool, Ordering};
     let conn = crate::open_migrated(path).unwrap();
@@ -368,7 +370,10 @@ fn steady_writes(path: &std::path::Path, commits: usize, bounded: bool) -> u64 {
     });
     let wal_path = path.with_extension("db-wal");
     let mut largest = 0;
-    for _ in 0..commits {
+    let mut done = 0;
+    // The checkpointer looks every 100 ms; a ceiling only in case it never does.
+    while (done < commits || wal.looks() < 10) && done < 1_000_000 {
+        done += 1;
         conn.execute("INSERT INTO filler VALUES (zeroblob(4096))", [])
             .unwrap();
         if bounded {
@@ -386,8 +391,9 @@ fn steady_writes(path: &std::path::Path, commits: usize, bounded: bool) -> u64 {
 
 #[test]
 fn the_wal_stays_bounded_under_steady_writes_and_reads() {
-    // 3,000 commits of 4 KiB: about 6,000 frames of 2 KiB (12 MiB) in all, against a bound of
-    // 64 frames (128 KiB) with a checkpoint every 100 ms.
+    // At least 3,000 commits of 4 KiB (about 6,000 frames of 2 KiB, 12 MiB) and 10 checkpoints,
+    // against a bound of 64 frames (128 KiB): bounded, the WAL holds what a checkpoint
+    // interval writes; unbounded, all of it.
     let dir = tempfile::tempdir().unwrap();
     let unbounded = steady_writes(&dir.path().join("unbounded.db"), 3000, false);
     let bounded = steady_writes(&dir.path().join("bounded.db"), 3000, true);
@@ -396,7 +402,7 @@ fn the_wal_stays_bounded_under_steady_writes_and_reads() {
         "without the bound the WAL keeps growing ({unbounded} bytes)"
     );
     assert!(
-        bounded < unbounded / 4,
+        bounded < unbounded / 3,
         "folded back past its bound, the WAL stays small ({bounded} against {unbounded} bytes)"
     );
 }

@@ -4,7 +4,7 @@
 //! One failing job never undoes the others of its group (see `commit_group`). Replies are sent
 //! only after the group's COMMIT returned: an acknowledged write is durable.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -259,6 +259,8 @@ pub(crate) const WAL_TRUNCATE_FRAMES: i64 = 32_768;
 pub(crate) struct WalBound {
     frames: i64,
     due: Arc<AtomicBool>,
+    /// Checkpoints that reported the WAL's length so far.
+    looks: Arc<AtomicU64>,
 }
 
 impl WalBound {
@@ -266,11 +268,19 @@ impl WalBound {
         WalBound {
             frames,
             due: Arc::new(AtomicBool::new(false)),
+            looks: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// How many checkpoints have reported the WAL's length.
+    #[cfg(test)]
+    pub(crate) fn looks(&self) -> u64 {
+        self.looks.load(Ordering::Relaxed)
     }
 
     /// Notes the WAL's length in frames, as a checkpoint found it.
     fn saw(&self, frames: i64) {
+        self.looks.fetch_add(1, Ordering::Relaxed);
         if frames >= self.frames {
             self.due.store(true, Ordering::Relaxed);
         }
