@@ -539,7 +539,8 @@ fn kept(workdir: &str, reason: String) -> KeptCheckout {
     }
 }
 
-fn deleted_ref(r: troupe_worktree::DroppedRef) -> DeletedRef {
+/// A ref a checkout's removal deleted (or would), as the API says it (`gc`, `cleanup_party`).
+pub(crate) fn deleted_ref(r: troupe_worktree::DroppedRef) -> DeletedRef {
     DeletedRef {
         repo: r.repo.display().to_string(),
         branch: r.name,

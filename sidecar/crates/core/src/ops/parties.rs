@@ -619,15 +619,16 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
         match result {
             Ok(refs) => {
                 removed.push(workdir);
-                deleted.extend(refs.into_iter().map(deleted_ref));
+                deleted.extend(refs.into_iter().map(crate::retention::deleted_ref));
             }
             Err(e) => kept.push(KeptCheckout {
                 workdir,
                 reason: e.to_string(),
                 unmerged: match e {
-                    troupe_worktree::WorktreeError::Unmerged { refs, .. } => {
-                        refs.into_iter().map(deleted_ref).collect()
-                    }
+                    troupe_worktree::WorktreeError::Unmerged { refs, .. } => refs
+                        .into_iter()
+                        .map(crate::retention::deleted_ref)
+                        .collect(),
                     _ => Vec::new(),
                 },
             }),
@@ -667,15 +668,6 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
         kept,
         deleted,
     })
-}
-
-fn deleted_ref(r: troupe_worktree::DroppedRef) -> DeletedRef {
-    DeletedRef {
-        repo: r.repo.display().to_string(),
-        branch: r.name,
-        tip: r.tip,
-        unmerged: r.unmerged,
-    }
 }
 
 pub async fn create_task(d: &Daemon, p: CreateTaskParams) -> Result<TaskResult, ApiError> {
