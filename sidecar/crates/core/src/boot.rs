@@ -86,6 +86,7 @@ pub async fn start(
         pools: std::sync::OnceLock::new(),
         held: watch::channel(std::collections::HashSet::new()).0,
         lines: Default::default(),
+        pick_roles: Default::default(),
     });
     if let Some(pools) = pools
         && daemon.pools.set(pools).is_err()

@@ -54,6 +54,9 @@ pub struct Daemon {
     pub lines: std::sync::Mutex<
         std::collections::HashMap<String, tokio::sync::mpsc::Sender<crate::runners::PersonPrompt>>,
     >,
+    /// The roles that pick among their attempts, by party, for the last parties asked about
+    /// (`ops::landing`): a launch snapshot never changes, so each is read once.
+    pub(crate) pick_roles: Mutex<std::collections::HashMap<String, Arc<Vec<String>>>>,
 }
 
 impl crate::collab::Ctx {

@@ -677,7 +677,6 @@ impl Store {
         })
     }
 
-    /// Every run of a project, oldest first.
     /// The project's runs that worked outside `root` (its main checkout): in checkouts of
     /// their own. Those in the main checkout are never read (a large party's members there
     /// made every read of the project's runs as long as the party).
@@ -845,7 +844,7 @@ impl Store {
             let roles = conn
                 .prepare_cached(
                     "SELECT r.key FROM parties AS p, json_each(p.snapshot, '$.party.roles') AS r \
-                     WHERE p.id = ?1 AND json_type(r.value, '$.pick') NOT IN ('null') \
+                     WHERE p.id = ?1 AND json_type(r.value, '$.pick') <> 'null' \
                      ORDER BY r.key",
                 )?
                 .query_map([party_id], |r| r.get(0))?

@@ -1,9 +1,8 @@
 //! Handlers for landing the work: managed worktrees, a member's diff and commits, reviews of a
 //! member's work, the merge queue and the conflict radar's predictions.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
 use serde_json::json;
 use troupe_api::ApiError;
@@ -386,11 +385,9 @@ pub async fn pick_member(d: &Daemon, p: PickMemberParams) -> Result<PickResult, 
 /// its picking roles are read once per party (reading the snapshot at each member's end cost
 /// as much as the party is large) and kept for the last parties asked about.
 fn picks(d: &Daemon, party_id: &str, role: &str) -> bool {
-    static KNOWN: LazyLock<Mutex<HashMap<String, Arc<Vec<String>>>>> =
-        LazyLock::new(Mutex::default);
     const KEPT: usize = 256;
     let known = || {
-        KNOWN
+        d.pick_roles
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     };

@@ -355,10 +355,11 @@ fn is_executable(path: &Path) -> bool {
 fn find_program(program: &str, cwd: &Path, env: &[(String, String)]) -> std::io::Result<PathBuf> {
     if program.contains('/') {
         let path = cwd.join(program);
-        return match std::fs::metadata(&path) {
-            Ok(_) if is_executable(&path) => Ok(PathBuf::from(program)),
-            Ok(_) => Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
-            Err(e) => Err(e),
+        std::fs::metadata(&path)?; // missing: NotFound, as execvp says
+        return if is_executable(&path) {
+            Ok(PathBuf::from(program))
+        } else {
+            Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied))
         };
     }
     let path = env
