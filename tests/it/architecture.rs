@@ -262,12 +262,26 @@ fn dependencies(dir: &str) -> BTreeSet<String> {
 
 #[test]
 fn each_layer_depends_only_on_what_it_may() {
-    // The engine is pure: no IO, no runtime, no clock.
+    // The engine is pure: no IO, no runtime, no clock. It shares the records' statuses
+    // (`troupe-model`, without its `sql` feature).
     let engine = dependencies("engine");
-    let pure = ["petgraph", "schemars", "serde", "serde_json", "thiserror"];
+    let pure = [
+        "petgraph",
+        "schemars",
+        "serde",
+        "serde_json",
+        "thiserror",
+        "troupe-model",
+    ];
     assert!(
         engine.iter().all(|d| pure.contains(&d.as_str())),
         "the engine may depend only on {pure:?}, not {engine:?}"
+    );
+    let engine_toml =
+        std::fs::read_to_string(crates_dir().join("engine").join("Cargo.toml")).unwrap();
+    assert!(
+        !engine_toml.contains("sql"),
+        "the engine takes troupe-model without its `sql` feature"
     );
     // The records and the API hold no IO: the store's and the plugin host's errors convert only
     // under the API's optional `daemon` feature, which only the core turns on.

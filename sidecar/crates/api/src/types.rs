@@ -348,7 +348,10 @@ pub struct GcResult {
 // ---- Agents -------------------------------------------------------------------------------
 
 pub use troupe_engine::{AgentDefinition, PartyDefinition, Signal, Strategy};
-pub use troupe_model::{AgentRun, DefinitionRow, Notification, RunStatus, Task};
+pub use troupe_model::{
+    AgentRun, DefinitionRow, MemberStatus, Notification, PartyStatus, RoleState, RunStatus, Task,
+    TaskStatus,
+};
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -643,7 +646,7 @@ pub enum LaunchMode {
 pub struct PartySummary {
     pub party_id: String,
     pub name: String,
-    pub status: String,
+    pub status: PartyStatus,
     pub status_reason: Option<String>,
     pub project_id: String,
     pub repo_root: String,
@@ -680,8 +683,7 @@ pub struct RoleStatus {
     /// The recovery strategy in force (run-time override included).
     pub on_crash: Strategy,
     pub paused: bool,
-    /// pending, running, completed, paused, failed or cancelled.
-    pub status: String,
+    pub status: RoleState,
     pub completed: usize,
     pub running: usize,
     pub crashes: i64,
@@ -691,7 +693,7 @@ pub struct RoleStatus {
 pub struct MemberStatusView {
     pub role: String,
     pub index: i64,
-    pub status: String,
+    pub status: MemberStatus,
     pub crash_count: i64,
     pub attempts: i64,
     pub session_id: Option<String>,
@@ -753,7 +755,7 @@ pub struct ReassignTaskParams {
 #[serde(deny_unknown_fields)]
 pub struct ListPartiesParams {
     #[serde(default)]
-    pub status: Option<String>,
+    pub status: Option<PartyStatus>,
     #[serde(default)]
     pub cwd: Option<String>,
     #[serde(default)]
@@ -897,7 +899,7 @@ pub struct NotificationsResult {
 
 // ---- Approvals ----------------------------------------------------------------------------
 
-pub use troupe_model::{Approval, ApprovalRule, Question};
+pub use troupe_model::{Approval, ApprovalRule, ApprovalStatus, Question, QuestionStatus};
 
 /// The longest question `ask_person` takes (bytes), its most choices, and its longest choice.
 pub const QUESTION_MAX_BYTES: usize = 4000;
@@ -927,8 +929,8 @@ pub struct AskPersonParams {
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 pub struct QuestionResult {
     pub question_id: String,
-    /// pending (call again with question_id to keep waiting), answered or expired.
-    pub status: String,
+    /// Pending: call again with `question_id` to keep waiting.
+    pub status: QuestionStatus,
     pub answer: Option<String>,
 }
 
@@ -984,8 +986,8 @@ pub struct RequestPermissionParams {
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 pub struct PermissionResult {
     pub approval_id: String,
-    /// pending (call again with approval_id to keep waiting), approved, denied or aborted.
-    pub status: String,
+    /// Pending: call again with `approval_id` to keep waiting.
+    pub status: ApprovalStatus,
     pub decision: Option<String>,
     pub reason: Option<String>,
 }
@@ -993,9 +995,9 @@ pub struct PermissionResult {
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListApprovalsParams {
-    /// pending, approved, denied, aborted or expired. Without it, every status but expired.
+    /// Without it, every status but expired.
     #[serde(default)]
-    pub status: Option<String>,
+    pub status: Option<ApprovalStatus>,
     /// Also list expired requests (asked by a run that ended before anyone decided).
     #[serde(default)]
     pub include_expired: bool,
@@ -1329,7 +1331,9 @@ pub struct HookResult {
 
 pub use troupe_engine::Budget;
 pub use troupe_engine::collab::{CollabState, StepSpec, ToolPolicy};
-pub use troupe_model::{DecisionRecord, PlanReview, PlanStep, PlanVersion, Vote};
+pub use troupe_model::{
+    DecisionRecord, DecisionStatus, PlanReview, PlanStatus, PlanStep, PlanVersion, StepState, Vote,
+};
 
 /// A plan proposed for a party (a new draft version).
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
@@ -1565,8 +1569,8 @@ pub struct WorktreeInfo {
     pub party_name: String,
     pub role: String,
     pub index: i64,
-    /// The member's status (running, completed, crashed, …).
-    pub status: String,
+    /// The member's status.
+    pub status: MemberStatus,
     pub workdir: String,
     pub branch: String,
     pub target: Option<String>,

@@ -15,6 +15,7 @@ use troupe_engine::collab::{
     self as rules, AdrInput, StepSpec, StepState, Tally, ToolPolicy, ToolVerdict,
 };
 use troupe_engine::{Isolation, Spent};
+use troupe_model::{DecisionStatus, MemberStatus, PartyStatus};
 use troupe_store::{
     DecisionRecord, MemberRow, NewNotification, PartyRow, PlanStep, Priority, Recipients,
     StepChange, Store, Usage,
@@ -79,10 +80,7 @@ impl PartyView {
 
     /// Refuses a change to a party that has ended.
     pub fn check_live(&self) -> Result<(), ApiError> {
-        if matches!(
-            self.row.status.as_str(),
-            "completed" | "cancelled" | "failed"
-        ) {
+        if self.row.status.is_over() {
             return Err(ApiError::Conflict(format!(
                 "party {} is {}",
                 self.row.party_id, self.row.status
@@ -95,7 +93,7 @@ impl PartyView {
     pub fn live_sessions(&self, role: &str) -> Vec<String> {
         self.members
             .iter()
-            .filter(|m| m.role_name == role && m.status == "running")
+            .filter(|m| m.role_name == role && m.status == MemberStatus::Running)
             .filter_map(|m| m.session_id.clone())
             .collect()
     }
@@ -243,7 +241,7 @@ pub fn spec_of(step: &PlanStep) -> Result<StepSpec, ApiError> {
 }
 
 pub fn state_of(step: &PlanStep) -> StepState {
-    StepState::parse(&step.state).unwrap_or(StepState::Pending)
+    step.state
 }
 
 /// The usage of a role's members together (what a step's budget counts from).
@@ -354,8 +352,8 @@ async fn trip_step(ctx: &Ctx, party: &PartyView, step: &PlanStep, why: &str) {
     let change = StepChange {
         party_id: party.row.party_id.clone(),
         step_id: step.step_id.clone(),
-        from: step.state.clone(),
-        to: StepState::Blocked.as_str().into(),
+        from: step.state,
+        to: StepState::Blocked,
         owner_role: None,
         reason: Some(format!("over its budget: {why}")),
         started: None,
@@ -369,7 +367,7 @@ async fn trip_step(ctx: &Ctx, party: &PartyView, step: &PlanStep, why: &str) {
     for m in party
         .members
         .iter()
-        .filter(|m| m.role_name == step.owner_role && m.status == "running")
+        .filter(|m| m.role_name == step.owner_role && m.status == MemberStatus::Running)
     {
         if let Some(run_id) = &m.agent_run_id {
             ctx.orchestrator.tell(Command::BudgetTripped {
@@ -443,7 +441,7 @@ pub async fn settle(
     window_closed: bool,
 ) -> Result<DecisionRecord, ApiError> {
     let d = ctx.store.get_decision(decision_id)?;
-    if d.status != "open" {
+    if d.status != DecisionStatus::Open {
         return Ok(d);
     }
     let all_voted = d
@@ -538,8 +536,8 @@ pub async fn commit(
         let change = StepChange {
             party_id: party.row.party_id.clone(),
             step_id: step_id.clone(),
-            from: step.state.clone(),
-            to: StepState::InProgress.as_str().into(),
+            from: step.state,
+            to: StepState::InProgress,
             owner_role: None,
             reason: Some(format!("decided: {option}")),
             started: Some((now_ms(), usage)),
@@ -694,13 +692,19 @@ pub fn arm_deadline(ctx: Ctx, decision_id: String, deadline_ms: i64) {
 pub fn resume(ctx: &Ctx) {
     match ctx.store.list_decisions(None) {
         Ok(open) => {
-            for d in open.into_iter().filter(|d| d.status == "open") {
+            for d in open
+                .into_iter()
+                .filter(|d| d.status == DecisionStatus::Open)
+            {
                 arm_deadline(ctx.clone(), d.decision_id, d.deadline_ms);
             }
         }
         Err(e) => tracing::warn!(error = %e, "cannot resume open decisions"),
     }
-    let Ok(parties) = ctx.store.list_parties_brief(None, Some("running")) else {
+    let Ok(parties) = ctx
+        .store
+        .list_parties_brief(None, Some(PartyStatus::Running))
+    else {
         return;
     };
     for p in parties {

@@ -13,6 +13,7 @@ use troupe_api::types::{
     SubscribeRunLogParams,
 };
 use troupe_api::{ApiError, parse_params};
+use troupe_model::ApprovalStatus;
 use troupe_store::{EventFilter, PollFilter, StoreError};
 
 use crate::daemon::Daemon;
@@ -292,10 +293,20 @@ impl Feed {
                 let approvals = match project {
                     // A project never seen has no requests.
                     Some(None) => Vec::new(),
-                    Some(Some(id)) => {
-                        store.list_approvals(Some("pending"), Some(id), None, None, false)?
-                    }
-                    None => store.list_approvals(Some("pending"), None, None, None, false)?,
+                    Some(Some(id)) => store.list_approvals(
+                        Some(ApprovalStatus::Pending),
+                        Some(id),
+                        None,
+                        None,
+                        false,
+                    )?,
+                    None => store.list_approvals(
+                        Some(ApprovalStatus::Pending),
+                        None,
+                        None,
+                        None,
+                        false,
+                    )?,
                 };
                 tracing::debug!(pending = approvals.len(), "approvals snapshot");
                 return Ok(vec![serde_json::to_value(ApprovalsResult { approvals })?]);

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 use troupe_api::ApiError;
 use troupe_api::types::{InboxAnswer, InboxItem};
+use troupe_model::{ApprovalStatus, DecisionStatus, PartyStatus};
 use troupe_store::{PartyRow, Store};
 
 use crate::collab::{PERSON, PartyView};
@@ -44,7 +45,7 @@ pub fn items(
     approvals(store, project.as_deref(), &mut out)?;
     questions(store, project.as_deref(), &mut out)?;
     let parties = store.list_parties_brief(project.as_deref(), None)?;
-    for row in parties.iter().filter(|r| r.status == "running") {
+    for row in parties.iter().filter(|r| r.status == PartyStatus::Running) {
         paused_roles(row, &mut out);
     }
     for t in store.escalated_tasks()? {
@@ -71,17 +72,17 @@ pub fn items(
     }
     let by_id = |id: &str| parties.iter().find(|p| p.party_id == id);
     for d in store.list_decisions(None)? {
-        let Some(row) = by_id(&d.party_id).filter(|r| r.status == "running") else {
+        let Some(row) = by_id(&d.party_id).filter(|r| r.status == PartyStatus::Running) else {
             continue; // another project's, or a party that has ended
         };
         let voted = d.votes.iter().any(|v| v.voter == PERSON);
-        let (title, op, field) = match d.status.as_str() {
-            "tied" => (
+        let (title, op, field) = match d.status {
+            DecisionStatus::Tied => (
                 format!("decision \"{}\" is tied: choose", d.topic),
                 "commit_decision",
                 "option",
             ),
-            "open" if d.voters.iter().any(|v| v == PERSON) && !voted => {
+            DecisionStatus::Open if d.voters.iter().any(|v| v == PERSON) && !voted => {
                 (format!("vote on \"{}\"", d.topic), "vote", "option")
             }
             _ => continue,
@@ -105,8 +106,8 @@ pub fn items(
     }
     for p in store.pending_picks()? {
         // A finished best-of-N party still lands its pick; a cancelled or failed one does not.
-        let Some(row) =
-            by_id(&p.party_id).filter(|r| matches!(r.status.as_str(), "running" | "completed"))
+        let Some(row) = by_id(&p.party_id)
+            .filter(|r| matches!(r.status, PartyStatus::Running | PartyStatus::Completed))
         else {
             continue;
         };
@@ -167,7 +168,7 @@ fn approvals(
     project: Option<&str>,
     out: &mut Vec<InboxItem>,
 ) -> Result<(), ApiError> {
-    for a in store.list_approvals(Some("pending"), project, None, None, false)? {
+    for a in store.list_approvals(Some(ApprovalStatus::Pending), project, None, None, false)? {
         let mut choices = vec![json!("approve"), json!("deny")];
         if !a.outside_worktree && !a.is_dangerous {
             choices.push(json!("approve_pattern"));

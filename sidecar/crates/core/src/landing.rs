@@ -208,7 +208,7 @@ pub fn measure(
         party_name: party.row.name.clone(),
         role: c.member.role_name.clone(),
         index: c.member.instance_index,
-        status: c.member.status.clone(),
+        status: c.member.status,
         workdir: c.workdir.clone(),
         branch: c.branch.clone(),
         target: target.map(String::from),
@@ -349,7 +349,11 @@ pub async fn timeline(ctx: &Ctx, party: &PartyView, kind: &str, data: serde_json
 /// Sends a system message to a running member's session; false when it is not running (an
 /// ended session takes no messages: the timeline and the person's notification carry it).
 pub async fn tell_member(ctx: &Ctx, party: &PartyView, m: &MemberRow, text: &str) -> bool {
-    let Some(session) = m.session_id.as_ref().filter(|_| m.status == "running") else {
+    let Some(session) = m
+        .session_id
+        .as_ref()
+        .filter(|_| m.status == MemberStatus::Running)
+    else {
         return false;
     };
     crate::collab::send(ctx, party, Recipients::Session(session.clone()), text).await
@@ -506,7 +510,7 @@ async fn stalled_picks(ctx: &Ctx, party: &PartyView) -> Result<Vec<(String, Stri
         let idle = members.len() == def.count as usize
             && members
                 .iter()
-                .all(|m| !matches!(m.status.as_str(), "running" | "pending"));
+                .all(|m| !matches!(m.status, MemberStatus::Running | MemberStatus::Pending));
         // (A claimed picking without a judge has asked the person already.)
         if idle
             && picking.is_none()
@@ -1033,7 +1037,7 @@ pub async fn rework(
     why: &str,
     text: &str,
 ) -> Result<String, ApiError> {
-    if c.member.status == "running" {
+    if c.member.status == MemberStatus::Running {
         return Err(ApiError::Conflict(format!(
             "{} is still running: it was sent the text instead",
             c.label()

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use troupe_engine::RoleDefinition;
+use troupe_model::{DecisionStatus, PlanStatus, StepState};
 use troupe_store::Store;
 
 /// The playbooks built into the binary, by name.
@@ -188,8 +189,11 @@ pub fn state(store: &Store, party_id: &str, role: &str) -> String {
     let mut out = String::from("## The party now\n");
     let plans = store.plans(party_id).unwrap_or_default();
     let steps = store.plan_steps(party_id).unwrap_or_default();
-    let committed = plans.iter().rev().find(|p| p.status == "committed");
-    let draft = plans.iter().rev().find(|p| p.status == "draft");
+    let committed = plans
+        .iter()
+        .rev()
+        .find(|p| p.status == PlanStatus::Committed);
+    let draft = plans.iter().rev().find(|p| p.status == PlanStatus::Draft);
     match committed {
         None => out.push_str("No plan is committed yet.\n"),
         Some(plan) => {
@@ -241,7 +245,7 @@ pub fn state(store: &Store, party_id: &str, role: &str) -> String {
     }
     let mine: Vec<_> = steps
         .iter()
-        .filter(|s| s.owner_role == role && s.state != "done")
+        .filter(|s| s.owner_role == role && s.state != StepState::Done)
         .collect();
     for step in mine.iter().take(MAX_LISTED) {
         let _ = write!(out, "Your step {} is {}", step.step_id, step.state);
@@ -253,7 +257,10 @@ pub fn state(store: &Store, party_id: &str, role: &str) -> String {
             let _ = write!(out, "; after: {}", deps.join(", "));
         }
         if let Some(r) = &step.reason
-            && matches!(step.state.as_str(), "reopened" | "blocked" | "pending")
+            && matches!(
+                step.state,
+                StepState::Reopened | StepState::Blocked | StepState::Pending
+            )
         {
             let _ = write!(out, "; last word: {r}");
         }
@@ -261,7 +268,7 @@ pub fn state(store: &Store, party_id: &str, role: &str) -> String {
     }
     let in_review: Vec<_> = steps
         .iter()
-        .filter(|s| s.state == "in_review" && s.owner_role != role)
+        .filter(|s| s.state == StepState::InReview && s.owner_role != role)
         .map(|s| format!("{} ({})", s.step_id, s.owner_role))
         .collect();
     if !in_review.is_empty() {
@@ -270,7 +277,7 @@ pub fn state(store: &Store, party_id: &str, role: &str) -> String {
     let decisions = store.list_decisions(Some(party_id)).unwrap_or_default();
     for d in decisions
         .iter()
-        .filter(|d| d.status != "committed")
+        .filter(|d| d.status != DecisionStatus::Committed)
         .take(MAX_LISTED)
     {
         let votes_here = d.voters.iter().any(|v| v == role);
@@ -291,7 +298,7 @@ pub fn state(store: &Store, party_id: &str, role: &str) -> String {
     }
     for d in decisions
         .iter()
-        .filter(|d| d.status == "committed")
+        .filter(|d| d.status == DecisionStatus::Committed)
         .rev()
         .take(5)
     {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use troupe_api::types::{ConflictRangeView, PredictedConflictView};
+use troupe_model::PartyStatus;
 use troupe_worktree::radar::{PredictedConflict, Radar as GitRadar};
 
 use crate::collab::{Ctx, PartyView, tell_person};
@@ -83,7 +84,10 @@ impl Radar {
 
     /// One look at every running party.
     pub async fn look(&self, ctx: &Ctx) {
-        let running = match ctx.store.list_parties_brief(None, Some("running")) {
+        let running = match ctx
+            .store
+            .list_parties_brief(None, Some(PartyStatus::Running))
+        {
             Ok(rows) => rows,
             Err(e) => {
                 tracing::debug!(error = %e, "radar: parties unreadable");

@@ -343,8 +343,7 @@ async fn checkouts(
         }
     }
     let ended = |row: &PartyRow| {
-        !matches!(row.status.as_str(), "pending" | "running")
-            && row.completed_at.as_deref().unwrap_or(&row.created_at) < cutoff
+        row.status.is_over() && row.completed_at.as_deref().unwrap_or(&row.created_at) < cutoff
     };
     let mut candidates = Vec::new();
     for (base, isolation) in [

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use troupe_api::ApiError;
 use troupe_api::types::{PromptAgentParams, PromptAgentResult};
+use troupe_model::{DecisionStatus, MemberStatus, PlanStatus, StepState};
 use troupe_store::{AgentRun, PollFilter};
 
 use crate::daemon::Daemon;
@@ -117,7 +118,7 @@ fn has_part(d: &Daemon, party_id: &str, role: &str) -> bool {
     }
     let decisions = d.store.list_decisions(Some(party_id)).unwrap_or_default();
     if decisions.iter().any(|x| {
-        x.status != "committed"
+        x.status != DecisionStatus::Committed
             && x.voters.iter().any(|v| v == role)
             && !x.votes.iter().any(|v| v.voter == role)
     }) {
@@ -128,7 +129,11 @@ fn has_part(d: &Daemon, party_id: &str, role: &str) -> bool {
     };
     // The leader is still at work (or about to be, or recovering).
     let leader_on = party.members.iter().any(|m| {
-        m.role_name == leader && matches!(m.status.as_str(), "pending" | "running" | "recovering")
+        m.role_name == leader
+            && matches!(
+                m.status,
+                MemberStatus::Pending | MemberStatus::Running | MemberStatus::Recovering
+            )
     });
     let plans = d.store.plans(party_id).unwrap_or_default();
     if plans.is_empty() {
@@ -136,11 +141,14 @@ fn has_part(d: &Daemon, party_id: &str, role: &str) -> bool {
         // ended without one, or a party without plans, is done with this turn.
         return role != leader && leader_on;
     }
-    if !plans.iter().any(|p| p.status == "committed") {
+    if !plans.iter().any(|p| p.status == PlanStatus::Committed) {
         return role == leader || leader_on;
     }
     let steps = d.store.plan_steps(party_id).unwrap_or_default();
-    let left: Vec<_> = steps.iter().filter(|s| s.state != "done").collect();
+    let left: Vec<_> = steps
+        .iter()
+        .filter(|s| s.state != StepState::Done)
+        .collect();
     if left.is_empty() {
         return false;
     }

@@ -296,49 +296,7 @@ pub fn validate_plan<'a>(
     Ok(())
 }
 
-/// Where a committed plan's step is.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, PartialOrd, Ord,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum StepState {
-    Pending,
-    InProgress,
-    InReview,
-    Done,
-    Reopened,
-    Blocked,
-}
-
-impl StepState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepState::Pending => "pending",
-            StepState::InProgress => "in_progress",
-            StepState::InReview => "in_review",
-            StepState::Done => "done",
-            StepState::Reopened => "reopened",
-            StepState::Blocked => "blocked",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<StepState> {
-        Some(match s {
-            "pending" => StepState::Pending,
-            "in_progress" => StepState::InProgress,
-            "in_review" => StepState::InReview,
-            "done" => StepState::Done,
-            "reopened" => StepState::Reopened,
-            "blocked" => StepState::Blocked,
-            _ => return None,
-        })
-    }
-
-    /// Whether its owner is working on it (its tool policy and budget apply).
-    pub fn is_active(self) -> bool {
-        matches!(self, StepState::InProgress)
-    }
-}
+pub use troupe_model::{PartyStatus, StepState};
 
 /// What happens to a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,16 +369,16 @@ pub enum CollabState {
 /// The collaboration state from the party's status, whether a plan is being drafted, and the
 /// states of the committed plan's steps (`None`: no plan committed yet).
 pub fn collab_state(
-    party_status: &str,
+    party_status: PartyStatus,
     drafting: bool,
     steps: Option<&[StepState]>,
 ) -> CollabState {
     match party_status {
-        "cancelled" => return CollabState::Cancelled,
-        "failed" => return CollabState::Error,
-        "completed" => return CollabState::Completed,
-        "pending" => return CollabState::Initialized,
-        _ => {}
+        PartyStatus::Cancelled => return CollabState::Cancelled,
+        PartyStatus::Failed => return CollabState::Error,
+        PartyStatus::Completed => return CollabState::Completed,
+        PartyStatus::Pending => return CollabState::Initialized,
+        PartyStatus::Running => {}
     }
     match steps {
         None if drafting => CollabState::Planning,

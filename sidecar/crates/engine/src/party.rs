@@ -9,76 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::{NotifyTarget, PartyDefinition, Strategy};
 
-/// A member's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum MemberStatus {
-    /// Waiting for its role's dependencies.
-    Pending,
-    Running,
-    Completed,
-    /// Crashed and waiting for a signal (its role is paused).
-    Crashed,
-    /// Crashed; a recovery plugin is deciding (or its restart delay is running).
-    Recovering,
-    /// Given up on (the party failed).
-    Failed,
-    Cancelled,
-    /// Crashed, then let go with `signal_role proceed`: counts as done.
-    Skipped,
-    /// Stopped by its budget (a circuit breaker, not a crash): its role is paused until a signal.
-    Paused,
-}
-
-impl MemberStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MemberStatus::Pending => "pending",
-            MemberStatus::Running => "running",
-            MemberStatus::Completed => "completed",
-            MemberStatus::Crashed => "crashed",
-            MemberStatus::Recovering => "recovering",
-            MemberStatus::Failed => "failed",
-            MemberStatus::Cancelled => "cancelled",
-            MemberStatus::Skipped => "skipped",
-            MemberStatus::Paused => "paused",
-        }
-    }
-
-    fn is_done(self) -> bool {
-        matches!(self, MemberStatus::Completed | MemberStatus::Skipped)
-    }
-}
-
-/// A party's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PartyStatus {
-    Pending,
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
-impl PartyStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PartyStatus::Pending => "pending",
-            PartyStatus::Running => "running",
-            PartyStatus::Completed => "completed",
-            PartyStatus::Failed => "failed",
-            PartyStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn is_over(self) -> bool {
-        matches!(
-            self,
-            PartyStatus::Completed | PartyStatus::Failed | PartyStatus::Cancelled
-        )
-    }
-}
+pub use troupe_model::{MemberStatus, PartyStatus};
 
 /// One member (an instance of a role).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -121,11 +121,29 @@ pub enum Action {
     Finished(FlowEnd),
 }
 
+/// A flow's outcome (its root run's status follows from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowOutcome {
+    Success,
+    Failed,
+    Cancelled,
+}
+
+impl std::fmt::Display for FlowOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FlowOutcome::Success => "success",
+            FlowOutcome::Failed => "failed",
+            FlowOutcome::Cancelled => "cancelled",
+        })
+    }
+}
+
 /// How a flow ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowEnd {
-    /// `success`, `failed` or `cancelled`.
-    pub status: String,
+    pub status: FlowOutcome,
     /// The terminal agent's output.
     pub output: String,
     /// The agents whose runs made the answer, in order (`a -> b -> c` for a handoff chain).
@@ -537,7 +555,7 @@ impl Flow {
                 }
                 self.finish(
                     FlowEnd {
-                        status: "cancelled".into(),
+                        status: FlowOutcome::Cancelled,
                         output: String::new(),
                         chain: Vec::new(),
                         error: Some("cancelled".into()),
@@ -1188,13 +1206,13 @@ impl Flow {
             }
             let end = match result {
                 Ok((output, chain)) => FlowEnd {
-                    status: "success".into(),
+                    status: FlowOutcome::Success,
                     output,
                     chain,
                     error: None,
                 },
                 Err(e) => FlowEnd {
-                    status: "failed".into(),
+                    status: FlowOutcome::Failed,
                     output: String::new(),
                     chain: Vec::new(),
                     error: Some(e),

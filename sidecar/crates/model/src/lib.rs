@@ -7,16 +7,25 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// A closed set of words stored as TEXT and carried as a JSON string: `as_str`, `FromStr`
+/// (an error names the expected words), serde and JSON Schema (an `enum` of the words), and with
+/// the `sql` feature SQLite conversions.
 macro_rules! text_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
         #[serde(rename_all = "snake_case")]
-        pub enum $name { $($variant),+ }
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
 
         impl $name {
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
             }
         }
 
@@ -49,6 +58,9 @@ macro_rules! text_enum {
         }
     };
 }
+
+mod status;
+pub use status::*;
 
 text_enum! {
     /// Whether a session is still around.
@@ -322,7 +334,7 @@ pub struct PartyRow {
     pub party_id: String,
     pub name: String,
     pub project_id: String,
-    pub status: String,
+    pub status: PartyStatus,
     pub status_reason: Option<String>,
     pub snapshot: Value,
     pub inputs: Option<Value>,
@@ -344,7 +356,7 @@ pub struct MemberRow {
     pub party_id: String,
     pub role_name: String,
     pub instance_index: i64,
-    pub status: String,
+    pub status: MemberStatus,
     pub crash_count: i64,
     pub attempts: i64,
     pub session_id: Option<String>,
@@ -360,7 +372,7 @@ pub struct MemberRow {
 pub struct MemberState {
     pub role_name: String,
     pub instance_index: i64,
-    pub status: String,
+    pub status: MemberStatus,
     pub crash_count: i64,
     pub attempts: i64,
     pub started_at_ms: Option<i64>,
@@ -370,7 +382,7 @@ pub struct MemberState {
 /// A party's state after a step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartyState {
-    pub status: String,
+    pub status: PartyStatus,
     pub status_reason: Option<String>,
     pub overrides: Value,
     pub paused: Value,
@@ -388,7 +400,7 @@ pub struct Task {
     pub role_name: Option<String>,
     pub title: String,
     pub description: Option<String>,
-    pub status: String,
+    pub status: TaskStatus,
     pub escalation_reason: Option<String>,
     pub created_at: String,
     pub updated_at: String,
@@ -429,8 +441,7 @@ pub struct Question {
     pub question: String,
     /// The answers offered (none: free text).
     pub choices: Vec<String>,
-    /// pending, answered, or expired (the run that asked ended first).
-    pub status: String,
+    pub status: QuestionStatus,
     pub answer: Option<String>,
     pub answered_by: Option<String>,
     pub created_at: String,
@@ -472,8 +483,7 @@ pub struct Approval {
     /// Its path lies outside the asking member's checkout: always dangerous, never answered by
     /// a rule.
     pub outside_worktree: bool,
-    /// pending, approved, denied, aborted or expired (its run ended before anyone decided).
-    pub status: String,
+    pub status: ApprovalStatus,
     /// approve, deny, abort, approve_pattern, timeout, rule or expired.
     pub decision: Option<String>,
     pub decided_by: Option<String>,
@@ -536,8 +546,8 @@ pub struct ApprovalRule {
 #[derive(Debug, Clone)]
 pub struct Decision {
     pub approval_id: String,
-    /// approved, denied or aborted.
-    pub status: &'static str,
+    /// Approved, denied or aborted.
+    pub status: ApprovalStatus,
     pub decision: String,
     pub decided_by: Option<String>,
     pub reason: Option<String>,
@@ -580,8 +590,7 @@ impl Recipients {
 pub struct PlanVersion {
     pub party_id: String,
     pub version: i64,
-    /// draft, committed or superseded.
-    pub status: String,
+    pub status: PlanStatus,
     /// The steps as proposed (the engine's `StepSpec`).
     pub steps: Value,
     pub summary: Option<String>,
@@ -616,8 +625,7 @@ pub struct PlanStep {
     pub owner_role: String,
     /// The step as committed (the engine's `StepSpec`; `owner_role` there is the first owner).
     pub spec: Value,
-    /// pending, in_progress, in_review, done, reopened or blocked.
-    pub state: String,
+    pub state: StepState,
     /// The last submission, review reason, handoff note or blocker.
     pub reason: Option<String>,
     pub started_at_ms: Option<i64>,
@@ -642,8 +650,7 @@ pub struct DecisionRecord {
     pub proposed_by: Option<String>,
     /// When voting closes (ms since the epoch).
     pub deadline_ms: i64,
-    /// open, tied (waiting for the leader or the person) or committed.
-    pub status: String,
+    pub status: DecisionStatus,
     pub chosen: Option<String>,
     /// How it was decided ("all 3 voters voted", "tie broken by the leader", …).
     pub how: Option<String>,

@@ -6,7 +6,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;
 
 use crate::events::append_event;
-use crate::{Approval, ApprovalRule, Decision, NewApproval, NewEvent, Store, StoreError, new_id};
+use crate::{
+    Approval, ApprovalRule, ApprovalStatus, Decision, NewApproval, NewEvent, Store, StoreError,
+    new_id,
+};
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
@@ -127,8 +130,8 @@ impl Store {
             }
             let id = new_id();
             let (status, decision) = match &new.approved_by_rule {
-                Some(_) => ("approved", Some("rule")),
-                None => ("pending", None),
+                Some(_) => (ApprovalStatus::Approved, Some("rule")),
+                None => (ApprovalStatus::Pending, None),
             };
             conn.prepare_cached(&format!(
                 "INSERT INTO approvals (id, request_key, project_id, session_id, run_id, party_id, \
@@ -172,7 +175,7 @@ impl Store {
                 })),
             )?;
             // Asked by a run that has already ended (a straggler of a stopped attempt).
-            if a.status == "pending" && let Some(run) = &new.run_id {
+            if a.status == ApprovalStatus::Pending && let Some(run) = &new.run_id {
                 let ended: Option<String> = conn
                     .prepare_cached(
                         "SELECT status FROM agent_runs WHERE id = ?1 \
@@ -199,7 +202,7 @@ impl Store {
     /// `include_expired` is set.
     pub fn list_approvals(
         &self,
-        status: Option<&str>,
+        status: Option<ApprovalStatus>,
         project_id: Option<&str>,
         party_id: Option<&str>,
         session_id: Option<&str>,
@@ -227,14 +230,14 @@ impl Store {
     pub async fn decide_approval(&self, d: Decision) -> Result<Approval, StoreError> {
         self.write(move |conn| {
             let a = load(conn, &d.approval_id)?;
-            if a.status == "expired" {
+            if a.status == ApprovalStatus::Expired {
                 return Err(StoreError::Conflict(format!(
                     "approval {} has expired: {}; nothing waits for this answer any more",
                     a.approval_id,
                     a.reason.as_deref().unwrap_or("the run that asked ended")
                 )));
             }
-            if a.status != "pending" {
+            if a.status != ApprovalStatus::Pending {
                 return Err(StoreError::Conflict(format!(
                     "approval {} is already {} ({})",
                     a.approval_id,

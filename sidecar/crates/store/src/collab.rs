@@ -9,7 +9,10 @@ use serde_json::Value;
 
 use crate::events::append_event;
 use crate::orchestration::json_col;
-use crate::{DecisionRecord, NewEvent, PlanReview, PlanStep, PlanVersion, Store, StoreError, Vote};
+use crate::{
+    DecisionRecord, DecisionStatus, NewEvent, PlanReview, PlanStatus, PlanStep, PlanVersion,
+    StepState, Store, StoreError, Vote,
+};
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
@@ -162,8 +165,8 @@ pub struct StepChange {
     pub party_id: String,
     pub step_id: String,
     /// The state it was read in; a different one now is a conflict.
-    pub from: String,
-    pub to: String,
+    pub from: StepState,
+    pub to: StepState,
     /// A new owner (a handoff).
     pub owner_role: Option<String>,
     pub reason: Option<String>,
@@ -244,7 +247,7 @@ impl Store {
     ) -> Result<PlanVersion, StoreError> {
         self.write(move |conn| {
             let plan = load_plan(conn, &party_id, version)?;
-            if plan.status != "draft" {
+            if plan.status != PlanStatus::Draft {
                 return Err(StoreError::Conflict(format!(
                     "plan version {version} is {}; only a draft is reviewed",
                     plan.status
@@ -283,7 +286,7 @@ impl Store {
     ) -> Result<PlanVersion, StoreError> {
         self.write(move |conn| {
             let plan = load_plan(conn, &party_id, version)?;
-            if plan.status != "draft" {
+            if plan.status != PlanStatus::Draft {
                 return Err(StoreError::Conflict(format!(
                     "plan version {version} is {}; only a draft is committed",
                     plan.status
@@ -390,8 +393,8 @@ impl Store {
             let mut data = change.data.clone();
             if let Some(obj) = data.as_object_mut() {
                 obj.insert("step_id".into(), Value::String(change.step_id.clone()));
-                obj.insert("from".into(), Value::String(change.from.clone()));
-                obj.insert("to".into(), Value::String(change.to.clone()));
+                obj.insert("from".into(), change.from.as_str().into());
+                obj.insert("to".into(), change.to.as_str().into());
             }
             append_event(conn, &party_event(&change.party_id, &change.event, data))?;
             load_step(conn, &change.party_id, &change.step_id)
@@ -445,7 +448,7 @@ impl Store {
     ) -> Result<DecisionRecord, StoreError> {
         self.write(move |conn| {
             let d = load_decision(conn, &decision_id)?;
-            if d.status == "committed" {
+            if d.status == DecisionStatus::Committed {
                 return Err(StoreError::Conflict(format!(
                     "decision {decision_id} is already committed ({})",
                     d.chosen.unwrap_or_default()
@@ -483,7 +486,7 @@ impl Store {
     ) -> Result<DecisionRecord, StoreError> {
         self.write(move |conn| {
             let d = load_decision(conn, &decision_id)?;
-            if d.status != "open" {
+            if d.status != DecisionStatus::Open {
                 return Ok(d);
             }
             conn.prepare_cached("UPDATE decisions SET status = 'tied' WHERE id = ?1")?
@@ -510,7 +513,7 @@ impl Store {
     ) -> Result<DecisionRecord, StoreError> {
         self.write(move |conn| {
             let d = load_decision(conn, &decision_id)?;
-            if d.status == "committed" {
+            if d.status == DecisionStatus::Committed {
                 return Err(StoreError::Conflict(format!(
                     "decision {decision_id} is already committed ({})",
                     d.chosen.unwrap_or_default()

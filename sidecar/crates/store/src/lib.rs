@@ -37,11 +37,12 @@ pub use orchestration::{DefinitionKind, Put};
 pub use retention::{DbSize, Kind as RetentionKind, Swept, WINDOW as RETENTION_WINDOW};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
-    AgentRun, Approval, ApprovalRule, Decision, DecisionRecord, DefinitionRow, Event, MemberPick,
-    MemberRow, MemberState, Message, MessageType, NewApproval, NewEvent, NewMessage,
-    NewNotification, NewQuestion, NewRun, NewSession, Notification, PartyRow, PartyState,
-    PlanReview, PlanStep, PlanVersion, Priority, Project, Question, Recipients, RegisterOutcome,
-    RunEnd, RunStatus, Session, SessionFilter, SessionStatus, Task, Usage, Vote,
+    AgentRun, Approval, ApprovalRule, ApprovalStatus, Decision, DecisionRecord, DecisionStatus,
+    DefinitionRow, Event, MemberPick, MemberRow, MemberState, MemberStatus, Message, MessageType,
+    NewApproval, NewEvent, NewMessage, NewNotification, NewQuestion, NewRun, NewSession,
+    Notification, PartyRow, PartyState, PartyStatus, PlanReview, PlanStatus, PlanStep, PlanVersion,
+    Priority, Project, Question, QuestionStatus, Recipients, RegisterOutcome, RunEnd, RunStatus,
+    Session, SessionFilter, SessionStatus, StepState, Task, TaskStatus, Usage, Vote,
 };
 
 /// How many read connections are kept open between reads.

@@ -9,8 +9,8 @@ use crate::events::append_event;
 use crate::sessions::{load_session, register};
 use crate::{
     AgentRun, DefinitionRow, MemberRow, NewEvent, NewNotification, NewRun, NewSession,
-    Notification, PartyRow, PartyState, RunEnd, RunStatus, Session, Store, StoreError, Task, Usage,
-    new_id,
+    Notification, PartyRow, PartyState, PartyStatus, RunEnd, RunStatus, Session, Store, StoreError,
+    Task, TaskStatus, Usage, new_id,
 };
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
@@ -761,7 +761,7 @@ impl Store {
         notifications: Vec<NewNotification>,
     ) -> Result<(), StoreError> {
         self.write(move |conn| {
-            let over = matches!(state.status.as_str(), "completed" | "failed" | "cancelled");
+            let over = state.status.is_over();
             conn.prepare_cached(&format!(
                 "UPDATE parties SET status = ?2, status_reason = ?3, overrides = ?4, paused = ?5, \
                  completed_at = CASE WHEN ?6 AND completed_at IS NULL THEN {NOW} ELSE completed_at END, \
@@ -793,7 +793,7 @@ impl Store {
                     m.finished_at_ms
                 ])?;
             }
-            if state.status == "completed" {
+            if state.status == PartyStatus::Completed {
                 // The party's task is done with it (an escalated one still waits for a person).
                 conn.execute(
                     &format!(
@@ -870,7 +870,7 @@ impl Store {
     pub fn list_parties(
         &self,
         project_id: Option<&str>,
-        status: Option<&str>,
+        status: Option<PartyStatus>,
     ) -> Result<Vec<PartyRow>, StoreError> {
         self.parties_where(PARTY_COLUMNS, project_id, status)
     }
@@ -881,7 +881,7 @@ impl Store {
     pub fn list_parties_brief(
         &self,
         project_id: Option<&str>,
-        status: Option<&str>,
+        status: Option<PartyStatus>,
     ) -> Result<Vec<PartyRow>, StoreError> {
         self.parties_where(
             &PARTY_COLUMNS.replacen("snapshot", "'null'", 1),
@@ -894,7 +894,7 @@ impl Store {
         &self,
         columns: &str,
         project_id: Option<&str>,
-        status: Option<&str>,
+        status: Option<PartyStatus>,
     ) -> Result<Vec<PartyRow>, StoreError> {
         self.read(|conn| {
             let rows = conn
@@ -1023,7 +1023,7 @@ impl Store {
     ) -> Result<Task, StoreError> {
         self.write(move |conn| {
             let task = load_task(conn, &task_id)?;
-            if matches!(task.status.as_str(), "done" | "cancelled") {
+            if matches!(task.status, TaskStatus::Done | TaskStatus::Cancelled) {
                 return Err(StoreError::Conflict(format!(
                     "task {task_id} is {}; it cannot be escalated",
                     task.status

@@ -4,7 +4,7 @@
 use rusqlite::{Connection, Row, params};
 
 use crate::events::append_event;
-use crate::{NewEvent, NewQuestion, Question, Store, StoreError, new_id};
+use crate::{NewEvent, NewQuestion, Question, QuestionStatus, Store, StoreError, new_id};
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
@@ -150,7 +150,7 @@ impl Store {
     ) -> Result<Question, StoreError> {
         self.write(move |conn| {
             let q = load(conn, &id)?;
-            if q.status != "pending" {
+            if q.status != QuestionStatus::Pending {
                 return Err(StoreError::Conflict(format!(
                     "question {id} is {} already{}",
                     q.status,

@@ -165,8 +165,14 @@ async fn ghosts_left_by_an_earlier_version_expire_when_it_migrates() {
         .unwrap();
     }
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.get_approval("ghost").unwrap().status, "expired");
-    assert_eq!(store.get_approval("waiting").unwrap().status, "pending");
+    assert_eq!(
+        store.get_approval("ghost").unwrap().status,
+        crate::ApprovalStatus::Expired
+    );
+    assert_eq!(
+        store.get_approval("waiting").unwrap().status,
+        crate::ApprovalStatus::Pending
+    );
     // The process group is known for agents that have one of their own, not in-daemon runs.
     assert_eq!(store.get_run("dead").unwrap().pgid, Some(42));
     assert_eq!(store.get_run("live").unwrap().pgid, None);
@@ -175,7 +181,7 @@ async fn ghosts_left_by_an_earlier_version_expire_when_it_migrates() {
     let err = store
         .decide_approval(crate::Decision {
             approval_id: "ghost".into(),
-            status: "approved",
+            status: crate::ApprovalStatus::Approved,
             decision: "approve".into(),
             decided_by: None,
             reason: None,
@@ -405,4 +411,165 @@ fn the_wal_stays_bounded_under_steady_writes_and_reads() {
         bounded < unbounded / 3,
         "folded back past its bound, the WAL stays small ({bounded} against {unbounded} bytes)"
     );
+}
+
+/// The database keeps statuses as the words it always had: every word a row may hold (written
+/// as an earlier version did, in plain SQL) reads back as its typed status, and says the same.
+#[test]
+fn every_status_word_in_the_database_reads_back_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("words.db");
+    drop(Store::open(&path).unwrap());
+    let parties = ["pending", "running", "completed", "failed", "cancelled"];
+    let members = [
+        "pending",
+        "running",
+        "completed",
+        "crashed",
+        "recovering",
+        "failed",
+        "cancelled",
+        "skipped",
+        "paused",
+    ];
+    let tasks = ["open", "in_progress", "escalated", "done", "cancelled"];
+    let questions = ["pending", "answered", "expired"];
+    let approvals = ["pending", "approved", "denied", "aborted", "expired"];
+    let plans = ["draft", "committed", "superseded"];
+    let decisions = ["open", "tied", "committed"];
+    let steps = [
+        "pending",
+        "in_progress",
+        "in_review",
+        "done",
+        "reopened",
+        "blocked",
+    ];
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "INSERT INTO projects (id, root_path, name) VALUES ('p', '/p', 'p');
+             INSERT INTO sessions (id, project_id, cli, cwd) VALUES ('s', 'p', 'x', '/p');",
+        )
+        .unwrap();
+        for w in parties {
+            conn.execute(
+                "INSERT INTO parties (id, name, project_id, status, snapshot, repo_root) \
+                 VALUES (?1, 'n', 'p', ?1, '{}', '/p')",
+                [w],
+            )
+            .unwrap();
+        }
+        for (i, w) in members.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO party_members (party_id, role_name, instance_index, status) \
+                 VALUES ('running', 'r', ?1, ?2)",
+                rusqlite::params![i as i64, w],
+            )
+            .unwrap();
+        }
+        for w in tasks {
+            conn.execute(
+                "INSERT INTO tasks (id, project_id, title, status) VALUES (?1, 'p', 't', ?1)",
+                [w],
+            )
+            .unwrap();
+        }
+        for w in questions {
+            conn.execute(
+                "INSERT INTO questions (id, project_id, session_id, question, status) \
+                 VALUES (?1, 'p', 's', 'q', ?1)",
+                [w],
+            )
+            .unwrap();
+        }
+        for w in approvals {
+            conn.execute(
+                "INSERT INTO approvals (id, project_id, session_id, tool_name, input, subject, \
+                 expires_at_ms, status) VALUES (?1, 'p', 's', 't', '{}', 'x', 0, ?1)",
+                [w],
+            )
+            .unwrap();
+        }
+        for (v, w) in plans.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO plans (party_id, version, status, steps, created_at) \
+                 VALUES ('running', ?1, ?2, '[]', 'now')",
+                rusqlite::params![v as i64 + 1, w],
+            )
+            .unwrap();
+        }
+        for w in decisions {
+            conn.execute(
+                "INSERT INTO decisions (id, party_id, topic, options, voters, deadline_ms, \
+                 status, created_at) VALUES (?1, 'running', 't', '[]', '[]', 0, ?1, 'now')",
+                [w],
+            )
+            .unwrap();
+        }
+        for (i, w) in steps.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO plan_steps (party_id, step_id, position, plan_version, owner_role, \
+                 spec, state, updated_at) VALUES ('running', ?1, ?2, 2, 'r', '{}', ?1, 'now')",
+                rusqlite::params![w, i as i64],
+            )
+            .unwrap();
+        }
+    }
+    let store = Store::open(&path).unwrap();
+    for w in parties {
+        assert_eq!(store.get_party(w).unwrap().0.status.as_str(), w);
+    }
+    let (_, rows) = store.get_party("running").unwrap();
+    let read: Vec<&str> = rows.iter().map(|m| m.status.as_str()).collect();
+    assert_eq!(read, members);
+    for w in tasks {
+        assert_eq!(store.get_task(w).unwrap().status.as_str(), w);
+    }
+    for w in questions {
+        assert_eq!(store.get_question(w).unwrap().status.as_str(), w);
+    }
+    for w in approvals {
+        assert_eq!(store.get_approval(w).unwrap().status.as_str(), w);
+    }
+    let read: Vec<&str> = store
+        .plans("running")
+        .unwrap()
+        .iter()
+        .map(|p| p.status.as_str())
+        .collect();
+    assert_eq!(read, plans);
+    let mut read: Vec<&str> = store
+        .list_decisions(Some("running"))
+        .unwrap()
+        .iter()
+        .map(|d| d.status.as_str())
+        .collect();
+    read.sort_unstable();
+    let mut want = decisions.to_vec();
+    want.sort_unstable();
+    assert_eq!(read, want);
+    let read: Vec<&str> = store
+        .plan_steps("running")
+        .unwrap()
+        .iter()
+        .map(|s| s.state.as_str())
+        .collect();
+    assert_eq!(read, steps);
+    // The typed statuses go on the wire as the same words.
+    let row = store.get_party("completed").unwrap().0;
+    assert_eq!(
+        serde_json::to_value(&row).unwrap()["status"],
+        serde_json::json!("completed")
+    );
+    // A word no version ever wrote is a clear error, not a guess.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE party_members SET status = 'lost' WHERE instance_index = 0",
+            [],
+        )
+        .unwrap();
+    let err = store.get_party("running").unwrap_err().to_string();
+    assert!(err.contains("unknown MemberStatus \"lost\""), "{err}");
 }

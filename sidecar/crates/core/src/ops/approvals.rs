@@ -376,7 +376,7 @@ fn resolve(base: &Path, path: &str) -> PathBuf {
 fn result(a: &Approval) -> PermissionResult {
     PermissionResult {
         approval_id: a.approval_id.clone(),
-        status: a.status.clone(),
+        status: a.status,
         decision: a.decision.clone(),
         reason: a.reason.clone(),
     }
@@ -395,7 +395,7 @@ pub fn arm_timeout(
         let decided = store
             .decide_approval(Decision {
                 approval_id: approval_id.clone(),
-                status: "denied",
+                status: ApprovalStatus::Denied,
                 decision: "timeout".into(),
                 decided_by: Some("troupe".into()),
                 reason: Some("nobody answered in time".into()),
@@ -422,7 +422,7 @@ pub fn arm_pending(
     store: &Store,
     hub: &std::sync::Arc<Hub>,
 ) -> Result<(), troupe_store::StoreError> {
-    for a in store.list_approvals(Some("pending"), None, None, None, false)? {
+    for a in store.list_approvals(Some(ApprovalStatus::Pending), None, None, None, false)? {
         arm_timeout(store.clone(), hub.clone(), a.approval_id, a.expires_at_ms);
     }
     Ok(())
@@ -436,7 +436,7 @@ pub async fn request_permission_decided(
 ) -> Result<PermissionResult, ApiError> {
     let (session_id, wait_ms) = (p.session_id.clone(), p.wait_ms);
     let mut r = request_permission(d, p).await?;
-    while r.status == "pending" {
+    while r.status == ApprovalStatus::Pending {
         let again = RequestPermissionParams {
             session_id: session_id.clone(),
             approval_id: Some(r.approval_id),
@@ -564,12 +564,12 @@ pub async fn request_permission(
                 })
                 .await?;
             let a = match verdict {
-                ToolVerdict::Deny(why) if created && a.status == "pending" => {
+                ToolVerdict::Deny(why) if created && a.status == ApprovalStatus::Pending => {
                     let denied = d
                         .store
                         .decide_approval(Decision {
                             approval_id: a.approval_id.clone(),
-                            status: "denied",
+                            status: ApprovalStatus::Denied,
                             decision: "deny".into(),
                             decided_by: Some("step policy".into()),
                             reason: Some(why),
@@ -585,11 +585,11 @@ pub async fn request_permission(
             if created {
                 d.hub.bump(APPROVALS_KEY);
                 // A guardrail tripped: the person hears of it as an escalation.
-                if let (Some((why, _)), "pending") = (&escalated, a.status.as_str()) {
+                if let (Some((why, _)), ApprovalStatus::Pending) = (&escalated, a.status) {
                     escalate(d, &a, why).await;
                 }
             }
-            if created && a.status == "pending" {
+            if created && a.status == ApprovalStatus::Pending {
                 arm_timeout(
                     d.store.clone(),
                     d.hub.clone(),
@@ -606,11 +606,11 @@ pub async fn request_permission(
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     // Read again now that we watch: a decision taken since the request was stored (a quick
     // editor, a rule) published before this watch existed.
-    let mut current = match approval.status.as_str() {
-        "pending" => d.store.get_approval(&approval.approval_id)?,
+    let mut current = match approval.status {
+        ApprovalStatus::Pending => d.store.get_approval(&approval.approval_id)?,
         _ => approval,
     };
-    while current.status == "pending" {
+    while current.status == ApprovalStatus::Pending {
         match tokio::time::timeout_at(deadline, wake.changed()).await {
             Ok(Ok(())) => current = d.store.get_approval(&current.approval_id)?,
             Ok(Err(_)) | Err(_) => break,
@@ -618,7 +618,7 @@ pub async fn request_permission(
     }
     // A decided request's wake-up key is not needed again.
     drop(wake);
-    if current.status != "pending" {
+    if current.status != ApprovalStatus::Pending {
         d.hub.forget(&key);
     }
     Ok(result(&current))
@@ -683,7 +683,7 @@ pub async fn list_approvals(
     p: ListApprovalsParams,
 ) -> Result<ApprovalsResult, ApiError> {
     let approvals = d.store.list_approvals(
-        p.status.as_deref(),
+        p.status,
         p.project_id.as_deref(),
         p.party_id.as_deref(),
         p.session_id.as_deref(),
@@ -699,10 +699,10 @@ pub async fn decide_approval(
     const OP: &str = "decide_approval";
     let a = d.store.get_approval(&p.approval_id)?;
     let (status, decision) = match p.decision {
-        DecisionKind::Approve => ("approved", "approve"),
-        DecisionKind::Deny => ("denied", "deny"),
-        DecisionKind::Abort => ("aborted", "abort"),
-        DecisionKind::ApprovePattern => ("approved", "approve_pattern"),
+        DecisionKind::Approve => (ApprovalStatus::Approved, "approve"),
+        DecisionKind::Deny => (ApprovalStatus::Denied, "deny"),
+        DecisionKind::Abort => (ApprovalStatus::Aborted, "abort"),
+        DecisionKind::ApprovePattern => (ApprovalStatus::Approved, "approve_pattern"),
     };
     let new_rule = if p.decision == DecisionKind::ApprovePattern {
         if a.outside_worktree {

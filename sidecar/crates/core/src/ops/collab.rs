@@ -72,7 +72,7 @@ fn draft(
         None => plans
             .into_iter()
             .rev()
-            .find(|p| p.status == "draft")
+            .find(|p| p.status == PlanStatus::Draft)
             .ok_or_else(|| ApiError::invalid(op, format!("party {party_id} has no draft plan"))),
     }
 }
@@ -193,18 +193,18 @@ pub async fn get_plan(d: &Daemon, p: PartyIdParams) -> Result<PlanView, ApiError
     let party = PartyView::load(&d.store, &p.party_id)?;
     let plans = d.store.plans(&p.party_id)?;
     let steps = d.store.plan_steps(&p.party_id)?;
-    let latest = |status: &str| plans.iter().rev().find(|v| v.status == status).cloned();
+    let latest = |status: PlanStatus| plans.iter().rev().find(|v| v.status == status).cloned();
     Ok(PlanView {
-        collab_state: state(&party.row.status, &plans, &steps),
-        committed: latest("committed"),
-        draft: latest("draft"),
+        collab_state: state(party.row.status, &plans, &steps),
+        committed: latest(PlanStatus::Committed),
+        draft: latest(PlanStatus::Draft),
         party_id: p.party_id,
         steps,
     })
 }
 
 /// The collaboration state shown by `get_party_status`.
-pub fn collab_state_of(d: &Daemon, party_id: &str, status: &str) -> rules::CollabState {
+pub fn collab_state_of(d: &Daemon, party_id: &str, status: PartyStatus) -> rules::CollabState {
     state(
         status,
         &d.store.plans(party_id).unwrap_or_default(),
@@ -214,16 +214,16 @@ pub fn collab_state_of(d: &Daemon, party_id: &str, status: &str) -> rules::Colla
 
 /// Where a party's collaboration is, from its status, its plan versions and its steps.
 fn state(
-    status: &str,
+    status: PartyStatus,
     plans: &[troupe_store::PlanVersion],
     steps: &[PlanStep],
 ) -> rules::CollabState {
     let states: Vec<StepState> = steps.iter().map(state_of).collect();
-    let has = |status: &str| plans.iter().any(|v| v.status == status);
+    let has = |status: PlanStatus| plans.iter().any(|v| v.status == status);
     rules::collab_state(
         status,
-        has("draft"),
-        has("committed").then_some(states.as_slice()),
+        has(PlanStatus::Draft),
+        has(PlanStatus::Committed).then_some(states.as_slice()),
     )
 }
 
@@ -283,8 +283,8 @@ fn change(step: &PlanStep, party_id: &str, to: StepState, event: &str) -> StepCh
     StepChange {
         party_id: party_id.to_string(),
         step_id: step.step_id.clone(),
-        from: step.state.clone(),
-        to: to.as_str().into(),
+        from: step.state,
+        to,
         owner_role: None,
         reason: None,
         started: None,
@@ -685,7 +685,7 @@ pub async fn commit_decision(
             rules::CollabError::UnknownOption(p.option).to_string(),
         ));
     }
-    if decision.status == "committed" {
+    if decision.status == DecisionStatus::Committed {
         return Err(ApiError::Conflict(format!(
             "decision {} is already committed ({})",
             decision.decision_id,
@@ -697,7 +697,7 @@ pub async fn commit_decision(
     } else {
         format!("the leader ({})", caller.name)
     };
-    let how = if decision.status == "tied" {
+    let how = if decision.status == DecisionStatus::Tied {
         format!("a tie broken by {who}")
     } else {
         format!("chosen by {who} with {} votes cast", decision.votes.len())

@@ -251,9 +251,11 @@ async fn pre_tool_use(d: &Daemon, session_id: &str, payload: &Value) -> Result<V
         wait_ms: Some(HOOK_APPROVAL_WAIT_MS.min(crate::ops::MAX_WAIT_MS)),
     };
     let r = crate::ops::request_permission(d, params).await?;
-    Ok(match r.status.as_str() {
-        "approved" => decide("allow", format!("approved in Troupe ({})", r.approval_id)),
-        "pending" => decide(
+    Ok(match r.status {
+        ApprovalStatus::Approved => {
+            decide("allow", format!("approved in Troupe ({})", r.approval_id))
+        }
+        ApprovalStatus::Pending => decide(
             "deny",
             format!(
                 "no decision in Troupe yet ({}); ask again later",

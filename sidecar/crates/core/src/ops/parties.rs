@@ -19,7 +19,7 @@ fn summary(row: &PartyRow) -> PartySummary {
     PartySummary {
         party_id: row.party_id.clone(),
         name: row.name.clone(),
-        status: row.status.clone(),
+        status: row.status,
         status_reason: row.status_reason.clone(),
         project_id: row.project_id.clone(),
         repo_root: row.repo_root.clone(),
@@ -272,7 +272,7 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         party_id: party_id.clone(),
         name: def.name.clone(),
         project_id: system.project_id,
-        status: "pending".into(),
+        status: PartyStatus::Pending,
         status_reason: None,
         snapshot: serde_json::to_value(&snapshot).map_err(|e| ApiError::Internal(e.to_string()))?,
         inputs: p.inputs,
@@ -344,7 +344,7 @@ fn self_leader(
     if let Some(other) = &s.party_id
         && d.store
             .get_party(other)
-            .is_ok_and(|(p, _)| !matches!(p.status.as_str(), "completed" | "cancelled" | "failed"))
+            .is_ok_and(|(p, _)| !p.status.is_over())
     {
         return Err(ApiError::Conflict(format!(
             "session {session} is already in party {other}, which is still going"
@@ -366,24 +366,24 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
         .iter()
         .map(|(name, r)| {
             let mine: Vec<_> = members.iter().filter(|m| &m.role_name == name).collect();
-            let count_of = |s: &str| mine.iter().filter(|m| m.status == s).count();
+            let count_of = |s: MemberStatus| mine.iter().filter(|m| m.status == s).count();
             let (completed, running) = (
-                count_of("completed") + count_of("skipped"),
-                count_of("running"),
+                mine.iter().filter(|m| m.status.is_done()).count(),
+                count_of(MemberStatus::Running),
             );
             let is_paused = paused.contains(name);
             let status = if is_paused {
-                "paused"
+                RoleState::Paused
             } else if completed == mine.len() {
-                "completed"
+                RoleState::Completed
             } else if running > 0 {
-                "running"
-            } else if count_of("failed") > 0 {
-                "failed"
-            } else if count_of("cancelled") > 0 {
-                "cancelled"
+                RoleState::Running
+            } else if count_of(MemberStatus::Failed) > 0 {
+                RoleState::Failed
+            } else if count_of(MemberStatus::Cancelled) > 0 {
+                RoleState::Cancelled
             } else {
-                "pending"
+                RoleState::Pending
             };
             RoleStatus {
                 role: name.clone(),
@@ -397,7 +397,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
                     .or_else(|| r.on_crash.clone())
                     .unwrap_or_else(|| snapshot.party.recovery.on_crash.clone()),
                 paused: is_paused,
-                status: status.into(),
+                status,
                 completed,
                 running,
                 crashes: mine.iter().map(|m| m.crash_count).sum(),
@@ -419,7 +419,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
         views.push(MemberStatusView {
             role: m.role_name.clone(),
             index: m.instance_index,
-            status: m.status.clone(),
+            status: m.status,
             crash_count: m.crash_count,
             attempts: m.attempts,
             session_id: m.session_id.clone(),
@@ -440,7 +440,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
     }
     let tasks = d.store.list_tasks(Some(&p.party_id))?;
     Ok(PartyStatusResult {
-        collab_state: super::collab::collab_state_of(d, &p.party_id, &row.status),
+        collab_state: super::collab::collab_state_of(d, &p.party_id, row.status),
         usage: d.store.usage("party", &p.party_id)?,
         party: summary(&row),
         roles,
@@ -507,9 +507,7 @@ pub async fn list_parties(d: &Daemon, p: ListPartiesParams) -> Result<PartiesRes
             }
         }
     };
-    let parties = d
-        .store
-        .list_parties_brief(project.as_deref(), p.status.as_deref())?;
+    let parties = d.store.list_parties_brief(project.as_deref(), p.status)?;
     Ok(PartiesResult {
         parties: parties
             .iter()
@@ -550,7 +548,7 @@ pub async fn reassign_task(d: &Daemon, p: ReassignTaskParams) -> Result<TaskResu
 /// branches it deleted, and their tips.
 pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupResult, ApiError> {
     let (row, members) = d.store.get_party(&p.party_id)?;
-    if matches!(row.status.as_str(), "pending" | "running") {
+    if !row.status.is_over() {
         return Err(ApiError::Conflict(format!(
             "party {} is still {}; cancel it first",
             row.party_id, row.status
@@ -725,7 +723,7 @@ pub async fn escalate_task(d: &Daemon, p: EscalateTaskParams) -> Result<TaskResu
             .and_then(|s| s.party.leader().map(str::to_string));
         let leader_session = members
             .iter()
-            .find(|m| Some(&m.role_name) == leader.as_ref() && m.status == "running")
+            .find(|m| Some(&m.role_name) == leader.as_ref() && m.status == MemberStatus::Running)
             .and_then(|m| m.session_id.clone());
         if let Some(session) = leader_session {
             let text = format!(

@@ -16,7 +16,7 @@ const DEFAULT_WAIT_MS: u64 = 30_000;
 fn result(q: &Question) -> QuestionResult {
     QuestionResult {
         question_id: q.question_id.clone(),
-        status: q.status.clone(),
+        status: q.status,
         answer: q.answer.clone(),
     }
 }
@@ -104,14 +104,14 @@ pub async fn ask_person(d: &Daemon, p: AskPersonParams) -> Result<QuestionResult
     let mut wake = d.hub.watch(&key);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let mut current = d.store.get_question(&asked.question_id)?;
-    while current.status == "pending" {
+    while current.status == QuestionStatus::Pending {
         match tokio::time::timeout_at(deadline, wake.changed()).await {
             Ok(Ok(())) => current = d.store.get_question(&current.question_id)?,
             Ok(Err(_)) | Err(_) => break,
         }
     }
     drop(wake);
-    if current.status != "pending" {
+    if current.status != QuestionStatus::Pending {
         d.hub.forget(&key);
     }
     Ok(result(&current))

@@ -385,14 +385,6 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn parse_member_status(s: &str) -> MemberStatus {
-    serde_json::from_value(Value::String(s.into())).unwrap_or(MemberStatus::Failed)
-}
-
-fn parse_party_status(s: &str) -> PartyStatus {
-    serde_json::from_value(Value::String(s.into())).unwrap_or(PartyStatus::Failed)
-}
-
 /// A short, branch-safe label for a party: `<name>-<first 8 of its id>`.
 pub fn party_label(row: &PartyRow) -> String {
     format!(

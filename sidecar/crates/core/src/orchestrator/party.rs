@@ -32,7 +32,7 @@ impl Loop {
         let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
             .map_err(|e| ApiError::Internal(format!("party {} snapshot: {e}", row.party_id)))?;
         let mut party = Party::new(snapshot.party.clone());
-        party.status = parse_party_status(&row.status);
+        party.status = row.status;
         party.overrides = serde_json::from_value(row.overrides.clone()).unwrap_or_default();
         party.paused = serde_json::from_value(row.paused.clone()).unwrap_or_default();
         party.released = serde_json::from_value(row.released.clone()).unwrap_or_default();
@@ -41,7 +41,7 @@ impl Loop {
             .map(|m| Member {
                 role: m.role_name.clone(),
                 index: u32::try_from(m.instance_index).unwrap_or(0),
-                status: parse_member_status(&m.status),
+                status: m.status,
                 crash_count: u32::try_from(m.crash_count).unwrap_or(0),
                 attempts: u32::try_from(m.attempts).unwrap_or(0),
                 started_at_ms: m.started_at_ms.and_then(|v| u64::try_from(v).ok()),
@@ -172,7 +172,7 @@ impl Loop {
             });
         }
         let state = PartyState {
-            status: live.party.status.as_str().into(),
+            status: live.party.status,
             status_reason: reason.or(row.status_reason.clone()),
             overrides: serde_json::to_value(&live.party.overrides).unwrap_or(Value::Null),
             paused: serde_json::to_value(&live.party.paused).unwrap_or(Value::Null),
@@ -185,7 +185,7 @@ impl Loop {
                 .map(|m| MemberState {
                     role_name: m.role.clone(),
                     instance_index: i64::from(m.index),
-                    status: m.status.as_str().into(),
+                    status: m.status,
                     crash_count: i64::from(m.crash_count),
                     attempts: i64::from(m.attempts),
                     started_at_ms: m.started_at_ms.and_then(|v| i64::try_from(v).ok()),

@@ -5,7 +5,9 @@
 //! carried out, so a restarted daemon resumes it without running a completed step again. The
 //! pattern run ends with the terminal agent's answer and its chain.
 
-use troupe_engine::pattern::{self, Action as Step, Flow as PatternFlow, Outcome, StepId};
+use troupe_engine::pattern::{
+    self, Action as Step, Flow as PatternFlow, FlowOutcome, Outcome, StepId,
+};
 use troupe_store::DefinitionKind;
 
 use super::*;
@@ -383,14 +385,14 @@ impl Loop {
             self.flow_steps.remove(run_id);
         }
         let state = serde_json::to_value(&live.flow).unwrap_or(Value::Null);
-        let (status, error) = match (end.status.as_str(), self.tripped.remove(root)) {
+        let (status, error) = match (end.status, self.tripped.remove(root)) {
             // Cancelled because the pattern run went over its budget: say so.
-            ("cancelled", Some(reason)) => {
+            (FlowOutcome::Cancelled, Some(reason)) => {
                 (RunStatus::Cancelled, Some(format!("{BUDGET_STOP}{reason}")))
             }
-            ("success", _) => (RunStatus::Success, None),
-            ("cancelled", None) => (RunStatus::Cancelled, end.error.clone()),
-            _ => (RunStatus::Crashed, end.error.clone()),
+            (FlowOutcome::Success, _) => (RunStatus::Success, None),
+            (FlowOutcome::Cancelled, None) => (RunStatus::Cancelled, end.error.clone()),
+            (FlowOutcome::Failed, _) => (RunStatus::Crashed, end.error.clone()),
         };
         let result = json!({
             "output": end.output,

@@ -121,7 +121,7 @@ impl Loop {
             lost.insert(procs.run_id);
         }
         // 2. Live parties, from their rows.
-        for status in ["running", "pending"] {
+        for status in [PartyStatus::Running, PartyStatus::Pending] {
             for row in self.store.list_parties(None, Some(status))? {
                 let party_id = row.party_id.clone();
                 let (row, members) = self.store.get_party(&party_id)?;
@@ -129,18 +129,18 @@ impl Loop {
                     tracing::error!(party = %party_id, error = %e, "cannot resume a party");
                     continue;
                 }
-                if status == "pending" {
+                if status == PartyStatus::Pending {
                     self.inputs.push_back((party_id.clone(), Input::Launch));
                     continue;
                 }
                 for m in &members {
                     // A crash whose recovery plugin had not answered: ask again.
-                    if m.status == "recovering" {
+                    if m.status == MemberStatus::Recovering {
                         self.reconsult(&party_id, &m.role_name, m.instance_index, m.crash_count)
                             .await;
                         continue;
                     }
-                    if m.status != "running" {
+                    if m.status != MemberStatus::Running {
                         continue;
                     }
                     let index = u32::try_from(m.instance_index).unwrap_or(0);

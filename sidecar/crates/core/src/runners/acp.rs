@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use troupe_engine::{AcpOptions, AgentDefinition};
+use troupe_model::{ApprovalStatus, QuestionStatus};
 use troupe_store::AgentRun;
 
 use crate::runners::RunnerHost;
@@ -928,10 +929,10 @@ impl Member {
                 })
                 .await;
             match r {
-                Ok(r) if r.status == "pending" => continue,
+                Ok(r) if r.status == QuestionStatus::Pending => continue,
                 Ok(r) => {
                     waiting.question_id = None;
-                    return r.answer.filter(|_| r.status == "answered");
+                    return r.answer.filter(|_| r.status == QuestionStatus::Answered);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "an agent's form could not be waited on");
@@ -1027,16 +1028,16 @@ impl Member {
                 return PermissionAnswer::Choose(Choice::RejectOnce);
             }
         };
-        match r.status.as_str() {
+        match r.status {
             // Once, even for a pattern: the new rule answers the agent's next asks, and the
             // agent's own "always" could be wider than the rule.
-            "approved" => PermissionAnswer::Choose(Choice::AllowOnce),
-            "aborted" => {
+            ApprovalStatus::Approved => PermissionAnswer::Choose(Choice::AllowOnce),
+            ApprovalStatus::Aborted => {
                 self.aborted.store(true, Ordering::SeqCst);
                 PermissionAnswer::Cancelled
             }
             // The run ended while it waited (a cancel, a stop): the turn is being cancelled.
-            "expired" => PermissionAnswer::Cancelled,
+            ApprovalStatus::Expired => PermissionAnswer::Cancelled,
             _ => PermissionAnswer::Choose(Choice::RejectOnce),
         }
     }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_engine::AgentDefinition;
 use troupe_engine::collab::ToolVerdict;
+use troupe_model::ApprovalStatus;
 use troupe_plugin_host::{CallContext, ExecTask, ToolHandler, ToolSchema, Usage};
 use troupe_store::AgentRun;
 
@@ -664,8 +665,8 @@ impl Tools {
             .request_permission_decided(params)
             .await
             .map_err(|e| format!("approval failed: {e}"))?;
-        match r.status.as_str() {
-            "approved" => Ok(()),
+        match r.status {
+            ApprovalStatus::Approved => Ok(()),
             other => {
                 let why = r.reason.map(|r| format!(": {r}")).unwrap_or_default();
                 Err(format!("the call to {tool} was {other}{why}"))

@@ -109,7 +109,7 @@ fn a_step_moves_through_review_reopen_and_handoff() {
         S::Reopened,
         S::Blocked,
     ] {
-        assert_eq!(StepState::parse(s.as_str()), Some(s));
+        assert_eq!(s.as_str().parse::<StepState>(), Ok(s));
     }
 }
 
@@ -167,34 +167,40 @@ fn a_tool_policy_allows_asks_and_denies() {
 fn the_collaboration_state_follows_the_party_and_the_plan() {
     use StepState as S;
     assert_eq!(
-        collab_state("pending", false, None),
+        collab_state(PartyStatus::Pending, false, None),
         CollabState::Initialized
     );
     assert_eq!(
-        collab_state("running", false, None),
+        collab_state(PartyStatus::Running, false, None),
         CollabState::TeamFormed
     );
-    assert_eq!(collab_state("running", true, None), CollabState::Planning);
+    assert_eq!(
+        collab_state(PartyStatus::Running, true, None),
+        CollabState::Planning
+    );
     let steps = [S::Done, S::InProgress];
     assert_eq!(
-        collab_state("running", false, Some(&steps)),
+        collab_state(PartyStatus::Running, false, Some(&steps)),
         CollabState::Executing
     );
     let steps = [S::Done, S::InReview];
     assert_eq!(
-        collab_state("running", false, Some(&steps)),
+        collab_state(PartyStatus::Running, false, Some(&steps)),
         CollabState::Reviewing
     );
     let steps = [S::Done, S::Done];
     assert_eq!(
-        collab_state("running", false, Some(&steps)),
+        collab_state(PartyStatus::Running, false, Some(&steps)),
         CollabState::Completed
     );
     assert_eq!(
-        collab_state("cancelled", true, None),
+        collab_state(PartyStatus::Cancelled, true, None),
         CollabState::Cancelled
     );
-    assert_eq!(collab_state("failed", true, None), CollabState::Error);
+    assert_eq!(
+        collab_state(PartyStatus::Failed, true, None),
+        CollabState::Error
+    );
 }
 
 #[test]

@@ -82,7 +82,7 @@ pub fn clock(ms: i64) -> String {
 }
 
 fn role_line(role: &RoleStatus) -> Line<'static> {
-    let (m, color) = mark(&role.status);
+    let (m, color) = mark(role.status.as_str());
     let leader = if role.is_leader { " (leader)" } else { "" };
     Line::from(vec![
         Span::raw("  "),
@@ -103,7 +103,7 @@ fn role_line(role: &RoleStatus) -> Line<'static> {
 }
 
 fn member_line(member: &MemberStatusView, now_ms: i64) -> Line<'static> {
-    let (m, color) = mark(&member.status);
+    let (m, color) = mark(member.status.as_str());
     let elapsed = member
         .started_at_ms
         .map(|start| clock(member.finished_at_ms.unwrap_or(now_ms) - start))
@@ -130,7 +130,7 @@ fn draw_parties(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .map(|row| match row {
             Row::Party { party } => {
                 let p = &app.parties[*party];
-                let (m, color) = mark(&p.summary.status);
+                let (m, color) = mark(p.summary.status.as_str());
                 let phase = p
                     .status
                     .as_ref()
