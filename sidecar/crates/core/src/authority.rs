@@ -398,24 +398,7 @@ fn bind(
 /// Whether `session` leads `party`: a member of its leading role, or the session that launched
 /// it to lead it itself.
 pub fn is_leader(store: &Store, party_id: &str, session: &str) -> bool {
-    let Ok((row, members)) = store.get_party(party_id) else {
-        return false;
-    };
-    // A session that launched the party to lead it itself (`mode: "self"`).
-    if row.snapshot["self_led_by"].as_str() == Some(session) {
-        return true;
-    }
-    let Ok(party) =
-        serde_json::from_value::<troupe_engine::PartyDefinition>(row.snapshot["party"].clone())
-    else {
-        return false;
-    };
-    let Some(leader) = party.leader() else {
-        return false;
-    };
-    members
-        .iter()
-        .any(|m| m.role_name == leader && m.session_id.as_deref() == Some(session))
+    crate::party::PartyView::load(store, party_id).is_ok_and(|p| p.is_led_by(session))
 }
 
 #[cfg(test)]

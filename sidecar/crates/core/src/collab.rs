@@ -17,12 +17,12 @@ use troupe_engine::collab::{
 use troupe_engine::{Isolation, Spent};
 use troupe_model::{DecisionStatus, MemberStatus, PartyStatus};
 use troupe_store::{
-    DecisionRecord, MemberRow, NewNotification, PartyRow, PlanStep, Priority, Recipients,
-    StepChange, Store, Usage,
+    DecisionRecord, NewNotification, PlanStep, Priority, Recipients, StepChange, Store, Usage,
 };
 
 use crate::hub::{Hub, NOTIFICATIONS_KEY};
-use crate::orchestrator::{Command, Orchestrator, Snapshot, party_label};
+use crate::orchestrator::{Command, Orchestrator, party_label};
+pub use crate::party::PartyView;
 
 /// Who a person is, as a voter, reviewer or proposer.
 pub const PERSON: &str = "person";
@@ -44,68 +44,6 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
-}
-
-/// A party as the collaboration code sees it.
-#[derive(Clone)]
-pub struct PartyView {
-    pub row: PartyRow,
-    pub members: Vec<MemberRow>,
-    pub snapshot: Snapshot,
-}
-
-impl PartyView {
-    pub fn load(store: &Store, party_id: &str) -> Result<PartyView, ApiError> {
-        let (row, members) = store.get_party(party_id)?;
-        let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
-            .map_err(|e| ApiError::Internal(format!("party snapshot unreadable: {e}")))?;
-        Ok(PartyView {
-            row,
-            members,
-            snapshot,
-        })
-    }
-
-    pub fn roles(&self) -> impl Iterator<Item = &str> {
-        self.snapshot.party.roles.keys().map(String::as_str)
-    }
-
-    pub fn has_role(&self, role: &str) -> bool {
-        self.snapshot.party.roles.contains_key(role)
-    }
-
-    pub fn leader(&self) -> Option<&str> {
-        self.snapshot.party.leader()
-    }
-
-    /// Refuses a change to a party that has ended.
-    pub fn check_live(&self) -> Result<(), ApiError> {
-        if self.row.status.is_over() {
-            return Err(ApiError::Conflict(format!(
-                "party {} is {}",
-                self.row.party_id, self.row.status
-            )));
-        }
-        Ok(())
-    }
-
-    /// The sessions of a role's running members.
-    pub fn live_sessions(&self, role: &str) -> Vec<String> {
-        self.members
-            .iter()
-            .filter(|m| m.role_name == role && m.status == MemberStatus::Running)
-            .filter_map(|m| m.session_id.clone())
-            .collect()
-    }
-
-    /// The runs of a role's members (any state).
-    pub fn role_runs(&self, role: &str) -> Vec<String> {
-        self.members
-            .iter()
-            .filter(|m| m.role_name == role)
-            .filter_map(|m| m.agent_run_id.clone())
-            .collect()
-    }
 }
 
 /// Who is calling, in a party.

@@ -230,8 +230,7 @@ fn questions(
 }
 
 fn paused_roles(row: &PartyRow, out: &mut Vec<InboxItem>) {
-    let paused: Vec<String> = serde_json::from_value(row.paused.clone()).unwrap_or_default();
-    for role in paused {
+    for role in &row.paused {
         out.push(InboxItem {
             item_id: format!("paused_role:{}:{role}", row.party_id),
             kind: "paused_role".into(),

@@ -19,6 +19,7 @@ pub mod inbox;
 pub mod landing;
 pub mod ops;
 pub mod orchestrator;
+pub mod party;
 pub mod playbooks;
 pub mod plugins;
 pub mod procs;

@@ -3,6 +3,8 @@
 //! carries them on the wire. No IO here: with the `sql` feature (the store's) the text enums also
 //! convert to and from SQLite values.
 
+use std::collections::BTreeSet;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -336,10 +338,13 @@ pub struct PartyRow {
     pub project_id: String,
     pub status: PartyStatus,
     pub status_reason: Option<String>,
+    /// The definition frozen at launch (the core's `party::Snapshot`; `null` in a brief listing).
     pub snapshot: Value,
     pub inputs: Option<Value>,
+    /// Recovery strategies set at run time: role → the engine's `Strategy`.
     pub overrides: Value,
-    pub paused: Value,
+    /// Roles not scheduled until signalled.
+    pub paused: BTreeSet<String>,
     pub repo_root: String,
     pub task_id: Option<String>,
     pub created_by_session_id: Option<String>,
@@ -347,7 +352,7 @@ pub struct PartyRow {
     pub completed_at: Option<String>,
     /// Roles a signal released from a `role:signal` flow edge.
     #[serde(default)]
-    pub released: Value,
+    pub released: BTreeSet<String>,
 }
 
 /// One member of a party.
@@ -385,9 +390,9 @@ pub struct PartyState {
     pub status: PartyStatus,
     pub status_reason: Option<String>,
     pub overrides: Value,
-    pub paused: Value,
-    /// Roles a signal released from a `role:signal` flow edge (JSON array).
-    pub released: Value,
+    pub paused: BTreeSet<String>,
+    /// Roles a signal released from a `role:signal` flow edge.
+    pub released: BTreeSet<String>,
     pub members: Vec<MemberState>,
 }
 

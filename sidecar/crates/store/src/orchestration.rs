@@ -702,7 +702,7 @@ impl Store {
         &self,
         party: PartyRow,
         members: Vec<(String, i64)>,
-    ) -> Result<PartyRow, StoreError> {
+    ) -> Result<(PartyRow, Vec<MemberRow>), StoreError> {
         self.write(move |conn| {
             conn.prepare_cached(&format!(
                 "INSERT INTO parties ({PARTY_COLUMNS}) VALUES \
@@ -746,7 +746,7 @@ impl Store {
                     data: serde_json::json!({ "name": party.name, "members": members.len() }),
                 },
             )?;
-            Ok(load_party(conn, &party.party_id)?.0)
+            load_party(conn, &party.party_id)
         })
         .await
     }

@@ -2,7 +2,7 @@
 //! status, the leader's tools (signal_role, reassign_task, override_recovery, cancel_party,
 //! list_parties), cleanup of members' checkouts, tasks with escalation, notifications.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use troupe_engine::{AgentDefinition, Isolation, PartyDefinition};
@@ -10,6 +10,7 @@ use troupe_store::{DefinitionKind, PartyRow, Priority, Put, Recipients, StoreErr
 
 use crate::daemon::Daemon;
 use crate::orchestrator::{Command, Snapshot, party_label};
+use crate::party::PartyView;
 use crate::project::resolve_project_root;
 use crate::project_config::ProjectConfig;
 use troupe_api::ApiError;
@@ -26,7 +27,7 @@ fn summary(row: &PartyRow) -> PartySummary {
         task_id: row.task_id.clone(),
         created_at: row.created_at.clone(),
         completed_at: row.completed_at.clone(),
-        released: serde_json::from_value(row.released.clone()).unwrap_or_default(),
+        released: row.released.iter().cloned().collect(),
         inputs: row.inputs.clone(),
     }
 }
@@ -277,20 +278,23 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         snapshot: serde_json::to_value(&snapshot).map_err(|e| ApiError::Internal(e.to_string()))?,
         inputs: p.inputs,
         overrides: serde_json::json!({}),
-        paused: serde_json::json!([]),
-        released: serde_json::json!([]),
+        paused: BTreeSet::new(),
+        released: BTreeSet::new(),
         repo_root: root_str,
         task_id: p.task_id,
         created_by_session_id: p.created_by_session_id,
         created_at: String::new(),
         completed_at: None,
     };
-    d.store.create_party(party, members).await?;
+    let (row, members) = d.store.create_party(party, members).await?;
+    let party = Box::new(PartyView {
+        row,
+        members,
+        snapshot,
+        overrides: BTreeMap::new(),
+    });
     d.orchestrator
-        .request(|reply| Command::Launch {
-            party_id: party_id.clone(),
-            reply,
-        })
+        .request(|reply| Command::Launch { party, reply })
         .await?;
     let (row, _) = d.store.get_party(&party_id)?;
     Ok(LaunchPartyResult {
@@ -354,12 +358,8 @@ fn self_leader(
 }
 
 pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatusResult, ApiError> {
-    let (row, members) = d.store.get_party(&p.party_id)?;
-    let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
-        .map_err(|e| ApiError::Internal(format!("party snapshot unreadable: {e}")))?;
-    let overrides: BTreeMap<String, Strategy> =
-        serde_json::from_value(row.overrides.clone()).unwrap_or_default();
-    let paused: Vec<String> = serde_json::from_value(row.paused.clone()).unwrap_or_default();
+    let party = PartyView::load(&d.store, &p.party_id)?;
+    let (row, members, snapshot) = (&party.row, &party.members, &party.snapshot);
     let roles = snapshot
         .party
         .roles
@@ -371,7 +371,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
                 mine.iter().filter(|m| m.status.is_done()).count(),
                 count_of(MemberStatus::Running),
             );
-            let is_paused = paused.contains(name);
+            let is_paused = row.paused.contains(name);
             let status = if is_paused {
                 RoleState::Paused
             } else if completed == mine.len() {
@@ -391,11 +391,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
                 count: r.count,
                 is_leader: r.is_leader,
                 depends_on: snapshot.party.deps(name).to_vec(),
-                on_crash: overrides
-                    .get(name)
-                    .cloned()
-                    .or_else(|| r.on_crash.clone())
-                    .unwrap_or_else(|| snapshot.party.recovery.on_crash.clone()),
+                on_crash: party.on_crash(name),
                 paused: is_paused,
                 status,
                 completed,
@@ -405,7 +401,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
         })
         .collect();
     let mut views = Vec::with_capacity(members.len());
-    for m in &members {
+    for m in members {
         let run = m
             .agent_run_id
             .as_deref()
@@ -442,7 +438,7 @@ pub async fn get_party_status(d: &Daemon, p: PartyIdParams) -> Result<PartyStatu
     Ok(PartyStatusResult {
         collab_state: super::collab::collab_state_of(d, &p.party_id, row.status),
         usage: d.store.usage("party", &p.party_id)?,
-        party: summary(&row),
+        party: summary(row),
         roles,
         members: views,
         tasks,
@@ -521,11 +517,9 @@ pub async fn list_parties(d: &Daemon, p: ListPartiesParams) -> Result<PartiesRes
 }
 
 pub async fn reassign_task(d: &Daemon, p: ReassignTaskParams) -> Result<TaskResult, ApiError> {
-    let (row, _) = d.store.get_party(&p.party_id)?;
-    let snapshot: Snapshot = serde_json::from_value(row.snapshot)
-        .map_err(|e| ApiError::Internal(format!("party snapshot unreadable: {e}")))?;
+    let party = PartyView::load(&d.store, &p.party_id)?;
     for role in [&p.from_role, &p.to_role] {
-        if !snapshot.party.roles.contains_key(role) {
+        if !party.has_role(role) {
             return Err(ApiError::invalid(
                 "reassign_task",
                 format!("party {} has no role {role:?}", p.party_id),
@@ -547,7 +541,12 @@ pub async fn reassign_task(d: &Daemon, p: ReassignTaskParams) -> Result<TaskResu
 /// that is kept: every ref the removal would delete is checked) unless `force`; says which
 /// branches it deleted, and their tips.
 pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupResult, ApiError> {
-    let (row, members) = d.store.get_party(&p.party_id)?;
+    let PartyView {
+        row,
+        members,
+        snapshot,
+        ..
+    } = PartyView::load(&d.store, &p.party_id)?;
     if !row.status.is_over() {
         return Err(ApiError::Conflict(format!(
             "party {} is still {}; cancel it first",
@@ -565,8 +564,6 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
             row.party_id
         )));
     }
-    let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
-        .map_err(|e| ApiError::Internal(format!("party snapshot unreadable: {e}")))?;
     let label = party_label(&row);
     let mut removed = Vec::new();
     let mut kept = Vec::new();
@@ -716,15 +713,11 @@ pub async fn escalate_task(d: &Daemon, p: EscalateTaskParams) -> Result<TaskResu
         .await?;
     d.hub.bump(crate::hub::NOTIFICATIONS_KEY);
     if let Some(party_id) = &task.party_id {
-        let (row, members) = d.store.get_party(party_id)?;
-        let snapshot: Option<Snapshot> = serde_json::from_value(row.snapshot).ok();
-        let leader = snapshot
-            .as_ref()
-            .and_then(|s| s.party.leader().map(str::to_string));
-        let leader_session = members
-            .iter()
-            .find(|m| Some(&m.role_name) == leader.as_ref() && m.status == MemberStatus::Running)
-            .and_then(|m| m.session_id.clone());
+        let party = PartyView::load(&d.store, party_id)?;
+        let row = &party.row;
+        let leader_session = party
+            .leader()
+            .and_then(|leader| party.live_sessions(leader).into_iter().next());
         if let Some(session) = leader_session {
             let text = format!(
                 "[{}] task {:?} was escalated: {}",

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use troupe_engine::{
     Action, AgentDefinition, Decision, Input, Isolation, Member, MemberStatus, NotifyTarget, Party,
-    PartyDefinition, PartyStatus, Signal, Strategy,
+    PartyStatus, Signal, Strategy,
 };
 use troupe_store::{
     AgentRun, MemberState, NewEvent, NewNotification, NewRun, NewSession, PartyRow, PartyState,
@@ -52,8 +52,9 @@ type Reply = oneshot::Sender<Result<(), ApiError>>;
 /// Commands from operation handlers.
 #[derive(Debug)]
 pub enum Command {
+    /// Launch a party just created (handed over as created: not read back).
     Launch {
-        party_id: String,
+        party: Box<crate::party::PartyView>,
         reply: Reply,
     },
     Signal {
@@ -216,15 +217,8 @@ impl Orchestrator {
     }
 }
 
-/// The frozen launch snapshot of a party: its definition and the agent definitions it uses.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Snapshot {
-    pub party: PartyDefinition,
-    pub agents: std::collections::BTreeMap<String, AgentDefinition>,
-    /// The session that leads the party itself (`launch_party {mode: "self"}`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub self_led_by: Option<String>,
-}
+use crate::party::PartyView;
+pub use crate::party::Snapshot;
 
 struct LiveParty {
     party: Party,
@@ -412,8 +406,8 @@ impl Loop {
                 let _caller_gone = reply.send(stopped);
                 return Flow::Stop;
             }
-            Event::Command(Command::Launch { party_id, reply }) => {
-                let result = self.launch(&party_id).await;
+            Event::Command(Command::Launch { party, reply }) => {
+                let result = self.launch(*party).await;
                 let _caller_gone = reply.send(result);
             }
             Event::Command(Command::Signal {

@@ -17,25 +17,25 @@ impl Loop {
         self.step(party_id, input).await
     }
 
-    pub(super) async fn launch(&mut self, party_id: &str) -> Result<(), ApiError> {
-        let (row, members) = self.store.get_party(party_id)?;
-        self.load(row, &members)?;
-        self.step(party_id, Input::Launch).await
+    pub(super) async fn launch(&mut self, party: PartyView) -> Result<(), ApiError> {
+        let party_id = party.row.party_id.clone();
+        self.load(party);
+        self.step(&party_id, Input::Launch).await
     }
 
-    /// Builds the engine's party from its rows and makes it live.
-    pub(super) fn load(
-        &mut self,
-        row: PartyRow,
-        members: &[troupe_store::MemberRow],
-    ) -> Result<(), ApiError> {
-        let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone())
-            .map_err(|e| ApiError::Internal(format!("party {} snapshot: {e}", row.party_id)))?;
+    /// Builds the engine's party from the stored one and makes it live.
+    pub(super) fn load(&mut self, view: PartyView) {
+        let PartyView {
+            row,
+            members,
+            snapshot,
+            overrides,
+        } = view;
         let mut party = Party::new(snapshot.party.clone());
         party.status = row.status;
-        party.overrides = serde_json::from_value(row.overrides.clone()).unwrap_or_default();
-        party.paused = serde_json::from_value(row.paused.clone()).unwrap_or_default();
-        party.released = serde_json::from_value(row.released.clone()).unwrap_or_default();
+        party.overrides = overrides;
+        party.paused = row.paused.clone();
+        party.released = row.released.clone();
         party.members = members
             .iter()
             .map(|m| Member {
@@ -70,7 +70,6 @@ impl Loop {
                 named_roles,
             },
         );
-        Ok(())
     }
 
     /// Processes inputs queued by earlier steps (a spawn that failed, a recovered exit).
@@ -175,8 +174,8 @@ impl Loop {
             status: live.party.status,
             status_reason: reason.or(row.status_reason.clone()),
             overrides: serde_json::to_value(&live.party.overrides).unwrap_or(Value::Null),
-            paused: serde_json::to_value(&live.party.paused).unwrap_or(Value::Null),
-            released: serde_json::to_value(&live.party.released).unwrap_or(Value::Null),
+            paused: live.party.paused.clone(),
+            released: live.party.released.clone(),
             // Only the members the step changed are written back (the engine keeps them: no
             // walk over the whole party per step).
             members: live

@@ -124,11 +124,15 @@ impl Loop {
         for status in [PartyStatus::Running, PartyStatus::Pending] {
             for row in self.store.list_parties(None, Some(status))? {
                 let party_id = row.party_id.clone();
-                let (row, members) = self.store.get_party(&party_id)?;
-                if let Err(e) = self.load(row, &members) {
-                    tracing::error!(party = %party_id, error = %e, "cannot resume a party");
-                    continue;
-                }
+                let party = match PartyView::load(&self.store, &party_id) {
+                    Ok(party) => party,
+                    Err(e) => {
+                        tracing::error!(party = %party_id, error = %e, "cannot resume a party");
+                        continue;
+                    }
+                };
+                let members = party.members.clone();
+                self.load(party);
                 if status == PartyStatus::Pending {
                     self.inputs.push_back((party_id.clone(), Input::Launch));
                     continue;
