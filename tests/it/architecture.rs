@@ -1,7 +1,7 @@
-//! The architecture invariants ARCHITECTURE.md lists, checked on every test run: no circle
-//! between the modules of a crate (read from `crate::` paths), no door importing another door,
-//! the engine without IO, SQL only in the store, wire formats only in the doors, and each lower
-//! crate the only user of its library (git, wasmtime, SQLite).
+//! The layer invariants ARCHITECTURE.md lists (under Invariants, Layers), checked on every test
+//! run: no circle between the modules of a crate (read from `crate::` paths), no door importing
+//! another door, the engine without IO, SQL only in the store, wire formats only in the doors,
+//! and each lower crate the only user of its library (git, wasmtime, SQLite).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,7 @@
 //! Test support: a real daemon process on a temporary data dir, clients for it, the CLI, and
-//! a raw HTTP helper for requests no well-behaved client would send.
+//! a raw HTTP helper for requests no well-behaved client would send. A `TestDaemon` is stopped
+//! with SIGTERM when dropped and the member processes left on its data dir are ended, so tests
+//! leave no agent processes behind.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,6 +2,12 @@
 //! params and result types), the wire types, the typed error and its stable codes, and where a
 //! daemon keeps its files. Every door, the CLI and the daemon's core share it; it holds no
 //! handler, no transport and no business logic (`troupe-core` binds the handlers).
+//!
+//! `for_each_operation!` holds the one list (`/// summary` + `name(Params) -> Result, Access;`),
+//! expanded here into `OPERATIONS` (name, summary, access, JSON Schemas) and in the core into
+//! the handler table. Beside it: `SUBSCRIPTIONS`, `parse_params` (absent params are `{}`, only
+//! objects are taken; the params types refuse unknown fields) and `schema_document` (`troupe api
+//! schema`).
 
 pub mod access;
 pub mod error;

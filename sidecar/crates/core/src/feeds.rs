@@ -1,7 +1,9 @@
 //! The subscriptions' logic, one loop for all six: a `Feed` yields the items a subscriber is
 //! owed, in order, and waits on the hub (events: on the store's commits) when there are none.
 //! Messages, notifications and events replay the rows after a cursor, a batch at a time;
-//! approvals and the inbox send their whole list at once and after every change. No wire format here: a door turns the items into its notifications.
+//! approvals and the inbox send their whole list at once and after every change; a run's log is
+//! sent from a byte offset, looked at every 200 ms (its processes write it directly). No wire
+//! format here: a door turns the items into its notifications.
 
 use std::sync::Arc;
 

@@ -3,6 +3,10 @@
 //! own worktree, the test command run there, the target moved only when it passes. A conflict
 //! leaves that branch out, and its member and the person are told. The git work is
 //! `troupe_worktree`'s; this room decides what to land, runs the tests and tells people.
+//!
+//! One landing at a time per repository, its git work off the async threads under the daemon's
+//! git lock (which member checkouts take too). `rework` starts a finished member again in its own
+//! checkout (a review to address, a conflict to resolve) as a run outside the DAG.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! The daemon's plugins: the plugin host (created on first use), the plugins folder
 //! (`<data>/plugins/<name>/` holding `plugin.toml` and the component), the user's grants
 //! (`<data>/plugins/grants.toml`), hot reload when either changes, and install/remove. The
-//! sandbox itself is `troupe-plugin-host`; this module only decides what is loaded.
+//! sandbox itself is `troupe-plugin-host`; this module only decides what is loaded. An install
+//! is staged and replaces the old version only if the new one loads.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

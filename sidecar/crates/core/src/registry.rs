@@ -1,6 +1,8 @@
 //! The operation registry's handlers: every operation `troupe_api` declares, bound to its handler
 //! in `crate::ops`. Built from the same list (`troupe_api::for_each_operation!`), so a declared
 //! operation without a handler does not compile. The doors look handlers up here by name.
+//! Each handler (`handler(name)`: a caller and raw params in) admits the call, parses its
+//! params and contains a panic (`guarded`: an internal error, -32603), so no door repeats them.
 
 use std::sync::Arc;
 

@@ -2,7 +2,8 @@
 //! again, in the same session, with the messages that came for it and the party as it is now,
 //! for as long as it still has a part to play (the leader's plan not done, a step of its own
 //! not done, a decision awaiting its vote); and the lines the person's own prompts to a
-//! running agent come on (`prompt_agent`).
+//! running agent come on (`prompt_agent`). Whether a member is owed a round is checked on each
+//! message for it and every 2 s.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

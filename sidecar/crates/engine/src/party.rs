@@ -1,6 +1,8 @@
 //! The party state machine: given a frozen definition, the members' states and one input, decide
 //! what happens next (spawn, stop, notify, finish). No IO, no clock: the caller passes `now` and
-//! carries out the returned actions; the same inputs always give the same actions.
+//! carries out the returned actions; the same inputs always give the same actions. A crash
+//! under a `plugin:<name>` recovery strategy leaves the member `recovering` until the plugin's
+//! answer comes back as an input (`ConsultRecovery`, then `RecoveryDecided`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -1,6 +1,8 @@
 //! Party definitions (the seed's schema: roles, a dependency `flow`, party-wide `recovery`) and
 //! their validation on write. Pure data; whether an agent definition exists is asked of the
-//! caller.
+//! caller. Validation: the flow is a DAG (petgraph's Tarjan SCCs; a cycle is named in order), at
+//! most one leader, counts of at least 1, safe names. A flow edge is `role`, or `role:signal`
+//! for a role released by a `proceed` signal instead of that role's completion.
 
 use std::collections::BTreeMap;
 

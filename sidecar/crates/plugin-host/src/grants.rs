@@ -1,4 +1,4 @@
-//! What the user grants plugins (`plugins.toml` in the data dir): HTTP origins, where the
+//! What the user grants plugins (`<data>/plugins/grants.toml`): HTTP origins, where the
 //! provider key comes from, config values, limits. A plugin's manifest only asks; a request
 //! goes out only when the manifest asks for the host AND the user granted the origin.
 

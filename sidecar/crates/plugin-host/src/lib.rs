@@ -3,6 +3,12 @@
 //! (no filesystem, environment or sockets; HTTP only through `http_gate.rs`), an epoch
 //! deadline and a memory cap per call. It knows nothing of parties or the daemon: callers
 //! pass plain values in and get plain values (or a `PluginError` naming the plugin) out.
+//!
+//! One engine (pooling allocator, an epoch ticker every 10 ms), one pre-instantiated component
+//! per plugin, and a fresh store per router or recovery call and per executor run, inside a
+//! wall-clock timeout. Routers and recovery strategies link WASI (everything denied) and `host`;
+//! executors also get `tools` and `wasi:http`. A trap, a loop or a memory hog ends only its own
+//! call.
 
 mod bindings;
 mod cache;

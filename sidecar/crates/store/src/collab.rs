@@ -2,7 +2,7 @@
 //! the committed plan's steps with their live state, and decisions with their votes. The rules
 //! (what may move where) are the engine's; this module keeps the records, refuses a move made
 //! from a state that has changed since it was read, and writes each change's timeline event in
-//! the same transaction.
+//! the same transaction. A voter has one vote per decision (the primary key).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;

@@ -1,10 +1,13 @@
 //! Troupe's SQLite store: schema migrations, one group-commit writer thread and a pool of
 //! read connections. The only crate with SQL in it; it knows nothing of JSON-RPC or the CLI.
 //!
-//! Writes go through [`Store::write`]: each runs inside its own savepoint of a shared
-//! transaction, and its caller hears back only after that transaction has committed
-//! (WAL, `synchronous=FULL`), so an acknowledged write survives a crash. Reads use pooled
-//! connections on the caller's thread.
+//! Writes go through [`Store::write`]: each runs in a transaction shared with the other jobs of
+//! its group (in a savepoint of its own when one of them failed), and its caller hears back only
+//! after that transaction has committed (WAL, `synchronous=FULL`), so an acknowledged write
+//! survives a crash. Validation that must be atomic with the write (the sender active, the
+//! recipient in the same project, the idempotency key unseen) runs inside the write job. Reads
+//! use pooled connections on the caller's thread (WAL readers never block the writer). The row
+//! records are `troupe-model`'s, re-exported here.
 
 mod approvals;
 mod collab;

@@ -1,10 +1,12 @@
 //! Retention: the rows the store may forget once they are older than a cutoff — the timeline
 //! outside open parties, read messages (or those whose recipient ended), notifications outside
 //! open parties, answered requests and questions, ended runs of ended parties and standalone
-//! ones, ended sessions nothing refers to — removed a window of rows per write job, so the
-//! writer keeps serving between windows. Never touched: anything of a pending or running party,
-//! pending requests and questions, unread messages of a live session, plans, decisions, tasks,
-//! definitions, rules, parties and their members. Also the database's size and `VACUUM`.
+//! ones, ended sessions nothing refers to — removed a window of 1,000 rows per write job
+//! (children before the rows they refer to), so the writer keeps serving between windows. Never
+//! touched: anything of a pending or running party, pending requests and questions, unread
+//! messages of a live session, plans, decisions, tasks, definitions, rules, parties and their
+//! members. Also the database's size and `VACUUM` (run by the writer between two group commits,
+//! outside any transaction).
 
 use rusqlite::{Connection, ErrorCode, params};
 

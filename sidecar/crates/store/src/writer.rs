@@ -3,6 +3,12 @@
 //!
 //! One failing job never undoes the others of its group (see `commit_group`). Replies are sent
 //! only after the group's COMMIT returned: an acknowledged write is durable.
+//!
+//! A group is up to 1,024 queued jobs. A second thread checkpoints the WAL (PASSIVE, at most
+//! every 100 ms) so the writer only appends; past 64 MiB of WAL the writer folds the rest back
+//! and truncates it between two groups (`WalBound`). After each commit it bumps a counter
+//! (`Store::commits`) that readers tailing a table wait on. Work outside any transaction
+//! (`VACUUM`) runs here too, between two groups.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,6 @@
 //! The command line: clap definitions, the runtime set-up, and the friendly subcommands that sit
-//! on top of `troupe call`. Output goes to stdout (JSON with `--json`), logs to stderr.
+//! on top of `troupe call`. Output goes to stdout (JSON with `--json`), logs to stderr. It is the
+//! only place that prints for people.
 
 use std::io::Read;
 use std::net::SocketAddr;

@@ -1,5 +1,6 @@
 //! Private Unix sockets: bound so that only their owner may use them, for the daemon's door and
-//! a remote worker's per-run endpoint alike.
+//! a remote worker's per-run endpoint alike. A socket is bound 0600 under a temporary name and
+//! then moved into place, so no client ever sees it with another mode.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

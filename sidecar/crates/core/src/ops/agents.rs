@@ -1,6 +1,9 @@
 //! Agent operations: agent definition CRUD, and runs — `start_agent` (a child session and a
 //! process, within the depth limit), `complete`, `list_agents`, `get_agent_result`,
-//! `cancel_agent`.
+//! `cancel_agent`. And the pattern operations: `route_to` (a router step's choice; it completes
+//! the step), `team_broadcast`, `vote_conclude` and `conclude_team` (a team member's turn only;
+//! `conclude_team` its coordinator's), and `get_run_tree` (a run and every run under it, by
+//! session parentage and `flow_root`, with usage rolled up).
 
 use std::path::PathBuf;
 

@@ -4,6 +4,13 @@
 //! and the rules' `list_approval_rules` / `revoke_approval_rule`. How a rule matches is in
 //! `rules`; what no rule may answer (paths outside the member's checkout, sensitive paths,
 //! large diffs) is `escalation`, with `crate::guardrails`.
+//!
+//! Rules are globs. Each pending request has a timer that denies it at its deadline, re-armed
+//! after a restart. A request is decided once, and a worker's requests in order (both in the
+//! store's transaction). A request whose path resolves (`..` and symlinks followed) outside the
+//! asking run's checkout is flagged `outside_worktree` and dangerous, and no rule answers it. A
+//! request of a run that has ended is never pending: ending the run expires it, and one arriving
+//! from an ended run is stored expired.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

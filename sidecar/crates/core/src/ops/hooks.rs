@@ -3,7 +3,8 @@
 //! Troupe's policy: the workflow's blocked tools deny, an approval rule allows, a run Troupe
 //! started asks a person through approvals, an interactive session is left to Claude's own
 //! prompt (`ask`); Stop, SubagentStop and Notification go to the timeline. Unread messages are
-//! injected at the next hook that can carry context (never typed into a terminal).
+//! injected at the next hook that can carry context (never typed into a terminal). The daemon's
+//! `POST /hooks/<Event>` on the MCP port (Claude Code's `http` hook form) calls the same handler.
 
 use serde_json::{Value, json};
 use troupe_engine::AgentDefinition;

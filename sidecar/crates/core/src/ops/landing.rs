@@ -1,5 +1,7 @@
 //! Handlers for landing the work: managed worktrees, a member's diff and commits, reviews of a
-//! member's work, the merge queue and the conflict radar's predictions.
+//! member's work, the merge queue and the conflict radar's predictions. Best of N: once a `pick`
+//! role's attempts are all done, its judge is briefed with every attempt's diff (`start_agent`)
+//! and answers with `pick_member`; only the picked branch lands.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -3,7 +3,9 @@
 //! directory, `flow_root`/`flow_step` recorded); their ends are fed back; router plugins are asked
 //! off the loop; advisor deadlines wake it. The flow's state is saved before its actions are
 //! carried out, so a restarted daemon resumes it without running a completed step again. The
-//! pattern run ends with the terminal agent's answer and its chain.
+//! pattern run ends with the terminal agent's answer and its chain. A team's tool calls arrive
+//! as commands on the loop; cancelling the pattern run (`cancel_agent`, a party stop) cancels
+//! every step it started.
 
 use troupe_engine::pattern::{
     self, Action as Step, Flow as PatternFlow, FlowOutcome, Outcome, StepId,

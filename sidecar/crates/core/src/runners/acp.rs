@@ -6,6 +6,13 @@
 //! `terminal/*` are served inside the run's directory only. A crash, a hang (`acp.idle_secs`)
 //! or a timeout ends the run for the party's recovery; a stop cancels the turn. Shutdown is
 //! stdin closed, then SIGTERM to the group, then SIGKILL.
+//!
+//! Updates reach the timeline through one writer task per run, in order, at most 5,000 events a
+//! run, over a bounded queue (a flood slows the agent, not the daemon); a rise of the session's
+//! cost goes to the run's usage at once. A permission is never widened: an approved pattern
+//! answers "allow once" and its rule answers the next asks. The turn's end completes the run
+//! (unless the agent completed it through MCP). An agent cannot be re-attached after a daemon
+//! restart: it is killed and counted as crashed.
 
 pub mod adapter;
 mod terminals;

@@ -4,6 +4,13 @@
 //! SIGKILL), watches processes adopted after a daemon restart, and reports every exit as an
 //! event. A run's processes never outlive it: what it left in its group, or marked with its
 //! run id, is ended with it (`crate::procs`). It knows nothing of parties or the store.
+//!
+//! A session of its own means a daemon killed with -9 leaves no "orphaned" group the kernel would
+//! SIGHUP (a held, stopped member would get it). Spawning through `setsid(1)` lets the daemon use
+//! posix_spawn instead of a fork, whose copy of its page tables cost more as it grew (a
+//! `pre_exec` calling `setsid` only where `setsid(1)` is missing). Its `RunTable` also holds the
+//! runs that live in the daemon (`spawn_task`, `spawn_managed`: executors, ACP agents' drivers, the merge queue,
+//! attached and remote runs), reported the same way.
 
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;

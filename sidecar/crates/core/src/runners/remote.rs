@@ -2,7 +2,8 @@
 //! here. The core knows no transport: `Pools` (the `troupe` crate's NATS JetStream hub,
 //! installed at start by `troupe serve --nats`) carry the run there and bring back how it ended,
 //! while the run is held in the daemon (its pid is the daemon's, like an in-daemon run). A daemon
-//! without pools refuses the run with how to give it some.
+//! without pools refuses the run with how to give it some. After a restart, recovery hands the
+//! remote runs still running to `Pools::adopt`.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,7 +2,8 @@
 //! `start_agent` run (seed 001's in-process mode). Its tool calls come back here: the
 //! workflow's policy is checked, approvals are asked as for any worker, and the workspace
 //! tools (read_file, write_file, list_files, run_command) are confined to the run's
-//! directory. Usage is stored per run and rolled up. It does not schedule anything: the
+//! directory (`confine`: no `..`, no absolute path elsewhere, no symlink out). Usage is stored
+//! per run and rolled up to its parent runs and the party. It does not schedule anything: the
 //! orchestrator starts it through the runner and hears its exit like a process's.
 
 use std::path::{Component, Path, PathBuf};

@@ -1,6 +1,7 @@
 //! `troupe agent`: the person's agents from a terminal — start one (and follow its output),
 //! list them, read a result or a log (live with `--follow`), take one over (`tell`), cancel one.
-//! Each is the operation of the same name; `--json` prints its result as it is.
+//! Each is the operation of the same name; `--json` prints its result as it is. A result's exit
+//! code says how the run ended: 0 success, 1 ended otherwise, 2 still running (`QuietExit`).
 
 use anyhow::Context as _;
 use clap::Subcommand;

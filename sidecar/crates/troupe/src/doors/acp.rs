@@ -9,6 +9,12 @@
 //! operations every door uses, so a decision in VS Code, Neovim or Zed is one decision.
 //! `session/cancel` cancels what the turn started; a closed connection leaves it running
 //! (`session/load` replays it and the rest of the session from the timeline).
+//!
+//! A question in the person's own words goes as a one-field form (`elicitation/create`) to an
+//! editor that fills forms. Each forwarded item is a task of its own, withdrawn
+//! (`$/cancel_request`) when the item is answered elsewhere. A loaded session follows its last
+//! party, if it still runs, from the last event replayed: no gap, no repeat. A turn is registered
+//! before its first await, so a `session/cancel` right behind the prompt finds it.
 
 mod render;
 mod wire;

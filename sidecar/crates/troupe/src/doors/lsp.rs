@@ -9,7 +9,9 @@
 //! each change (answering an item is the command its `answer.op` names). `troupe.get_run_log`
 //! answers a run's output so far and then pushes the rest as `troupe/runLog` until the run ends. Handlers never wait on
 //! the editor: everything that needs the client runs in background tasks. Logs go to stderr,
-//! never stdout.
+//! never stdout. A path in a member's worktree or clone maps to the same path in the editor's
+//! checkout; one publish per file carries both the requests and the conflicts, since a publish
+//! replaces a file's whole list.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

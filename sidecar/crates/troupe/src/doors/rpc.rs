@@ -2,6 +2,8 @@
 //! on the Unix socket and the loopback WebSocket, refusing any connection without a credential
 //! (and, on the socket, any peer of another uid). Who a connection is (`crate::auth::Gate`)
 //! travels with each of its calls to the registry, which admits them. No operation logic here.
+//! An unknown method's error names it (in a batch too), and a subscription sent over plain HTTP
+//! or in a batch gets a typed refusal (jsonrpsee's own answer is a bare "Internal error").
 
 use std::sync::Arc;
 

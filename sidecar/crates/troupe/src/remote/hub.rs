@@ -6,6 +6,8 @@
 //! against the run's secret and served by the registry like any door's; a `complete` first
 //! brings the member's commits into its checkout here. A lease that lapses ends the attempt as
 //! a crash (recovery may start it again, on any worker); a stop or the timeout tells the worker.
+//! A restarted hub takes back the runs still alive (`adopt`: the run's private record, the exits
+//! kept aside, the lease). A starting hub publishes `troupe.hub.up` before it serves calls.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -3,6 +3,9 @@
 //! `worker.rs`), which run them in their own clones and call back through the hub. Both ends
 //! share what is here: the subjects, streams and buckets, the messages, the connection, and the
 //! git bundles code travels as. SQLite on the hub stays the source of truth; NATS only carries.
+//! The streams are `TROUPE_RUNS` (a work queue) and `TROUPE_EXITS`; the buckets `troupe_leases`
+//! (key-value, its stream made by hand for nats-server 2.9) and `troupe_code` (objects). A data
+//! dir's `config.toml` may name the NATS server (`nats = "…"`) for `serve` and `worker`.
 
 pub mod hub;
 pub mod worker;

@@ -9,6 +9,13 @@
 //! on it) stops it, as does a stop from the hub. Its exit goes to the exits stream (stored once),
 //! then the lease is dropped. A reaper process of ours (`reap`) ends the runs' process groups
 //! when the worker goes, even killed with -9: a member cut off from its hub is not left running.
+//!
+//! Leases are created, then renewed by compare-and-set on their revision. The member's `troupe`
+//! gets `TROUPE_NO_AUTOSTART`, so it never starts a daemon of its own. The reaper is `troupe
+//! worker-reaper` (hidden): it reads its stdin, a pipe from the worker, to its end, then ends the
+//! runs' process groups. At start a worker ends what a killed worker and reaper on its data dir
+//! left running. When `troupe.hub.up` comes, a worker fails the calls still waiting on the hub
+//! before it, and sends again a call no hub received (no responders).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! `troupe-dev`: the developers' tool binary, kept out of the product: the benchmarks
 //! (`troupe-dev bench …`) and the scripted ACP agent the tests and benchmarks run
-//! (`troupe-dev scripted-acp-agent`). It drives the `troupe` binary next to it.
+//! (`troupe-dev scripted-acp-agent`). It drives the `troupe` binary next to it. Built with the
+//! `dev` feature, which the integration tests need too; `cargo install … --bin troupe` and
+//! `scripts/package` leave it out.
 
 mod bench;
 mod bench_acp_door;
