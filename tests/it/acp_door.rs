@@ -179,6 +179,10 @@ fn position(list: &[Value], pred: impl Fn(&str) -> bool) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn an_acp_editor_launches_a_party_answers_its_permission_and_loads_the_session_again() {
     let d = TestDaemon::start();
     let project = setup(&d).await;
@@ -311,6 +315,10 @@ async fn an_acp_editor_launches_a_party_answers_its_permission_and_loads_the_ses
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_request_decided_from_another_door_is_withdrawn_from_the_acp_editor() {
     let d = TestDaemon::start();
     let project = setup(&d).await;
@@ -334,6 +342,10 @@ async fn a_request_decided_from_another_door_is_withdrawn_from_the_acp_editor() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_first_prompt_in_a_project_without_a_team_and_no_agent_cli_starts_nothing_and_says_how() {
     let d = TestDaemon::start();
     let project = repo(&d.dir.path().join("fresh"));
@@ -380,6 +392,10 @@ async fn a_first_prompt_in_a_project_without_a_team_and_no_agent_cli_starts_noth
 /// person is asked through the editor's own permission UI, and the merge queue lands the
 /// members' work on the branch out once the project's own test command passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_first_prompt_where_agent_clis_are_installed_makes_the_team_and_lands_its_work() {
     let agents = tempfile::tempdir().unwrap();
     for (command, vendor) in [
@@ -475,6 +491,10 @@ fn git(dir: &str, args: &[&str]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn an_acp_prompt_runs_one_agent_with_slash_agent() {
     let d = TestDaemon::start();
     let project = setup(&d).await;
@@ -492,6 +512,10 @@ async fn an_acp_prompt_runs_one_agent_with_slash_agent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn an_agents_question_reaches_the_acp_editor_and_its_choice_the_agent() {
     let d = TestDaemon::start();
     let project = setup(&d).await;
@@ -510,6 +534,10 @@ async fn an_agents_question_reaches_the_acp_editor_and_its_choice_the_agent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn an_agents_question_in_free_words_is_a_form_in_an_editor_that_fills_them() {
     let d = TestDaemon::start();
     let project = setup(&d).await;
@@ -543,6 +571,10 @@ async fn an_agents_question_in_free_words_is_a_form_in_an_editor_that_fills_them
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn acp_cancel_stops_the_party_and_a_closed_connection_leaves_one_running() {
     let d = TestDaemon::start();
     let project = setup(&d).await;
@@ -578,6 +610,10 @@ async fn acp_cancel_stops_the_party_and_a_closed_connection_leaves_one_running()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn malformed_and_out_of_order_acp_messages_get_protocol_errors_and_the_door_serves_on() {
     let d = TestDaemon::start();
     let project = setup(&d).await;

@@ -567,6 +567,10 @@ async fn mcp_rows(
 /// run's checkout (the data dir is not there for it), and still works in its own worktree and
 /// reports back through the socket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_sandboxed_member_cannot_read_the_token_or_the_database_and_still_works() {
     let d = TestDaemon::start();
     let c = d.client().await;
@@ -645,6 +649,10 @@ troupe call complete '{{"output":"worked"}}' > /dev/null 2> "$OUT/complete.err"
 /// (`[sandbox] approve_own_checkout_edits = true`): the same party run asks the person four times
 /// without it, once with it (the command that leaves the checkout).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn sandboxed_edits_inside_a_members_own_checkout_need_no_person_when_the_project_says_so() {
     let d = TestDaemon::start();
     let c = d.client().await;

@@ -935,6 +935,10 @@ async fn a_session_leads_the_party_it_launched() {
 /// allowed one approved without a person) and its budget (over it, the step is blocked and the
 /// member paused, not crashed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn an_executor_works_under_its_steps_tool_policy_and_budget() {
     let d = TestDaemon::start();
     let c = d.client().await;

@@ -142,6 +142,10 @@ troupe call complete "{\"output\":\"$S\"}" >/dev/null
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn the_person_follows_a_party_and_answers_its_approval_from_the_dashboard() {
     let mut d = TestDaemon::start();
     let c = d.client().await;

@@ -159,6 +159,10 @@ fn notes(p: &Path) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_approves_from_the_code_action_menu() {
     let s = scenario();
     let run = start_worker(&s, "approved-worker", false).await;
@@ -174,6 +178,10 @@ async fn neovim_approves_from_the_code_action_menu() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_denies_and_the_worker_is_told() {
     let s = scenario();
     let run = start_worker(&s, "denied-worker", false).await;
@@ -188,6 +196,10 @@ async fn neovim_denies_and_the_worker_is_told() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_approve_pattern_answers_the_next_request_too() {
     let s = scenario();
     let run = start_worker(&s, "pattern-worker", true).await;
@@ -210,6 +222,10 @@ async fn neovim_approve_pattern_answers_the_next_request_too() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn vscode_protocol_tier_with_vscode_jsonrpc() {
     let s = scenario();
     let run = start_worker(&s, "vscode-worker", false).await;
@@ -300,6 +316,10 @@ fn code_server_dir() -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn vscode_lists_agents_approves_from_the_quick_fix_menu_and_shows_the_party() {
     let code_server = code_server_dir();
     let daemon = TestDaemon::start();
@@ -830,6 +850,10 @@ async fn the_editor_door_pushes_the_inbox_at_each_change() {
 /// denied, the escalation dismissed and the question answered in words typed, which leaves the
 /// inbox empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_inbox_denies_an_approval_and_dismisses_an_escalation() {
     let s = scenario();
     let c = s.daemon.client().await;
@@ -882,6 +906,10 @@ async fn neovim_inbox_denies_an_approval_and_dismisses_an_escalation() {
 
 /// `:Troupe runs <run>` in a real headless Neovim draws a pattern run as its tree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_troupe_runs_shows_a_pattern_run_as_its_tree() {
     let s = scenario();
     let c = s.daemon.client().await;
@@ -916,6 +944,10 @@ async fn neovim_troupe_runs_shows_a_pattern_run_as_its_tree() {
 /// `:Troupe log <run>` in a real headless Neovim: a running agent's output so far, then the rest
 /// as the server pushes it, until it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_follows_a_members_output_live() {
     let s = scenario();
     let c = s.daemon.client().await;
@@ -951,6 +983,10 @@ async fn neovim_follows_a_members_output_live() {
 /// `:Troupe plan`, `:Troupe timeline [member]` and `:Troupe decide` in a real headless Neovim on
 /// a party with a committed plan and a decision for the person.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_shows_the_plan_and_timeline_and_votes_on_a_decision() {
     let s = scenario();
     let c = s.daemon.client().await;
@@ -1115,6 +1151,10 @@ fn notes_repo() -> Scenario {
 /// `:Troupe request-changes` and `:Troupe approve-member` put reviews on the party's timeline,
 /// in a real headless Neovim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_reviews_a_members_branch_in_a_diff_split() {
     let s = notes_repo();
     let c = s.daemon.client().await;
@@ -1153,6 +1193,10 @@ async fn neovim_reviews_a_members_branch_in_a_diff_split() {
 /// Best of N without a judge: `:Troupe pick` in a real headless Neovim picks the attempt that
 /// lands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn neovim_picks_the_best_of_two_attempts() {
     let s = notes_repo();
     let c = s.daemon.client().await;

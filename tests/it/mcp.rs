@@ -381,6 +381,10 @@ async fn inspector(d: &TestDaemon, session: &str, method_args: &[&str]) -> Value
 /// prompt, and a call's `structuredContent` (which the Inspector itself validates against the
 /// tool's `outputSchema`, failing the call if it does not match).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn the_mcp_inspector_lists_and_calls_the_tools() {
     let d = TestDaemon::start();
     let c = d.client().await;

@@ -30,6 +30,10 @@ fn sections(file: &Path) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 fn the_tarball_installs_into_a_prefix_and_runs_the_doctor_and_the_demo() {
     let root = workspace_root();
     assert!(

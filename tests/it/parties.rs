@@ -568,16 +568,21 @@ async fn worktrees_per_member_mirrors_and_safe_cleanup() {
     }
     let qa = members(&s, "qa")[0];
     assert!(qa["workdir"].as_str().unwrap().contains("/clones/"), "{qa}");
-    let mirror = std::fs::read_to_string(repo.join(".troupe/agents.jsonl")).unwrap();
+    // The mirror is rewritten at most once a second after runs end: wait for it.
+    let mirror_path = repo.join(".troupe/agents.jsonl");
+    let mirror = wait_for("the agents mirror to list the 3 isolated runs", 30, || {
+        let text = std::fs::read_to_string(&mirror_path).unwrap_or_default();
+        let ended = text
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).unwrap()["status"] == "success")
+            .count();
+        std::future::ready((ended == 3).then_some(text))
+    })
+    .await;
     assert_eq!(
         mirror.lines().count(),
         3,
         "one line per isolated run:\n{mirror}"
-    );
-    assert!(
-        mirror
-            .lines()
-            .all(|l| serde_json::from_str::<Value>(l).unwrap()["status"] == "success")
     );
 
     // The developers' branches hold unmerged commits: cleanup keeps them unless forced.

@@ -44,6 +44,10 @@ async fn executor_world(party: Value) -> (TestDaemon, troupe::client::Client, Mo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn executor_members_are_taught_the_protocol_and_play_it_through_their_tools() {
     let (d, c, mock) = executor_world(json!({ "name": "pair", "roles": {
         "lead": { "agent": "gpt", "is_leader": true },
@@ -213,6 +217,10 @@ async fn a_process_member_is_told_to_call_troupe_from_its_shell_and_a_project_pl
 /// A held executor member (`pause_party`) waits at its next tool call, between its model's
 /// turns, and goes on once the person lets it go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_held_executor_waits_at_its_next_tool_call() {
     let (d, c, mock) =
         executor_world(json!({ "name": "solo", "roles": { "dev": { "agent": "gpt" } } })).await;

@@ -38,6 +38,10 @@ pub(crate) async fn grant_mock(c: &Client, plugin: &str, mock: &MockLlm, base_pa
 
 /// `start_agent`: the new run's id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn plugins_install_list_route_hot_reload_and_refuse_bad_ones() {
     let d = TestDaemon::start();
     let c = d.client().await;
@@ -245,6 +249,10 @@ async fn plugins_install_list_route_hot_reload_and_refuse_bad_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
     let d = TestDaemon::start();
     let c = d.client().await;
@@ -375,6 +383,10 @@ async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model() {
     let d = TestDaemon::start();
     let c = d.client().await;
@@ -474,6 +486,10 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_recovery_plugin_restarts_with_backoff_then_escalates() {
     let d = TestDaemon::start();
     let c = d.client().await;
@@ -537,6 +553,10 @@ async fn a_recovery_plugin_restarts_with_backoff_then_escalates() {
 /// counts the lost in-daemon run as crashed, the party's recovery restarts the member, and the
 /// new run finishes the job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn an_executor_member_survives_a_kill_9_of_the_daemon() {
     let mut d = TestDaemon::start();
     let c = d.client().await;
@@ -581,6 +601,10 @@ async fn an_executor_member_survives_a_kill_9_of_the_daemon() {
 /// `agent` an enum of the candidates, and the chosen agent then runs on the original request; a
 /// router plugin (`via: "plugin:router-keyword"`) routes too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn an_llm_router_step_has_route_to_alone_and_its_choice_runs() {
     let d = TestDaemon::start();
     let c = d.client().await;
@@ -664,6 +688,10 @@ async fn an_llm_router_step_has_route_to_alone_and_its_choice_runs() {
 /// stopped and its role paused — a circuit breaker, not a crash — and the leader and the person
 /// hear of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_member_over_its_token_budget_is_stopped_and_paused() {
     let d = TestDaemon::start();
     let c = d.client().await;

@@ -214,6 +214,10 @@ async fn diagnose(d: &TestDaemon, c: &Client, party: &str, mocks: &[&MockLlm]) -
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_troupe_approvals() {
     let d = TestDaemon::start();
     let c = d.client().await;
@@ -481,6 +485,10 @@ async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_tro
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn real_claude_p_asks_troupe_through_its_permission_prompt_tool() {
     let d = TestDaemon::start();
     let c = d.client().await;
@@ -587,6 +595,10 @@ async fn claude_tree(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn real_claude_code_leaves_no_process_after_a_kill_9_and_restart_or_a_stop() {
     let mut d = TestDaemon::start();
     let c = d.client().await;

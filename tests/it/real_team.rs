@@ -113,6 +113,10 @@ fn ask(data: &Path, runtime: &Path, project: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn one_prompt_to_a_landed_change_with_real_claude_code_codex_and_gemini() {
     let d = TestDaemon::start();
     let c = d.client().await;

@@ -304,6 +304,10 @@ troupe call complete '{"output":"local done"}' >/dev/null
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_party_with_local_and_remote_members_lands_their_work_and_approvals_come_home() {
     let (scratch, nats, d, c) = cluster().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
@@ -445,6 +449,10 @@ troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_another() {
     let (scratch, nats, d, c) = cluster().await;
     let w1_dir = scratch.path().join("w1");
@@ -471,6 +479,10 @@ async fn a_worker_killed_mid_run_loses_its_lease_and_the_member_restarts_on_anot
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_worker_killed_with_9_takes_its_members_with_it_and_its_run_is_tried_again() {
     let (scratch, nats, d, c) = cluster().await;
     let w1_dir = scratch.path().join("w1");
@@ -489,6 +501,10 @@ async fn a_worker_killed_with_9_takes_its_members_with_it_and_its_run_is_tried_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_pool_without_a_worker_keeps_its_run_queued_until_its_timeout() {
     let (_scratch, _nats, d, c) = cluster().await;
     let project = repo(&d.dir.path().join("proj"));
@@ -531,6 +547,10 @@ troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn nats_killed_with_9_and_restarted_loses_nothing_and_runs_no_member_twice() {
     let (scratch, mut nats, d, c) = cluster().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
@@ -558,6 +578,10 @@ async fn nats_killed_with_9_and_restarted_loses_nothing_and_runs_no_member_twice
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_hub_killed_with_9_takes_back_the_remote_runs_still_alive() {
     let (scratch, nats, mut d, c) = cluster().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
@@ -595,6 +619,10 @@ troupe call complete "{\"output\":\"asked: $E\"}" >/dev/null
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_call_waiting_on_a_hub_that_died_fails_once_the_hub_is_back() {
     let (scratch, nats, mut d, c) = cluster().await;
     let _w1 = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
@@ -626,6 +654,10 @@ troupe call complete "{\"output\":\"attempt $TROUPE_ATTEMPT on $TROUPE_WORKER\"}
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_member_whose_hub_gave_up_its_run_is_stopped_by_its_worker() {
     let (scratch, nats, mut d, c) = cluster().await;
     let w1_dir = scratch.path().join("w1");
@@ -722,6 +754,10 @@ fn an_unreachable_nats_is_a_clear_error_at_start() {
 /// `decide_approval` and `shutdown_daemon` are refused at the hub, naming it a remote member;
 /// naming another session is refused; as itself it is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn a_remote_member_is_refused_what_only_the_person_may_do() {
     let (scratch, nats, d, c) = cluster().await;
     let _w = Worker::start(&scratch.path().join("w1"), &nats.url, "gpu", "w1");
@@ -922,6 +958,10 @@ authorization {{
 /// remote member runs; a worker without credentials, or with credentials in its URL, cannot
 /// start; the pool's user cannot publish on the hub's subjects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 async fn workers_need_credentials_and_tls_and_their_user_stays_off_the_hubs_subjects() {
     let scratch = tempfile::tempdir().unwrap();
     let nats = SecureNats::start(&scratch.path().join("nats"));

@@ -7,11 +7,21 @@
 //! and nobody chose another linker; `TROUPE_LINK_ORDER=0` turns it off. A name the list holds
 //! that the build lacks (another toolchain, updated crates) is skipped: a stale list costs memory,
 //! never a failed link.
+//!
+//! It also sets `cfg(troupe_test_tools)` when `TROUPE_TEST_TOOLS=1` (`scripts/test` and CI set
+//! it, having installed the real editors, agent CLIs, nats-server and the rest): without it, the
+//! integration tests that drive those tools are ignored, so a plain `cargo test` passes on a
+//! machine that has only Rust and git.
 
 use std::env;
 use std::path::PathBuf;
 
 fn main() {
+    println!("cargo:rustc-check-cfg=cfg(troupe_test_tools)");
+    println!("cargo:rerun-if-env-changed=TROUPE_TEST_TOOLS");
+    if env::var("TROUPE_TEST_TOOLS").is_ok_and(|v| v == "1") {
+        println!("cargo:rustc-cfg=troupe_test_tools");
+    }
     println!("cargo:rerun-if-changed=link/order.txt");
     println!("cargo:rerun-if-env-changed=TROUPE_LINK_ORDER");
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");

@@ -336,6 +336,10 @@ async fn set_up() -> Remote {
 }
 
 #[test]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
 fn fuzz_nats_messages() {
     let rt = runtime();
     let remote = rt.block_on(set_up());

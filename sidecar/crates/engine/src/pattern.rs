@@ -2,7 +2,10 @@
 //! parallel and teams that deliberate in rounds, around one agent run. A `Flow` is one pattern run: a tree of nodes, each "run agent
 //! X on input I", stepped like a party — inputs in, actions out, time passed in. Agents are looked
 //! up as the flow reaches them (chains resolve at run time). The daemon carries out the actions:
-//! it starts the steps (real agent runs), asks router plugins and keeps the flow's state.
+//! it starts the steps (real agent runs), asks router plugins and keeps the flow's state. A step
+//! `Lost` with the daemon runs again. `check_patterns` validates a definition against the others
+//! (unknown agents, cycles through any pattern edge, routers with subagents, non-terminal
+//! advisors, coordinators with a handoff).
 
 use std::collections::BTreeMap;
 
@@ -132,7 +135,7 @@ pub enum FlowOutcome {
 
 impl std::fmt::Display for FlowOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             FlowOutcome::Success => "success",
             FlowOutcome::Failed => "failed",
             FlowOutcome::Cancelled => "cancelled",
