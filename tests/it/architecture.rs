@@ -175,12 +175,20 @@ fn crate_dirs() -> Vec<PathBuf> {
 fn no_circle_between_the_modules_of_a_crate() {
     let mut circles = Vec::new();
     for dir in crate_dirs() {
-        let graph = module_graph(&dir.join("src"));
-        if let Some(cycle) = find_cycle(&graph) {
-            circles.push(format!(
-                "{}: {cycle}",
-                dir.file_name().unwrap().to_string_lossy()
-            ));
+        // The library and each binary of a folder of its own (`src/bin/<name>/main.rs`) is a
+        // crate of its own.
+        let mut roots = vec![dir.join("src")];
+        if let Ok(bins) = std::fs::read_dir(dir.join("src/bin")) {
+            roots.extend(
+                bins.map(|e| e.unwrap().path())
+                    .filter(|p| p.join("main.rs").exists()),
+            );
+        }
+        for root in roots {
+            let graph = module_graph(&root);
+            if let Some(cycle) = find_cycle(&graph) {
+                circles.push(format!("{}: {cycle}", root.display()));
+            }
         }
     }
     // The checker itself finds a circle when there is one.
@@ -194,6 +202,8 @@ fn no_circle_between_the_modules_of_a_crate() {
     );
     let core = module_graph(&crates_dir().join("core/src"));
     assert!(core["ops"].contains("orchestrator") && core["orchestrator"].contains("runners"));
+    let dev = module_graph(&crates_dir().join("troupe/src/bin/troupe-dev"));
+    assert!(dev["bench"].contains("bench_parties") && dev["bench_parties"].contains("harness"));
     assert!(circles.is_empty(), "module circles: {circles:?}");
 }
 
@@ -386,4 +396,87 @@ fn each_layer_depends_only_on_what_it_may() {
             );
         }
     }
+}
+
+/// Runners know no parties and no daemon: what they need comes in their `Launch` and through
+/// `RunnerHost`, never from the modules that hold parties, operations or the daemon.
+#[test]
+fn runners_know_no_parties_and_no_daemon() {
+    let forbidden = [
+        "daemon",
+        "orchestrator",
+        "party",
+        "collab",
+        "landing",
+        "ops",
+        "inbox",
+        "radar",
+        "rounds",
+        "registry",
+        "feeds",
+        "boot",
+    ];
+    let runners = crates_dir().join("core/src/runners");
+    let mut files = Vec::new();
+    rust_files(&runners, &mut files);
+    files.push(crates_dir().join("core/src/runners.rs"));
+    let mut offenders = Vec::new();
+    for file in files.iter().filter(|f| f.exists()) {
+        let Some(code) = production_code(file) else {
+            continue;
+        };
+        for module in crate_refs(&code) {
+            if forbidden.contains(&module.as_str()) {
+                offenders.push(format!("{} names crate::{module}", file.display()));
+            }
+        }
+        if code.contains("troupe_store::Store") || code.contains("PartyRow") {
+            offenders.push(format!("{} reaches the store's parties", file.display()));
+        }
+    }
+    assert!(files.len() > 5, "found the runners: {files:?}");
+    assert!(offenders.is_empty(), "{offenders:?}");
+}
+
+/// Product and tools are apart: benchmarks and the scripted ACP agent live in the `troupe-dev`
+/// binary, which only the `dev` feature builds; the library, the `troupe` binary and the core
+/// hold no benchmark module. (The store's floor and the plugin host's router timing stay in
+/// their crates: they need SQLite and wasmtime, which only those crates may link.)
+#[test]
+fn product_and_tools_are_apart() {
+    let manifest = std::fs::read_to_string(crates_dir().join("troupe/Cargo.toml")).unwrap();
+    let dev_bin = manifest
+        .split("[[bin]]")
+        .find(|b| b.contains("name = \"troupe-dev\""))
+        .expect("the troupe-dev binary is declared");
+    assert!(
+        dev_bin.contains("required-features = [\"dev\"]"),
+        "troupe-dev is built only with the dev feature"
+    );
+    let mut offenders = Vec::new();
+    for dir in crate_dirs() {
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for file in files {
+            if file.components().any(|c| c.as_os_str() == "bin") {
+                continue;
+            }
+            let name = file.file_stem().unwrap().to_string_lossy().to_string();
+            let Some(code) = production_code(&file) else {
+                continue;
+            };
+            if name.starts_with("bench") || code.contains("scripted_agent") {
+                offenders.push(file.display().to_string());
+            }
+        }
+    }
+    let product = std::fs::read_to_string(crates_dir().join("troupe/src/main.rs")).unwrap();
+    assert!(
+        !product.contains("bench"),
+        "the troupe binary has no benchmark"
+    );
+    assert!(
+        offenders.is_empty(),
+        "benchmark code outside troupe-dev: {offenders:?}"
+    );
 }

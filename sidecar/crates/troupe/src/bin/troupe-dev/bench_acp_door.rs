@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::bench::{percentiles, scratch_layout, start_daemon};
 use crate::bench_agents::StdioPeer;
+use crate::harness::{percentiles, scratch_layout, start_daemon};
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};

@@ -12,7 +12,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::bench::{median, percentiles, scratch_layout, start_daemon};
+use crate::harness::{median, percentiles, scratch_layout, start_daemon};
 
 #[derive(Debug, Args)]
 pub struct McpArgs {

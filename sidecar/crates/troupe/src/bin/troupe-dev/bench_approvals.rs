@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::json;
 
-use crate::bench::{percentiles, start_daemon};
+use crate::harness::{percentiles, start_daemon};
 use crate::lsp_client::LspClient;
 
 #[derive(Debug, Args)]
@@ -20,7 +20,7 @@ pub struct ApprovalArgs {
 }
 
 pub async fn run(args: ApprovalArgs, json_out: bool) -> anyhow::Result<()> {
-    let (scratch, layout) = crate::bench::scratch_layout("troupe-bench-approvals-")?;
+    let (scratch, layout) = crate::harness::scratch_layout("troupe-bench-approvals-")?;
     let project = scratch.path().join("project");
     std::fs::create_dir_all(project.join(".git"))?;
     std::fs::write(project.join("main.rs"), "fn main() {}\n")?;

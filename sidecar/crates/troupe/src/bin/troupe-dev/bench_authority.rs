@@ -59,7 +59,7 @@ fn start_ms(argv: &[String], n: usize) -> anyhow::Result<f64> {
         }
         samples.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    Ok(crate::bench::median(samples))
+    Ok(crate::harness::median(samples))
 }
 
 const KEEPER: &str = "#!/bin/sh\nprintf '%s' \"$TROUPE_RUN_TOKEN\" > \"$KEYS/tok.tmp\" && mv \"$KEYS/tok.tmp\" \"$KEYS/tok\"\nwhile [ ! -e \"$KEYS/release\" ]; do sleep 0.05; done\ntroupe call complete '{\"output\":\"ok\"}' >/dev/null\n";
@@ -74,13 +74,13 @@ async fn median_us(
         call().await?;
         samples.push(t.elapsed());
     }
-    let (p50, _) = crate::bench::percentiles(&mut samples);
+    let (p50, _) = crate::harness::percentiles(&mut samples);
     Ok(p50)
 }
 
 async fn one_run(args: &AuthorityArgs) -> anyhow::Result<Figures> {
-    let (scratch, layout) = crate::bench::scratch_layout("troupe-bench-auth-")?;
-    let (_daemon, person, _) = crate::bench::start_daemon(&layout).await?;
+    let (scratch, layout) = crate::harness::scratch_layout("troupe-bench-auth-")?;
+    let (_daemon, person, _) = crate::harness::start_daemon(&layout).await?;
     let keys = scratch.path().join("keys");
     std::fs::create_dir_all(&keys)?;
     let script = scratch.path().join("keeper.sh");
@@ -98,7 +98,7 @@ async fn one_run(args: &AuthorityArgs) -> anyhow::Result<Figures> {
                     "env": { "KEYS": keys.display().to_string() } } }),
         )
         .await?;
-    let parent = crate::bench::register(&person, &project.display().to_string()).await?;
+    let parent = crate::harness::register(&person, &project.display().to_string()).await?;
     let run = person
         .call(
             "start_agent",
@@ -211,7 +211,7 @@ pub async fn run(args: AuthorityArgs, json: bool) -> anyhow::Result<()> {
         }
         runs.push(f);
     }
-    let m = |pick: fn(&Figures) -> f64| crate::bench::median(runs.iter().map(pick).collect());
+    let m = |pick: fn(&Figures) -> f64| crate::harness::median(runs.iter().map(pick).collect());
     let summary = json!({
         "runs": args.runs,
         "calls": args.calls,

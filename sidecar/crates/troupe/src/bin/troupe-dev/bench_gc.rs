@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use troupe::client::{self, Client};
 use troupe_api::layout::Layout;
 
-use crate::bench::{median, percentiles, register, scratch_layout, start_daemon};
+use crate::harness::{median, percentiles, register, scratch_layout, start_daemon};
 
 #[derive(Debug, Args)]
 pub struct GcArgs {

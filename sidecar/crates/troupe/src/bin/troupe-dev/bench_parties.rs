@@ -10,7 +10,31 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use troupe_engine::{Action, Input, Party, PartyDefinition};
 
-use crate::bench::{PartiesArgs, cpu_ticks, median, start_daemon, ticks_per_second};
+use clap::Args;
+
+use crate::harness::{cpu_ticks, median, start_daemon, ticks_per_second};
+
+#[derive(Debug, Args)]
+pub struct PartiesArgs {
+    /// Roles in the party.
+    #[arg(long, default_value_t = 200)]
+    pub roles: usize,
+    /// Members per role (count).
+    #[arg(long, default_value_t = 5)]
+    pub per_role: u32,
+    /// DAG layers: each role depends on two roles of the layer before.
+    #[arg(long, default_value_t = 10)]
+    pub layers: usize,
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Party sizes in members (e.g. `100,1000,5000`): runs the benchmark once per size, with
+    /// `size / per-role` roles, and prints the curve. Overrides `--roles`.
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    /// Measure only the engine (no daemon, no processes).
+    #[arg(long)]
+    pub engine_only: bool,
+}
 
 /// The benchmark party: `layers` layers of roles; each role waits for two of the layer before.
 fn definition(role_count: usize, per_role: u32, layers: usize) -> Value {
@@ -218,7 +242,7 @@ fn report(
 }
 
 async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
-    let (scratch, layout) = crate::bench::scratch_layout("troupe-bench-party-")?;
+    let (scratch, layout) = crate::harness::scratch_layout("troupe-bench-party-")?;
     let project = scratch.path().join("project");
     std::fs::create_dir_all(&project)?;
     let (mut daemon, c, _) = start_daemon(&layout).await?;

@@ -13,7 +13,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::bench::{cpu_ticks, median, register, scratch_layout, start_daemon, ticks_per_second};
+use crate::harness::{cpu_ticks, median, register, scratch_layout, start_daemon, ticks_per_second};
 
 #[derive(Debug, Args)]
 pub struct PatternArgs {

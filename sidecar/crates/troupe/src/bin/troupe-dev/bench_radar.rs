@@ -12,7 +12,7 @@ use clap::Args;
 use serde::Serialize;
 use troupe_worktree::radar::Radar;
 
-use crate::bench::median;
+use crate::harness::median;
 
 #[derive(Debug, Args)]
 pub struct RadarArgs {

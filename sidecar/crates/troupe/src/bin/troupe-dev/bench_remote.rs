@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::bench::{median, scratch_layout, start_daemon_with};
+use crate::harness::{median, scratch_layout, start_daemon_with};
 
 #[derive(Debug, Args)]
 pub struct RemoteArgs {

@@ -16,7 +16,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::bench::{DaemonGuard, register, scratch_layout, start_daemon, ticks_per_second};
+use crate::harness::{DaemonGuard, register, scratch_layout, start_daemon, ticks_per_second};
 use troupe::client::{self, Client};
 use troupe_api::layout::Layout;
 
@@ -180,7 +180,7 @@ async fn messaging(args: MessagingSoakArgs, json_out: bool) -> anyhow::Result<()
         "duplicated": sum(|t| t.duplicated),
         "retry_answer_wrong": sum(|t| t.retry_answer_wrong),
         "misordered_or_unknown": sum(|t| t.misordered_or_unknown),
-        "restart_ms_median": crate::bench::median(trials.iter().map(|t| t.restart_ms).collect()),
+        "restart_ms_median": crate::harness::median(trials.iter().map(|t| t.restart_ms).collect()),
     });
     let violations = sum(MessagingTrial::violations);
     if json_out {
@@ -503,7 +503,7 @@ async fn parties(args: PartiesSoakArgs, json_out: bool) -> anyhow::Result<()> {
         "double_spawns": sum(|t| t.double_spawns),
         "orphans": sum(|t| t.orphans),
         "trials_with_orphans": sum(|t| u64::from(t.orphans > 0)),
-        "wall_ms_median": crate::bench::median(trials.iter().map(|t| t.wall_ms).collect()),
+        "wall_ms_median": crate::harness::median(trials.iter().map(|t| t.wall_ms).collect()),
     });
     let violations = sum(PartyTrial::violations);
     if json_out {

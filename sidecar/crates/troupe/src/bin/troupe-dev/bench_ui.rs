@@ -14,7 +14,7 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::bench::{cpu_ticks, median, rss_kib, scratch_layout, start_daemon, ticks_per_second};
+use crate::harness::{cpu_ticks, median, rss_kib, scratch_layout, start_daemon, ticks_per_second};
 
 #[derive(Debug, Args)]
 pub struct UiArgs {

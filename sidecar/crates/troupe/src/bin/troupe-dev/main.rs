@@ -10,12 +10,14 @@ mod bench_agents;
 mod bench_approvals;
 mod bench_authority;
 mod bench_gc;
+mod bench_messaging;
 mod bench_parties;
 mod bench_patterns;
 mod bench_radar;
 mod bench_remote;
 mod bench_soak;
 mod bench_ui;
+mod harness;
 mod lsp_client;
 mod scripted_agent;
 
