@@ -1,7 +1,8 @@
 //! The one integration-test binary: every test drives the real `troupe` binary and a real
 //! daemon (its own process) on a temporary data dir, over its real socket and WebSocket.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start whatever processes they drive as they need them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod support;
 // The LSP client the approvals benchmark uses too (troupe-dev), shared by path.

@@ -33,6 +33,7 @@ pub mod run_logs;
 pub mod runners;
 pub mod sandbox;
 pub mod shell;
+pub mod spawn;
 pub mod system;
 
 pub use authority::Caller;

@@ -78,18 +78,14 @@ pub async fn run(
             output: "no command".into(),
         };
     };
-    let mut cmd = tokio::process::Command::new(program);
-    for name in crate::sandbox::WITHHELD_ENV {
-        cmd.env_remove(name);
-    }
+    let mut cmd = crate::spawn::command(program, crate::spawn::Group::Own, None);
     cmd.args(args)
         .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
+        .kill_on_drop(true);
     let failed = |output: String| ShellRun {
         passed: false,
         exit_code: None,

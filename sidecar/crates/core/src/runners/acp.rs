@@ -81,10 +81,8 @@ pub fn spawn(
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("empty command"))?;
-    let mut cmd = tokio::process::Command::new(program);
-    for name in crate::sandbox::WITHHELD_ENV {
-        cmd.env_remove(name);
-    }
+    // Its environment (`env`) carries the run's marker.
+    let mut cmd = crate::spawn::command(program, crate::spawn::Group::Own, None);
     if name == "gemini" {
         // Gemini CLI leaves out every MCP server (Troupe's tools among them) in a folder it does
         // not trust, and it has never seen the run's worktree: the person launched the run in
@@ -98,7 +96,6 @@ pub fn spawn(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(log)
-        .process_group(0)
         // If the daemon stops mid-run, its agents go with it (they talk only to it).
         .kill_on_drop(true)
         .spawn()

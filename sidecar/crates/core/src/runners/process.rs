@@ -22,6 +22,8 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::spawn::{self, Group};
+
 /// Grace between SIGTERM and SIGKILL.
 pub(crate) const TERM_GRACE: Duration = Duration::from_secs(2);
 /// How often an adopted process (not our child) is checked.
@@ -153,19 +155,12 @@ impl RunTable {
             // grew with it. The program is found first, so a missing one is still an error here.
             Some(setsid) => {
                 let found = find_program(program, &spec.cwd, &spec.env).map_err(start_error)?;
-                let mut cmd = tokio::process::Command::new(setsid);
+                let mut cmd = spawn::command(setsid, Group::ByProgram, Some(&spec.run_id));
                 cmd.arg("--").arg(found);
                 cmd
             }
-            None => {
-                let mut cmd = tokio::process::Command::new(program);
-                new_session(&mut cmd);
-                cmd
-            }
+            None => spawn::command(program, Group::Session, Some(&spec.run_id)),
         };
-        for name in crate::sandbox::WITHHELD_ENV {
-            cmd.env_remove(name);
-        }
         cmd.args(args)
             .current_dir(&spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -381,24 +376,6 @@ fn find_program(program: &str, cwd: &Path, env: &[(String, String)]) -> std::io:
         .map(|dir| cwd.join(dir).join(program))
         .find(|candidate| is_executable(candidate))
         .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
-}
-
-/// Starts the process as the leader of a session (and so of a process group) of its own, where
-/// it and its children are signalled and found as a group. A session rather than only a group:
-/// when the daemon dies (kill -9) the kernel sends SIGHUP to a group that it leaves orphaned
-/// with a stopped member, which would kill a member the person held (`pause_party`); a
-/// session's own group has no parent in its session, so it is never "left orphaned".
-fn new_session(cmd: &mut tokio::process::Command) {
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent's; it is all
-    // that runs between fork and exec.
-    #[allow(unsafe_code)]
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
 }
 
 pub(crate) fn signal_group(pid: u32, signal: Signal) {

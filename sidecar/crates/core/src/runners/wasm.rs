@@ -510,7 +510,7 @@ impl Tools {
             }
             "run_command" => {
                 let a: CommandArgs = args(name, raw)?;
-                run_command(&self.workdir, &a.command, a.timeout_secs).await
+                run_command(&self.workdir, &a.command, a.timeout_secs, &self.run.run_id).await
             }
             "send_message" => {
                 let a: MessageArgs = args(name, raw)?;
@@ -808,20 +808,21 @@ async fn run_command(
     workdir: &Path,
     command: &str,
     timeout: Option<f64>,
+    run_id: &str,
 ) -> Result<String, String> {
     use std::process::Stdio;
     let secs = timeout
         .filter(|t| t.is_finite() && *t > 0.0)
         .unwrap_or(60.0)
         .min(MAX_COMMAND_SECS);
-    let mut child = tokio::process::Command::new("sh")
+    // Marked with the run: a daemon started after a kill -9 ends what it left.
+    let mut child = crate::spawn::command("sh", crate::spawn::Group::Own, Some(run_id))
         .arg("-c")
         .arg(command)
         .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot run the command: {e}"))?;

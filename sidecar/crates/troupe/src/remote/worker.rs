@@ -236,6 +236,7 @@ fn on_hub(mut params: Value, clone: &Path, hub: &Path) -> Value {
 /// worker on the data dir ends them.
 fn start_reaper(layout: &Layout) -> anyhow::Result<tokio::process::Child> {
     let exe = std::env::current_exe().context("cannot find the troupe executable")?;
+    #[allow(clippy::disallowed_methods)] // The worker's own reaper, not an agent's process.
     tokio::process::Command::new(exe)
         .arg("--data-dir")
         .arg(&layout.data_dir)
@@ -701,7 +702,7 @@ impl Worker {
             }
             None => exe_dir.into_os_string(),
         };
-        let mut child = tokio::process::Command::new(program)
+        let mut child = troupe_core::spawn::command(program, troupe_core::spawn::Group::Own, None)
             .args(args)
             .current_dir(code_dir)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -716,7 +717,6 @@ impl Worker {
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
-            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("cannot start {program}"))?;

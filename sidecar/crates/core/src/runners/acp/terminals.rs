@@ -82,14 +82,14 @@ impl Terminals {
                 "at most {MAX_TERMINALS} terminals at once: release one first"
             ));
         }
-        let mut child = tokio::process::Command::new(&spec.command)
+        // The run's marker comes in `spec.env`.
+        let mut child = crate::spawn::command(&spec.command, crate::spawn::Group::Own, None)
             .args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot run {:?}: {e}", spec.command))?;

@@ -54,13 +54,24 @@ fn reads_are_capped_and_regular_files_only() {
 #[tokio::test]
 async fn commands_are_capped_and_killed_on_timeout() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = run_command(tmp.path(), "yes | head -c 1000000; echo done >&2", None)
-        .await
-        .unwrap();
+    let out = run_command(
+        tmp.path(),
+        "yes | head -c 1000000; echo done >&2",
+        None,
+        "run-1",
+    )
+    .await
+    .unwrap();
     assert!(out.starts_with("exit status 0\n"), "{}", &out[..40]);
     assert!(out.len() <= MAX_TOOL_OUTPUT + 40, "{}", out.len());
-    let err = run_command(tmp.path(), "sleep 30 & sleep 30", Some(0.2))
+    let err = run_command(tmp.path(), "sleep 30 & sleep 30", Some(0.2), "run-1")
         .await
         .unwrap_err();
     assert_eq!(err, "the command ran past 0.2 s and was killed");
+    // The executor's command carries its run's marker (a daemon started after a kill -9 ends
+    // what it left).
+    let out = run_command(tmp.path(), "echo \"$TROUPE_RUN_ID\"", None, "run-1")
+        .await
+        .unwrap();
+    assert!(out.ends_with("run-1\n"), "{out}");
 }

@@ -4,6 +4,9 @@
 //! `dev` feature, which the integration tests need too; `cargo install … --bin troupe` and
 //! `scripts/package` leave it out.
 
+// A developer tool: it starts the daemons and agents it measures as it needs them.
+#![allow(clippy::disallowed_methods)]
+
 mod bench;
 mod bench_acp_door;
 mod bench_agents;
