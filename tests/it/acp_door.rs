@@ -14,7 +14,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, TestDaemon, define, executable, inbox, repo, workspace_root};
+use crate::support::{BIN, TestDaemon, define, executable, git, inbox, repo, workspace_root};
 
 /// The member that asks to write NOTES.md, writes what it was told, and says it.
 const WRITER: &str = r#"#!/bin/sh
@@ -473,21 +473,6 @@ async fn a_first_prompt_where_agent_clis_are_installed_makes_the_team_and_lands_
             &["cat-file", "-e", &format!("HEAD:NOTES-{vendor}.md")],
         );
     }
-}
-
-/// Runs git in `dir`; fails the test if git does.
-fn git(dir: &str, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

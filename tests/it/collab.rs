@@ -12,7 +12,7 @@ use troupe::client::Client;
 
 use crate::mock_llm::{MockLlm, Reply};
 use crate::plugins::{grant_mock, install};
-use crate::support::{TestDaemon, define, launch, register, repo, wait_for};
+use crate::support::{TestDaemon, define, git, launch, refused, register, repo, wait_for};
 
 /// A member that stays until a message tells it to finish (the test speaks for it, as the MCP
 /// door speaks for an agent: with its session).
@@ -62,12 +62,6 @@ async fn sessions(
     .await
 }
 
-/// The error's `data.kind` and message.
-async fn refused(c: &Client, op: &str, params: Value) -> (String, String) {
-    let e = c.call(op, params).await.expect_err(op);
-    (e.kind().unwrap_or_default().to_string(), e.to_string())
-}
-
 fn step(id: &str, owner: &str, deps: &[&str]) -> Value {
     json!({ "id": id, "title": format!("the {id} step"), "owner_role": owner,
             "description": format!("do {id}"), "acceptance": format!("{id} works"),
@@ -89,20 +83,6 @@ async fn inbox(c: &Client, session: &str) -> String {
         .map(|m| m["content"].as_str().unwrap().to_string())
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-fn git(dir: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

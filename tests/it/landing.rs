@@ -5,12 +5,13 @@
 //! a conflict between two members that are still running. Bad input gets named errors.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, define, executable, launch, party_end, register, repo, wait_for};
+use crate::support::{
+    TestDaemon, define, executable, git, launch, party_end, refused, register, repo, wait_for,
+};
 
 /// A member that writes `$1` with the text `$2`, commits it on its branch, and then completes
 /// at once or, with `$3 = wait`, once a message tells it to finish. `$1 = -` writes nothing.
@@ -63,25 +64,6 @@ pub(crate) async fn define_party(
         );
     }
     define(c, "party", json!({ "name": name, "roles": roles })).await;
-}
-
-fn git(dir: &str, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-async fn refused(c: &Client, op: &str, params: Value) -> (String, String) {
-    let e = c.call(op, params).await.expect_err(op);
-    (e.kind().unwrap_or_default().to_string(), e.to_string())
 }
 
 /// Waits for a run to end; its `get_agent_result`.

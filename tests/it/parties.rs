@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, launch, register, wait_for};
+use crate::support::{TestDaemon, git, launch, register, wait_for};
 
 /// Writes an executable shell script and returns its path.
 fn script(dir: &Path, name: &str, body: &str) -> String {
@@ -1171,17 +1171,6 @@ troupe call complete '{"output":"developers done"}' >/dev/null"#,
         "the leader was adopted, not rerun: {runs}"
     );
     assert_eq!(leader_runs[0]["result"]["output"], "developers done");
-}
-
-/// `git` in `dir`; its trimmed output.
-fn git(dir: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 /// A clone member's commit, merged nowhere, brought over to the project's repository by a

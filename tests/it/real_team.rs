@@ -15,21 +15,11 @@ use serde_json::{Value, json};
 
 use crate::mock_llm::MockLlm;
 use crate::real_clis::{bin, codex_home, gemini_home};
-use crate::support::{BIN, TestDaemon, repo, workspace_root};
+use crate::support::{BIN, TestDaemon, git, repo, workspace_root};
 
 const TASK: &str = "Fix the failing test. In `answer.txt`, replace `answer=41` with `answer=42`. \
 In `greeting.txt`, replace `helo` with `hello`. Every change adds its note `changes/<step>.md`. \
 Decide whether the release notes say `fixed` or `repaired`.";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()

@@ -624,3 +624,25 @@ pub fn group_alive(pgid: i32) -> bool {
         fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
     })
 }
+
+/// `git` in `dir`; its output, trimmed. Fails the test, with what git said, when git fails.
+pub fn git(dir: impl AsRef<Path>, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir.as_ref())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.as_ref().display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A call that must be refused: its error's `data.kind` and message.
+pub async fn refused(c: &Client, op: &str, params: Value) -> (String, String) {
+    let e = c.call(op, params).await.expect_err(op);
+    (e.kind().unwrap_or_default().to_string(), e.to_string())
+}
