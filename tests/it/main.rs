@@ -43,6 +43,7 @@ mod remote;
 mod retention;
 mod rounds;
 mod run_logs;
+mod snapshots;
 mod team_brain;
 mod terminal;
 mod tidy;
