@@ -282,7 +282,7 @@ struct Loop {
 
 /// The loop, built but not yet running: `start` it once the daemon it serves exists (recovery
 /// may need the whole daemon: executor runs, recovery plugins).
-pub struct Boot {
+pub struct UnstartedLoop {
     state: Loop,
     command_rx: mpsc::UnboundedReceiver<Command>,
     exit_rx: mpsc::UnboundedReceiver<RunExit>,
@@ -290,13 +290,13 @@ pub struct Boot {
     done: tokio::sync::watch::Sender<()>,
 }
 
-impl std::fmt::Debug for Boot {
+impl std::fmt::Debug for UnstartedLoop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Boot").finish_non_exhaustive()
+        f.debug_struct("UnstartedLoop").finish_non_exhaustive()
     }
 }
 
-/// Builds the loop; commands sent to the handle wait until `Boot::start`.
+/// Builds the loop; commands sent to the handle wait until `UnstartedLoop::start`.
 pub fn create(
     store: Store,
     hub: Arc<Hub>,
@@ -304,7 +304,7 @@ pub fn create(
     run_key: crate::authority::RunKey,
     sandbox: crate::sandbox::Sandbox,
     daemon: HostCell,
-) -> (Orchestrator, Boot) {
+) -> (Orchestrator, UnstartedLoop) {
     let (commands, command_rx) = mpsc::unbounded_channel();
     let (ended, done) = tokio::sync::watch::channel(());
     let (exits, exit_rx) = mpsc::unbounded_channel();
@@ -332,7 +332,7 @@ pub fn create(
     };
     (
         Orchestrator { commands, done },
-        Boot {
+        UnstartedLoop {
             state,
             command_rx,
             exit_rx,
@@ -341,10 +341,10 @@ pub fn create(
     )
 }
 
-impl Boot {
+impl UnstartedLoop {
     /// Recovers the state an earlier daemon left, then runs the loop.
     pub async fn start(self) -> anyhow::Result<()> {
-        let Boot {
+        let UnstartedLoop {
             mut state,
             mut command_rx,
             mut exit_rx,
@@ -362,7 +362,7 @@ impl Boot {
                 if matches!(event, Event::Command(Command::Shutdown { .. })) {
                     command_rx.close();
                 }
-                if state.handle(event).await == Flow::Stop {
+                if state.handle(event).await == Next::Stop {
                     break;
                 }
             }
@@ -390,13 +390,13 @@ pub fn party_label(row: &PartyRow) -> String {
 
 /// Whether the loop goes on after an event.
 #[derive(Debug, PartialEq, Eq)]
-enum Flow {
+enum Next {
     Continue,
     Stop,
 }
 
 impl Loop {
-    async fn handle(&mut self, event: Event) -> Flow {
+    async fn handle(&mut self, event: Event) -> Next {
         match event {
             Event::Command(Command::Shutdown {
                 leave_running,
@@ -404,7 +404,7 @@ impl Loop {
             }) => {
                 let stopped = self.shut_down(leave_running).await;
                 let _caller_gone = reply.send(stopped);
-                return Flow::Stop;
+                return Next::Stop;
             }
             Event::Command(Command::Launch { party, reply }) => {
                 let result = self.launch(*party).await;
@@ -524,6 +524,6 @@ impl Loop {
             Event::Exit(exit) => self.run_exited(exit).await,
         }
         self.drain().await;
-        Flow::Continue
+        Next::Continue
     }
 }

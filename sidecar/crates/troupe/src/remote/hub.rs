@@ -63,7 +63,7 @@ struct Record {
     branch: String,
 }
 
-struct Hub {
+struct NatsHub {
     client: async_nats::Client,
     jet: Jet,
     /// Exits of runs nobody waits for yet (read before a restarted hub took its runs back).
@@ -83,10 +83,10 @@ fn lock(m: &Mutex<HashMap<String, Live>>) -> std::sync::MutexGuard<'_, HashMap<S
 }
 
 /// The pools of this hub.
-pub struct NatsPools(Arc<Hub>);
+pub struct NatsPools(Arc<NatsHub>);
 
 /// A hub connected to NATS, before and after the daemon is built.
-pub struct HubHandle(Arc<Hub>);
+pub struct HubHandle(Arc<NatsHub>);
 
 impl HubHandle {
     /// The pools to install in the daemon.
@@ -113,7 +113,7 @@ pub async fn connect(url: &str, layout: &troupe_api::layout::Layout) -> anyhow::
     let scratch = layout.data_dir.join("remote");
     std::fs::create_dir_all(&scratch)
         .with_context(|| format!("cannot make {}", scratch.display()))?;
-    let hub = Arc::new(Hub {
+    let hub = Arc::new(NatsHub {
         client,
         jet,
         daemon: std::sync::OnceLock::new(),
@@ -219,7 +219,7 @@ fn refused(code: i32, message: String) -> CallReply {
     }
 }
 
-impl Hub {
+impl NatsHub {
     /// A run the hub waits for: its secret, checkout, branch and timeline.
     fn waited(&self, run_id: &str) -> Option<(String, PathBuf, String, RemoteRun)> {
         lock(&self.runs).get(run_id).map(|l| {
@@ -644,7 +644,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 
 /// Forgets a run the hub no longer waits for (its calls are refused from then on, and a worker
 /// that claims it late is told so), and its base bundle.
-struct Forget(Arc<Hub>, String, Option<String>);
+struct Forget(Arc<NatsHub>, String, Option<String>);
 
 impl Drop for Forget {
     fn drop(&mut self) {
