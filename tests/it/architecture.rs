@@ -480,3 +480,23 @@ fn product_and_tools_are_apart() {
         "benchmark code outside troupe-dev: {offenders:?}"
     );
 }
+
+/// One module-file convention: a module with submodules is `foo.rs` beside `foo/`, never
+/// `foo/mod.rs`.
+#[test]
+fn modules_are_files_beside_their_folders() {
+    let mut mod_files = Vec::new();
+    for dir in crate_dirs() {
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        mod_files.extend(
+            files
+                .into_iter()
+                .filter(|f| f.file_name().is_some_and(|n| n == "mod.rs")),
+        );
+    }
+    assert!(
+        mod_files.is_empty(),
+        "use foo.rs beside foo/: {mod_files:?}"
+    );
+}
