@@ -4,6 +4,7 @@
 //! (`boot`). It knows no wire format: the doors (JSON-RPC, LSP, MCP, the CLI) live in the `troupe`
 //! crate and reach it through `registry::handler` and `daemon::Daemon`.
 
+pub mod acp;
 pub mod authority;
 pub mod boot;
 pub mod budgets;

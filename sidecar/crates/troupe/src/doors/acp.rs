@@ -28,8 +28,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use troupe_api::layout::Layout;
+use troupe_core::acp::Choice;
 use troupe_core::project_config::ProjectConfig;
-use troupe_core::runners::acp::adapter::Choice;
 
 use crate::client::{self, CallError, Client};
 use render::Render;

@@ -29,7 +29,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines, on_receive_notification, on_receive_request};
 use serde_json::{Value, json};
-use troupe_core::runners::acp::adapter::{Choice, line_sink, lossy_lines};
+use troupe_core::acp::{Choice, line_sink, lossy_lines};
 
 /// A boxed future, as [`Door`] returns them.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
