@@ -7,8 +7,8 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;
 
+use crate::columns::json_col;
 use crate::events::append_event;
-use crate::orchestration::json_col;
 use crate::{
     DecisionRecord, DecisionStatus, NewEvent, PlanReview, PlanStatus, PlanStep, PlanVersion,
     StepState, Store, StoreError, Vote,

@@ -11,16 +11,21 @@
 
 mod approvals;
 mod collab;
+mod columns;
+mod definitions;
 mod error;
 mod events;
 mod floor;
 mod landing;
 mod messages;
-mod orchestration;
+mod notifications;
+mod parties;
 mod questions;
 mod retention;
+mod runs;
 mod schema;
 mod sessions;
+mod tasks;
 mod writer;
 
 #[cfg(test)]
@@ -32,11 +37,11 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 
 pub use collab::{NewDecision, StepChange};
+pub use definitions::{DefinitionKind, Put};
 pub use error::StoreError;
 pub use events::EventFilter;
 pub use floor::{FloorFigures, group_commit_floor};
 pub use messages::{PollFilter, SendOutcome};
-pub use orchestration::{DefinitionKind, Put};
 pub use retention::{DbSize, Kind as RetentionKind, Swept, WINDOW as RETENTION_WINDOW};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{

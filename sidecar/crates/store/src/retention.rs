@@ -10,7 +10,7 @@
 
 use rusqlite::{Connection, ErrorCode, params};
 
-use crate::orchestration::{RUN_COLUMNS, run_from_row};
+use crate::runs::{RUN_COLUMNS, run_from_row};
 use crate::{AgentRun, Store, StoreError};
 
 /// Rows looked at per write job (one window).
