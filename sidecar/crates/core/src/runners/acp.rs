@@ -131,6 +131,8 @@ pub struct Started {
     pub child: tokio::process::Child,
     pub spawned: Instant,
     pub transcript: Option<std::fs::File>,
+    /// What wraps the agent, and so the terminals it asks for.
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 /// Drives the run's session to its end and shuts the agent down; the exit to report.
@@ -146,6 +148,7 @@ pub async fn drive(
         mut child,
         spawned,
         transcript,
+        sandbox,
     } = started;
     let pid = child.id();
     // Everything of the run's: its group, and whatever carries its run id (Claude Code, the
@@ -171,6 +174,7 @@ pub async fn drive(
         asking: AtomicUsize::new(0),
         updates: updates_tx,
         terminals: terminals::Terminals::default(),
+        sandbox,
         ended: watch::channel(false).0,
         spawned,
         first_update: std::sync::atomic::AtomicBool::new(false),
@@ -683,6 +687,8 @@ struct MemberState {
     asking: AtomicUsize,
     updates: mpsc::Sender<Record>,
     terminals: terminals::Terminals,
+    /// What wraps the agent: its terminals' commands are wrapped the same way.
+    sandbox: crate::sandbox::Sandbox,
     /// Turns true when the run is over: waiting answers give up.
     ended: watch::Sender<bool>,
     /// When the agent was started, and whether its first update came.
@@ -1302,6 +1308,22 @@ impl ClientSide for Member {
         spec.env.retain(|(k, _)| k != crate::procs::RUN_MARKER);
         spec.env
             .push((crate::procs::RUN_MARKER.into(), self.run.run_id.clone()));
+        // In the agent's sandbox, like the agent itself: the command sees neither the person's
+        // token nor the database. The sandbox enters the run's checkout; a shell then enters
+        // the asked directory (inside it) and runs the command.
+        if self.sandbox.is_on() {
+            let mut argv = vec![
+                "sh".to_string(),
+                "-c".to_string(),
+                r#"cd "$0" && exec "$@""#.to_string(),
+                cwd.display().to_string(),
+                std::mem::take(&mut spec.command),
+            ];
+            argv.append(&mut spec.args);
+            let mut wrapped = self.sandbox.argv(argv, &self.workdir).into_iter();
+            spec.command = wrapped.next().unwrap_or_default();
+            spec.args = wrapped.collect();
+        }
         self.terminals.create(spec, &cwd)
     }
 
@@ -1346,7 +1368,7 @@ impl super::Runner for AcpRunner {
         )
         .map_err(|e| e.to_string())?;
         let pid = child.id().ok_or("the agent exited at once")?;
-        let (run, agent, env) = (launch.run, launch.agent, launch.env);
+        let (run, agent, env, sandbox) = (launch.run, launch.agent, launch.env, launch.sandbox);
         Ok(super::Placed {
             pid,
             start_time: crate::runners::process::process_start_time(pid),
@@ -1358,6 +1380,7 @@ impl super::Runner for AcpRunner {
                         child,
                         spawned,
                         transcript,
+                        sandbox,
                     };
                     drive(host, run, agent, started, env, stop)
                 });

@@ -42,7 +42,12 @@ pub fn plugin_of(agent: &AgentDefinition) -> Option<&str> {
 }
 
 /// Runs `run` with its executor to the end; the exit the runner reports.
-pub async fn run(daemon: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefinition) -> Exit {
+pub async fn run(
+    daemon: Weak<dyn RunnerHost>,
+    run: AgentRun,
+    agent: AgentDefinition,
+    sandbox: crate::sandbox::Sandbox,
+) -> Exit {
     let Some(d) = daemon.upgrade() else {
         return Exit::Failed("the daemon is shutting down".into());
     };
@@ -61,6 +66,7 @@ pub async fn run(daemon: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefini
         run: run.clone(),
         agent: agent.clone(),
         workdir: workdir.clone(),
+        sandbox,
         usage_writes: Arc::default(),
     });
     let timeout = agent
@@ -306,6 +312,8 @@ struct Tools {
     run: AgentRun,
     agent: AgentDefinition,
     workdir: PathBuf,
+    /// What wraps the shell commands it runs (`run_command`).
+    sandbox: crate::sandbox::Sandbox,
     /// Usage writes under way: awaited before the run completes, so its result shows them all.
     usage_writes: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
@@ -321,6 +329,7 @@ impl ToolHandler for Tools {
             run: self.run.clone(),
             agent: self.agent.clone(),
             workdir: self.workdir.clone(),
+            sandbox: self.sandbox.clone(),
             usage_writes: self.usage_writes.clone(),
         };
         Box::pin(async move {
@@ -510,7 +519,14 @@ impl Tools {
             }
             "run_command" => {
                 let a: CommandArgs = args(name, raw)?;
-                run_command(&self.workdir, &a.command, a.timeout_secs, &self.run.run_id).await
+                run_command(
+                    &self.workdir,
+                    &a.command,
+                    a.timeout_secs,
+                    &self.run.run_id,
+                    &self.sandbox,
+                )
+                .await
             }
             "send_message" => {
                 let a: MessageArgs = args(name, raw)?;
@@ -809,16 +825,19 @@ async fn run_command(
     command: &str,
     timeout: Option<f64>,
     run_id: &str,
+    sandbox: &crate::sandbox::Sandbox,
 ) -> Result<String, String> {
     use std::process::Stdio;
     let secs = timeout
         .filter(|t| t.is_finite() && *t > 0.0)
         .unwrap_or(60.0)
         .min(MAX_COMMAND_SECS);
-    // Marked with the run: a daemon started after a kill -9 ends what it left.
-    let mut child = crate::spawn::command("sh", crate::spawn::Group::Own, Some(run_id))
-        .arg("-c")
-        .arg(command)
+    // In the member sandbox (the person's token and the database out of sight), marked with
+    // the run: a daemon started after a kill -9 ends what it left.
+    let argv = sandbox.argv(vec!["sh".into(), "-c".into(), command.into()], workdir);
+    let (program, args) = argv.split_first().ok_or("no command")?;
+    let mut child = crate::spawn::command(program, crate::spawn::Group::Own, Some(run_id))
+        .args(args)
         .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -885,8 +904,13 @@ impl super::Runner for WasmRunner {
         let host = launch.host.ok_or("the daemon is still starting")?;
         // An in-daemon run carries the daemon's own pid: after a restart it reads as gone.
         let (run, agent, timeout) = (launch.run, launch.agent, launch.timeout);
+        let sandbox = launch.sandbox;
         Ok(super::Placed::in_daemon(move |table: &RunTable| {
-            table.spawn_task(run.run_id.clone(), timeout, self::run(host, run, agent));
+            table.spawn_task(
+                run.run_id.clone(),
+                timeout,
+                self::run(host, run, agent, sandbox),
+            );
         }))
     }
 }

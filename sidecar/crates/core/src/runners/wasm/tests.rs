@@ -2,6 +2,7 @@
 //! commands.
 
 use super::*;
+use crate::sandbox::Sandbox;
 
 #[test]
 fn confine_keeps_paths_inside_the_working_directory() {
@@ -59,19 +60,73 @@ async fn commands_are_capped_and_killed_on_timeout() {
         "yes | head -c 1000000; echo done >&2",
         None,
         "run-1",
+        &Sandbox::off("a test"),
     )
     .await
     .unwrap();
     assert!(out.starts_with("exit status 0\n"), "{}", &out[..40]);
     assert!(out.len() <= MAX_TOOL_OUTPUT + 40, "{}", out.len());
-    let err = run_command(tmp.path(), "sleep 30 & sleep 30", Some(0.2), "run-1")
-        .await
-        .unwrap_err();
+    let err = run_command(
+        tmp.path(),
+        "sleep 30 & sleep 30",
+        Some(0.2),
+        "run-1",
+        &Sandbox::off("a test"),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err, "the command ran past 0.2 s and was killed");
     // The executor's command carries its run's marker (a daemon started after a kill -9 ends
     // what it left).
-    let out = run_command(tmp.path(), "echo \"$TROUPE_RUN_ID\"", None, "run-1")
-        .await
-        .unwrap();
+    let out = run_command(
+        tmp.path(),
+        "echo \"$TROUPE_RUN_ID\"",
+        None,
+        "run-1",
+        &Sandbox::off("a test"),
+    )
+    .await
+    .unwrap();
     assert!(out.ends_with("run-1\n"), "{out}");
+}
+
+/// An executor's shell command runs in the member sandbox: it works in its checkout but sees
+/// neither the person's token nor the database. (Where bubblewrap cannot run, the daemon runs
+/// members unsandboxed and says so; `scripts/test` installs it.)
+#[tokio::test]
+async fn commands_run_in_the_member_sandbox() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = troupe_api::layout::Layout {
+        data_dir: tmp.path().join("data"),
+        runtime_dir: tmp.path().join("run"),
+    };
+    layout.prepare_dirs().unwrap();
+    std::fs::write(layout.data_dir.join("token"), "the-persons-secret").unwrap();
+    let sandbox = Sandbox::detect(&layout);
+    if !sandbox.is_on() {
+        eprintln!("skipped: {}", sandbox.status());
+        return;
+    }
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let token = layout.data_dir.join("token");
+    let out = run_command(
+        &work,
+        &format!(
+            "echo made > made.txt; cat made.txt; cat {}",
+            token.display()
+        ),
+        None,
+        "run-1",
+        &sandbox,
+    )
+    .await
+    .unwrap();
+    assert!(out.contains("made"), "{out}");
+    assert!(!out.contains("the-persons-secret"), "{out}");
+    assert!(!out.starts_with("exit status 0"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("made.txt")).unwrap(),
+        "made\n"
+    );
 }
