@@ -713,12 +713,16 @@ pub async fn escalate_task(d: &Daemon, p: EscalateTaskParams) -> Result<TaskResu
         .await?;
     d.hub.bump(crate::hub::NOTIFICATIONS_KEY);
     if let Some(party_id) = &task.party_id {
-        let party = PartyView::load(&d.store, party_id)?;
-        let row = &party.row;
-        let leader_session = party
-            .leader()
-            .and_then(|leader| party.live_sessions(leader).into_iter().next());
-        if let Some(session) = leader_session {
+        // The escalation is stored: a party that cannot be read only leaves its leader untold.
+        let party = PartyView::load(&d.store, party_id)
+            .inspect_err(|e| tracing::warn!(party = %party_id, error = %e, "escalation not told"))
+            .ok();
+        let leader_session = party.as_ref().and_then(|party| {
+            let leader = party.leader()?;
+            party.live_sessions(leader).into_iter().next()
+        });
+        if let (Some(session), Some(party)) = (leader_session, &party) {
+            let row = &party.row;
             let text = format!(
                 "[{}] task {:?} was escalated: {}",
                 row.name, task.title, p.reason

@@ -122,7 +122,8 @@ impl Loop {
         }
         // 2. Live parties, from their rows.
         for status in [PartyStatus::Running, PartyStatus::Pending] {
-            for row in self.store.list_parties(None, Some(status))? {
+            // Their ids: each is read whole, once, by the loader.
+            for row in self.store.list_parties_brief(None, Some(status))? {
                 let party_id = row.party_id.clone();
                 let party = match PartyView::load(&self.store, &party_id) {
                     Ok(party) => party,
