@@ -504,3 +504,44 @@ fn modules_are_files_beside_their_folders() {
         "use foo.rs beside foo/: {mod_files:?}"
     );
 }
+
+/// The pending approvals, the notifications, the picks and the inbox learn of changes from one
+/// place: the store announces the topics a commit changed (`troupe_store::Topic`, marked beside
+/// the SQL or by the timeline event written). Outside the store, a change is announced by hand
+/// only where the database does not hold it: a removed integration checkout.
+#[test]
+fn the_inbox_learns_of_changes_from_the_store() {
+    let mut files = Vec::new();
+    rust_files(&crates_dir(), &mut files);
+    let mut announcing = Vec::new();
+    for file in &files {
+        let Some(code) = production_code(file) else {
+            continue;
+        };
+        let shown = file
+            .strip_prefix(crates_dir())
+            .unwrap()
+            .display()
+            .to_string();
+        if code.contains(".announce(troupe_store::Topic") || code.contains(".announce(Topic") {
+            let removes_a_checkout = code.contains("remove_integration_of");
+            if shown.starts_with("store/") || !removes_a_checkout {
+                announcing.push(shown.clone());
+            }
+        }
+        for gone in [
+            "INBOX_KEY",
+            "APPROVALS_KEY",
+            "NOTIFICATIONS_KEY",
+            "PICKS_KEY",
+        ] {
+            if code.contains(gone) {
+                announcing.push(format!("{shown} keeps a hub counter {gone}"));
+            }
+        }
+    }
+    assert!(
+        announcing.is_empty(),
+        "announced outside the store's change feed: {announcing:?}"
+    );
+}

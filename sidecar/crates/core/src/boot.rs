@@ -301,7 +301,6 @@ impl RunnerHost for Daemon {
             match self.store.expire_question(question_id.clone()).await {
                 Ok(true) => {
                     self.hub.publish(&crate::hub::wake_key(&question_id), 1);
-                    self.hub.bump(crate::hub::INBOX_KEY);
                 }
                 Ok(false) => {}
                 Err(e) => tracing::warn!(error = %e, "a withdrawn question was not expired"),

@@ -20,7 +20,7 @@ use troupe_store::{
     DecisionRecord, NewNotification, PlanStep, Priority, Recipients, StepChange, Store, Usage,
 };
 
-use crate::hub::{Hub, NOTIFICATIONS_KEY};
+use crate::hub::Hub;
 use crate::orchestrator::{Command, Orchestrator, party_label};
 pub use crate::party::PartyView;
 
@@ -148,9 +148,8 @@ pub async fn tell_person(
         text: format!("{}: {text}", party.row.name),
         data,
     };
-    match ctx.store.add_notification(n).await {
-        Ok(_) => ctx.hub.bump(NOTIFICATIONS_KEY),
-        Err(e) => tracing::warn!(party = %party.row.party_id, error = %e, "notification lost"),
+    if let Err(e) = ctx.store.add_notification(n).await {
+        tracing::warn!(party = %party.row.party_id, error = %e, "notification lost");
     }
 }
 
@@ -418,7 +417,6 @@ pub async fn settle(
                 .store
                 .decision_tied(d.decision_id.clone(), tied.clone())
                 .await?;
-            ctx.hub.bump(crate::hub::INBOX_KEY);
             let text = format!(
                 "decision {} ({}) is tied between {}: choose with commit_decision",
                 d.decision_id,
@@ -444,7 +442,6 @@ pub async fn commit(
         .store
         .commit_decision(decision_id.to_string(), option.clone(), how)
         .await?;
-    ctx.hub.bump(crate::hub::INBOX_KEY);
     let d = match write_adr(ctx, party, &d).await {
         Ok((path, commit)) => {
             ctx.store

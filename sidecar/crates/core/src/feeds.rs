@@ -91,7 +91,7 @@ pub fn open(
         }
         "subscribe_notifications" => {
             let p: SubscribeNotificationsParams = parse_params(name, params)?;
-            let wake = daemon.hub.watch(crate::hub::NOTIFICATIONS_KEY);
+            let wake = daemon.store.changes(troupe_store::Topic::Notifications);
             let cursor = match p.since {
                 Some(since) => since,
                 None => daemon.store.latest_notification_seq()?,
@@ -130,7 +130,7 @@ pub fn open(
         "subscribe_approvals" => {
             let p: SubscribeApprovalsParams = parse_params(name, params)?;
             let project = crate::ops::project_filter(daemon, name, p.project_id, p.cwd)?;
-            let wake = daemon.hub.watch(crate::hub::APPROVALS_KEY);
+            let wake = daemon.store.changes(troupe_store::Topic::Approvals);
             (Source::Approvals { project }, wake, 0)
         }
         "subscribe_inbox" => {
@@ -146,7 +146,7 @@ pub fn open(
                 None => None,
             };
             let project = crate::ops::project_filter(daemon, name, p.project_id, p.cwd)?;
-            let wake = daemon.hub.watch(crate::hub::INBOX_KEY);
+            let wake = daemon.store.changes(troupe_store::Topic::Inbox);
             (Source::Inbox { project, root }, wake, 0)
         }
         other => {

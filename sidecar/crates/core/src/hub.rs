@@ -1,5 +1,7 @@
 //! Wake-ups for waiting readers: per session, the highest message `seq` committed for it; per
-//! other key (`approvals`, `notifications`, `approval:<id>`), a change counter.
+//! request (`approval:<id>`, a question's id), that it was answered. The pending approvals,
+//! the notifications and the inbox are not here: their feeds wait on the store's change
+//! topics (`troupe_store::Topic`), which the store bumps when a commit changed them.
 //! Long-polls and subscriptions wait here, then read the messages themselves from the store,
 //! so a missed or coalesced wake-up can never lose or reorder a message.
 
@@ -45,21 +47,6 @@ impl Hub {
         }
     }
 
-    /// Announces that something under `key` changed (approvals, notifications): the value only
-    /// counts changes.
-    pub fn bump(&self, key: &str) {
-        let map = self.lock();
-        if let Some(tx) = map.get(key) {
-            tx.send_modify(|n| *n += 1);
-        }
-        // What waits for a person came and went with these: the inbox follows.
-        if matches!(key, APPROVALS_KEY | NOTIFICATIONS_KEY | PICKS_KEY)
-            && let Some(tx) = map.get(INBOX_KEY)
-        {
-            tx.send_modify(|n| *n += 1);
-        }
-    }
-
     /// Forgets a key nobody waits on (an ended session, a decided request).
     pub fn forget(&self, session_id: &str) {
         let mut map = self.lock();
@@ -72,29 +59,15 @@ impl Hub {
     }
 }
 
-/// The hub key bumped whenever a permission request appears, is decided or expires.
-pub const APPROVALS_KEY: &str = "approvals";
-/// The hub key bumped whenever a notification for the person is recorded.
-pub const NOTIFICATIONS_KEY: &str = "notifications";
-/// Bumped on every best-of-N pick.
-pub const PICKS_KEY: &str = "picks";
-/// Bumped when anything the inbox is made of may have changed (approvals and notifications
-/// bump it too).
-pub const INBOX_KEY: &str = "inbox";
-
 /// The hub key a permission request's decision is announced on.
 pub fn wake_key(approval_id: &str) -> String {
     format!("approval:{approval_id}")
 }
 
-/// Wakes whoever waits on requests that just expired (their run ended) and the subscribers of
-/// the pending list (editors drop their diagnostics).
+/// Wakes whoever waits on requests that just expired (their run ended). The subscribers of the
+/// pending list hear it from the store (`Topic::Approvals`).
 pub fn announce_expired(hub: &Hub, approval_ids: &[String]) {
-    if approval_ids.is_empty() {
-        return;
-    }
     for id in approval_ids {
         hub.publish(&wake_key(id), 1);
     }
-    hub.bump(APPROVALS_KEY);
 }

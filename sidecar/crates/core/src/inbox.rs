@@ -3,7 +3,7 @@
 //! the person votes on or must break, best-of-N picks, merge conflicts left by a landing — each
 //! with a stable id and how it is answered. An item leaves when it is answered (the state it was
 //! derived from changed) or is dismissed. `subscribe_inbox` sends the whole list at each change
-//! (the hub's `INBOX_KEY`).
+//! (the store's `Topic::Inbox`, bumped by the commits that change what it is made of).
 
 use std::collections::HashSet;
 

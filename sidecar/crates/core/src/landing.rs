@@ -34,7 +34,6 @@ pub fn repo_lock(repo_root: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
         .or_default()
         .clone()
 }
-pub use crate::hub::PICKS_KEY;
 /// Default and most seconds a test command may take.
 const DEFAULT_TEST_SECS: u64 = 600;
 /// Test output kept in the result.
@@ -445,7 +444,7 @@ pub async fn land_when_picked(
     let deadline = tokio::time::Instant::now() + wait;
     let mut asked = std::collections::HashSet::new();
     loop {
-        let mut picked = ctx.hub.watch(PICKS_KEY);
+        let mut picked = ctx.store.changes(troupe_store::Topic::Picks);
         let party = PartyView::load(&ctx.store, &p.party_id)?;
         if all_picked(ctx, &party)? {
             return land_as(ctx, p, Some(run_id)).await;
@@ -471,7 +470,8 @@ pub async fn land_when_picked(
                 p.party_id
             )));
         }
-        // Every pick bumps the key; runs ending are looked at again every few seconds.
+        // The store announces every pick and every judge's end; other runs ending (attempts
+        // that crashed for good) are looked at again every few seconds.
         let next = (tokio::time::Instant::now() + Duration::from_secs(2)).min(deadline);
         let _ = tokio::time::timeout_at(next, picked.changed()).await;
     }
@@ -886,9 +886,9 @@ pub async fn land_as(
                 .summary
                 .push_str(&format!("; left out with conflicts: {}", left.join(", ")));
         }
+        // Members it took are no longer conflicts waiting for the person (the store
+        // announces the inbox's change with this event).
         timeline(&ctx2, &party, "party_landed", json!(&result)).await;
-        // Members it took are no longer conflicts waiting for the person.
-        ctx2.hub.bump(crate::hub::INBOX_KEY);
         report_conflicts(&ctx2, &party, &conflicted, &mut result, &branch, true).await;
         Ok(result)
     });

@@ -449,7 +449,7 @@ async fn checkouts(
     }
     if !dry_run && !result.checkouts_removed.is_empty() {
         // Merge conflicts leave the inbox with their integration branch.
-        d.hub.bump(crate::hub::INBOX_KEY);
+        d.store.announce(troupe_store::Topic::Inbox);
     }
     Ok(())
 }

@@ -15,7 +15,11 @@ pub struct EventFilter {
     pub limit: i64,
 }
 
+/// Appends one timeline entry and marks the topic its kind changes (`changes::event_topic`).
 pub(crate) fn append_event(conn: &Connection, event: &NewEvent) -> Result<i64, StoreError> {
+    if let Some(topic) = crate::changes::event_topic(&event.kind) {
+        crate::changes::mark(topic);
+    }
     let data = if event.data.is_null() {
         "{}".to_string()
     } else {

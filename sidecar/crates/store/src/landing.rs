@@ -44,6 +44,10 @@ impl Store {
                      VALUES (?1, ?2, {NOW})"
                 ))?
                 .execute(params![party_id, role])?;
+            if n == 1 {
+                // A pick for the person (until a judge takes it).
+                crate::changes::mark(crate::Topic::Inbox);
+            }
             Ok(n == 1)
         })
         .await
@@ -61,6 +65,8 @@ impl Store {
                 "UPDATE member_picks SET judge_run_id = ?3 WHERE party_id = ?1 AND role_name = ?2",
             )?
             .execute(params![party_id, role, run_id])?;
+            // The pick is the judge's now: out of the person's inbox.
+            crate::changes::mark(crate::Topic::Inbox);
             Ok(())
         })
         .await

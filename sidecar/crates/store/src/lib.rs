@@ -10,6 +10,7 @@
 //! records are `troupe-model`'s, re-exported here.
 
 mod approvals;
+mod changes;
 mod collab;
 mod columns;
 mod definitions;
@@ -36,6 +37,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
+pub use changes::Topic;
 pub use collab::{NewDecision, StepChange};
 pub use definitions::{DefinitionKind, Put};
 pub use error::StoreError;
@@ -111,6 +113,18 @@ impl Store {
     /// waits on it, then reads what is new itself.
     pub fn commits(&self) -> tokio::sync::watch::Receiver<i64> {
         self.inner.writer.commits()
+    }
+
+    /// A receiver that changes after every commit that changed `topic` (the pending
+    /// approvals, the person's notifications, the inbox): the feeds of those wait on it.
+    pub fn changes(&self, topic: Topic) -> tokio::sync::watch::Receiver<i64> {
+        self.inner.writer.changes(topic)
+    }
+
+    /// Announces a change to `topic` that the database does not hold: the removal of a
+    /// checkout the inbox reads (a party's integration checkout, whose conflicts it lists).
+    pub fn announce(&self, topic: Topic) {
+        self.inner.writer.announce(topic);
     }
 
     /// Runs a read on a pooled connection (a consistent snapshot for the whole closure).

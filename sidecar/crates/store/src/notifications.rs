@@ -7,6 +7,7 @@ use crate::{NewNotification, Notification, Store, StoreError};
 use crate::columns::json_col;
 
 pub(crate) fn add_notification(conn: &Connection, n: &NewNotification) -> Result<i64, StoreError> {
+    crate::changes::mark(crate::Topic::Notifications);
     Ok(conn
         .prepare_cached(
             "INSERT INTO notifications (project_id, party_id, kind, text, data) \

@@ -144,6 +144,15 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write(move |conn| {
             let over = state.status.is_over();
+            // The inbox lists a running party's paused roles and open decisions.
+            let paused = serde_json::to_string(&state.paused)?;
+            let before: Option<(String, String)> = conn
+                .prepare_cached("SELECT status, paused FROM parties WHERE id = ?1")?
+                .query_row([&party_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if before.is_none_or(|(status, was)| status != state.status.as_str() || was != paused) {
+                crate::changes::mark(crate::Topic::Inbox);
+            }
             conn.prepare_cached(&format!(
                 "UPDATE parties SET status = ?2, status_reason = ?3, overrides = ?4, paused = ?5, \
                  completed_at = CASE WHEN ?6 AND completed_at IS NULL THEN {NOW} ELSE completed_at END, \
@@ -154,7 +163,7 @@ impl Store {
                 state.status,
                 state.status_reason,
                 serde_json::to_string(&state.overrides)?,
-                serde_json::to_string(&state.paused)?,
+                paused,
                 over,
                 serde_json::to_string(&state.released)?,
             ])?;

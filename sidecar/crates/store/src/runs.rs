@@ -211,6 +211,13 @@ impl Store {
                     }),
                 },
             )?;
+            let judged: bool = conn
+                .prepare_cached("SELECT count(*) > 0 FROM member_picks WHERE judge_run_id = ?1")?
+                .query_row([&run_id], |r| r.get(0))?;
+            if judged {
+                // A judge that ended without picking leaves the pick to the person.
+                crate::changes::mark(crate::Topic::Picks);
+            }
             let expired_approvals = crate::approvals::expire_for_run(
                 conn,
                 &run_id,

@@ -18,6 +18,7 @@ use rusqlite::{Connection, Transaction};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::StoreError;
+use crate::changes::{self, Announcer};
 
 /// Most jobs committed by one transaction.
 const MAX_GROUP: usize = 1024;
@@ -83,6 +84,8 @@ pub(crate) struct WriterHandle {
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Counts committed groups (readers that tail a table wait on it).
     commits: watch::Sender<i64>,
+    /// Counts committed changes per topic (`changes`).
+    topics: Announcer,
 }
 
 /// Starts the writer on `conn` and its checkpointer on `checkpoint_conn`.
@@ -97,6 +100,8 @@ pub(crate) fn spawn(
     let (wake_checkpointer, checkpoint_rx) = std::sync::mpsc::sync_channel(1);
     let commits = watch::channel(0).0;
     let announce = commits.clone();
+    let topics = Announcer::new();
+    let announce_topics = topics.clone();
     let wal = WalBound::new(WAL_TRUNCATE_FRAMES);
     let seen = wal.clone();
     let checkpointer = std::thread::Builder::new()
@@ -104,11 +109,18 @@ pub(crate) fn spawn(
         .spawn(move || checkpointer(checkpoint_conn, checkpoint_rx, &seen))?;
     let thread = std::thread::Builder::new()
         .name("troupe-store-writer".into())
-        .spawn(move || run(conn, rx, wake_checkpointer, checkpointer, announce, wal))?;
+        .spawn(move || {
+            let announce = Announce {
+                commits: announce,
+                topics: announce_topics,
+            };
+            run(conn, rx, wake_checkpointer, checkpointer, &announce, wal);
+        })?;
     Ok(WriterHandle {
         tx,
         thread: Mutex::new(Some(thread)),
         commits,
+        topics,
     })
 }
 
@@ -116,6 +128,16 @@ impl WriterHandle {
     /// A receiver that changes after every committed group.
     pub(crate) fn commits(&self) -> watch::Receiver<i64> {
         self.commits.subscribe()
+    }
+
+    /// A receiver that changes after every committed group that changed `topic`.
+    pub(crate) fn changes(&self, topic: changes::Topic) -> watch::Receiver<i64> {
+        self.topics.subscribe(topic)
+    }
+
+    /// Announces a change to `topic` the database does not hold (a removed checkout).
+    pub(crate) fn announce(&self, topic: changes::Topic) {
+        self.topics.announce_one(topic);
     }
 
     pub(crate) async fn submit<R, F>(&self, f: F) -> Result<R, StoreError>
@@ -201,12 +223,18 @@ fn guard<R>(f: impl FnOnce() -> Result<R, StoreError>) -> Result<R, StoreError> 
         .unwrap_or_else(|_| Err(StoreError::Commit("a write job panicked".into())))
 }
 
+/// What the writer bumps after a commit.
+struct Announce {
+    commits: watch::Sender<i64>,
+    topics: Announcer,
+}
+
 fn run(
     mut conn: Connection,
     mut rx: mpsc::Receiver<Cmd>,
     wake_checkpointer: std::sync::mpsc::SyncSender<()>,
     checkpointer: JoinHandle<()>,
-    commits: watch::Sender<i64>,
+    announce: &Announce,
     wal: WalBound,
 ) {
     let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_GROUP);
@@ -231,12 +259,12 @@ fn run(
             }
         }
         if !group.is_empty() {
-            commit_group(&mut conn, &mut group);
+            commit_group(&mut conn, &mut group, &announce.topics);
         }
         if let Some(work) = exclusive {
             work(&mut conn);
         }
-        commits.send_modify(|n| *n += 1);
+        announce.commits.send_modify(|n| *n += 1);
         wal.truncate_if_due(&conn);
         // A wake-up already pending covers this commit too.
         let _coalesced = wake_checkpointer.try_send(());
@@ -327,22 +355,32 @@ pub(crate) fn checkpointer(conn: Connection, wake: std::sync::mpsc::Receiver<()>
 /// whose page copies cost more than the inserts). If any job fails, that transaction is rolled
 /// back and the group runs again with a savepoint per job, so the failure undoes only its own
 /// changes; jobs are `Fn` so they can run twice.
-fn commit_group(conn: &mut Connection, group: &mut Vec<Box<dyn Job>>) {
+///
+/// The topics the group's jobs marked (`changes`) are announced after the commit and before
+/// any caller hears back; a failed job's marks are dropped with its changes.
+fn commit_group(conn: &mut Connection, group: &mut Vec<Box<dyn Job>>, topics: &Announcer) {
     let size = group.len();
+    changes::reset_to(0);
     let committed = (|| {
         let mut tx = conn.transaction()?;
         if !group.iter_mut().all(|job| job.attempt(&mut tx, false)) {
             tx.rollback()?;
+            changes::reset_to(0);
             tx = conn.transaction()?;
             for job in group.iter_mut() {
-                job.attempt(&mut tx, true);
+                let before = changes::marked();
+                if !job.attempt(&mut tx, true) {
+                    changes::reset_to(before);
+                }
             }
         }
         tx.commit()
     })()
     .map_err(StoreError::from);
-    if let Err(e) = &committed {
-        tracing::error!(error = %e, size, "group commit failed");
+    let marks = changes::take();
+    match &committed {
+        Ok(()) => topics.announce(marks),
+        Err(e) => tracing::error!(error = %e, size, "group commit failed"),
     }
     for job in group.drain(..) {
         job.finish(committed.as_ref().map(|_| ()));

@@ -31,8 +31,8 @@ use crate::orchestrator::Command;
 use troupe_api::ApiError;
 use troupe_api::types::*;
 
+pub use crate::hub::announce_expired;
 use crate::hub::wake_key;
-pub use crate::hub::{APPROVALS_KEY, NOTIFICATIONS_KEY, announce_expired};
 
 mod rules;
 use rules::{PathSubject, Subject};
@@ -413,7 +413,6 @@ pub fn arm_timeout(
         match decided {
             Ok(_) => {
                 hub.publish(&wake_key(&approval_id), 1);
-                hub.bump(APPROVALS_KEY);
             }
             // Someone decided first.
             Err(troupe_store::StoreError::Conflict(_)) => {}
@@ -584,13 +583,11 @@ pub async fn request_permission(
                             in_order: false,
                         })
                         .await?;
-                    d.hub.bump(APPROVALS_KEY);
                     return Ok(result(&denied));
                 }
                 _ => a,
             };
             if created {
-                d.hub.bump(APPROVALS_KEY);
                 // A guardrail tripped: the person hears of it as an escalation.
                 if let (Some((why, _)), ApprovalStatus::Pending) = (&escalated, a.status) {
                     escalate(d, &a, why).await;
@@ -645,11 +642,8 @@ async fn escalate(d: &Daemon, a: &Approval, why: &str) {
         ),
         data: serde_json::json!({ "approval_id": a.approval_id, "reason": why }),
     };
-    match d.store.add_notification(note).await {
-        Ok(_) => d.hub.bump(NOTIFICATIONS_KEY),
-        Err(e) => {
-            tracing::warn!(approval = %a.approval_id, error = %e, "cannot record an escalation")
-        }
+    if let Err(e) = d.store.add_notification(note).await {
+        tracing::warn!(approval = %a.approval_id, error = %e, "cannot record an escalation");
     }
 }
 
@@ -762,7 +756,6 @@ pub async fn decide_approval(
         })
         .await?;
     d.hub.publish(&wake_key(&decided.approval_id), 1);
-    d.hub.bump(APPROVALS_KEY);
     if p.decision == DecisionKind::Abort
         && let Some(run_id) = &decided.run_id
     {

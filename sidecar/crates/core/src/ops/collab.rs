@@ -552,7 +552,6 @@ async fn raise(
     new: NewDecision,
 ) -> Result<troupe_store::DecisionRecord, ApiError> {
     let decision = d.store.propose_decision(new).await?;
-    d.hub.bump(crate::hub::INBOX_KEY);
     let ctx = Ctx::of(d);
     collab::arm_deadline(
         ctx.clone(),
@@ -661,7 +660,6 @@ pub async fn vote(d: &Daemon, p: VoteParams) -> Result<DecisionResult, ApiError>
             p.rationale,
         )
         .await?;
-    d.hub.bump(crate::hub::INBOX_KEY);
     let decision = collab::settle(&Ctx::of(d), &p.decision_id, false).await?;
     Ok(DecisionResult { decision })
 }

@@ -71,7 +71,6 @@ pub async fn claude_hook(d: &Daemon, p: HookParams) -> Result<HookResult, ApiErr
                     data: json!({ "session_id": session_id }),
                 })
                 .await?;
-            d.hub.bump(crate::hub::NOTIFICATIONS_KEY);
             json!({})
         }
         "SessionEnd" => {

@@ -33,7 +33,6 @@ pub async fn dismiss_inbox_item(d: &Daemon, p: InboxItemParams) -> Result<InboxR
     }
     let project = item.project_id.clone();
     d.store.dismiss_inbox_item(p.item_id).await?;
-    d.hub.bump(crate::hub::INBOX_KEY);
     // What is left of that item's project.
     Ok(InboxResult {
         items: crate::inbox::items(&d.store, &d.layout, project.map(Some))?,

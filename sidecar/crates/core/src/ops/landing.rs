@@ -379,7 +379,6 @@ pub async fn pick_member(d: &Daemon, p: PickMemberParams) -> Result<PickResult, 
             p.reason,
         )
         .await?;
-    d.hub.bump(crate::landing::PICKS_KEY);
     Ok(PickResult { pick })
 }
 
@@ -505,8 +504,6 @@ async fn start_judge(d: &Daemon, party: &PartyView, role: &str, judge: &str) -> 
         .set_judge(party.row.party_id.clone(), role.to_string(), started.run_id)
         .await
         .map_err(|e| e.to_string())?;
-    // The pick is the judge's now: out of the person's inbox.
-    d.hub.bump(crate::hub::INBOX_KEY);
     Ok(())
 }
 

@@ -651,7 +651,7 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
         }
     }
     // Its merge conflicts leave the inbox with its integration branch.
-    d.hub.bump(crate::hub::INBOX_KEY);
+    d.store.announce(troupe_store::Topic::Inbox);
     for lost in deleted.iter().filter(|r| r.unmerged) {
         tracing::warn!(
             party = %row.party_id, branch = %lost.branch, tip = %lost.tip, repo = %lost.repo,
@@ -711,7 +711,6 @@ pub async fn escalate_task(d: &Daemon, p: EscalateTaskParams) -> Result<TaskResu
         .store
         .escalate_task(p.task_id, p.reason.clone(), p.session_id)
         .await?;
-    d.hub.bump(crate::hub::NOTIFICATIONS_KEY);
     if let Some(party_id) = &task.party_id {
         // The escalation is stored: a party that cannot be read only leaves its leader untold.
         let party = PartyView::load(&d.store, party_id)

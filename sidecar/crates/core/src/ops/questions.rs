@@ -9,7 +9,7 @@ use troupe_api::types::*;
 use troupe_store::NewQuestion;
 
 use crate::daemon::Daemon;
-use crate::hub::{INBOX_KEY, wake_key};
+use crate::hub::wake_key;
 
 const DEFAULT_WAIT_MS: u64 = 30_000;
 
@@ -80,8 +80,7 @@ pub async fn ask_person(d: &Daemon, p: AskPersonParams) -> Result<QuestionResult
             }
             let session = d.store.get_session(&p.session_id)?;
             let run = d.store.run_of_session(&session.session_id)?;
-            let q = d
-                .store
+            d.store
                 .create_question(NewQuestion {
                     project_id: session.project_id.clone(),
                     session_id: session.session_id.clone(),
@@ -94,9 +93,7 @@ pub async fn ask_person(d: &Daemon, p: AskPersonParams) -> Result<QuestionResult
                     question: text.to_string(),
                     choices: p.choices.clone(),
                 })
-                .await?;
-            d.hub.bump(INBOX_KEY);
-            q
+                .await?
         }
     };
     // Watch, then read again: an answer given in between still wakes us.
@@ -142,6 +139,5 @@ pub async fn answer_question(
         .await
         .map_err(|e| ApiError::from(e).in_op(OP))?;
     d.hub.publish(&wake_key(&answered.question_id), 1);
-    d.hub.bump(INBOX_KEY);
     Ok(AnswerQuestionResult { question: answered })
 }

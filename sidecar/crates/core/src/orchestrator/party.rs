@@ -192,16 +192,11 @@ impl Loop {
                 })
                 .collect(),
         };
-        let notified = !notifications.is_empty();
+        // The store announces what this changes for the person (notifications, a role paused
+        // or resumed, the party's end) once it has committed.
         self.store
             .save_party_state(party_id.to_string(), state, events, notifications)
             .await?;
-        if notified {
-            self.hub.bump(crate::hub::NOTIFICATIONS_KEY);
-        } else {
-            // A role paused or resumed without a word: the inbox follows it.
-            self.hub.bump(crate::hub::INBOX_KEY);
-        }
         let mut spawns = Vec::new();
         for action in actions {
             match action {
@@ -333,9 +328,8 @@ impl Loop {
                         text: format!("{}: {text}", row.name),
                         data: json!({ "party_id": party_id }),
                     };
-                    match self.store.add_notification(n).await {
-                        Ok(_) => self.hub.bump(crate::hub::NOTIFICATIONS_KEY),
-                        Err(e) => tracing::warn!(party = %party_id, error = %e, "notice lost"),
+                    if let Err(e) = self.store.add_notification(n).await {
+                        tracing::warn!(party = %party_id, error = %e, "notice lost");
                     }
                     return;
                 }

@@ -272,9 +272,6 @@ impl Loop {
             }
         };
         crate::hub::announce_expired(&self.hub, &end.expired_approvals);
-        // A run that ended otherwise than by `complete` (a judge that crashed, say) may leave
-        // something to the person.
-        self.hub.bump(crate::hub::INBOX_KEY);
         self.after_run_end(&end.run, Some(&exit.exit), end.changed)
             .await;
     }
