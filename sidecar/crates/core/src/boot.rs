@@ -23,7 +23,7 @@ use troupe_store::{NewEvent, Store};
 
 use crate::daemon::{AlreadyRunning, Config, Daemon};
 use crate::hub::Hub;
-use crate::runners::RunnerHost;
+use crate::runners::{Asks, Calls, Means, RunnerHost, Turns};
 
 /// Opens the data dir's database.
 pub fn open_store(layout: &Layout) -> anyhow::Result<Store> {
@@ -206,39 +206,23 @@ pub fn take_lock(layout: &Layout) -> anyhow::Result<File> {
 
 /// The runners reach the daemon only through this: the store, the plugins, and the operations an
 /// agent's tools call.
-impl RunnerHost for Daemon {
-    fn store(&self) -> &Store {
-        &self.store
-    }
-
-    fn plugins(&self) -> &Arc<crate::plugins::Plugins> {
-        &self.plugins
-    }
-
-    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, ApiError>> {
-        crate::ops::complete(self, p).boxed()
-    }
-
-    fn send_message(&self, p: SendMessageParams) -> BoxFuture<'_, Result<SentMessage, ApiError>> {
-        crate::ops::send_message(self, p).boxed()
-    }
-
-    fn send_to_parent(
-        &self,
-        p: SendToParentParams,
-    ) -> BoxFuture<'_, Result<SentMessage, ApiError>> {
-        crate::ops::send_to_parent(self, p).boxed()
-    }
-
-    fn poll_messages(
-        &self,
-        p: PollMessagesParams,
-    ) -> BoxFuture<'_, Result<PollMessagesResult, ApiError>> {
-        crate::ops::poll_messages(self, p).boxed()
-    }
-
-    fn route_to(&self, p: RouteToParams) -> BoxFuture<'_, Result<RouteToResult, ApiError>> {
-        crate::ops::route_to(self, p).boxed()
+impl Calls for Daemon {
+    fn call_as(
+        self: Arc<Self>,
+        caller: crate::authority::Caller,
+        op: String,
+        params: serde_json::Value,
+    ) -> BoxFuture<'static, Result<serde_json::Value, ApiError>> {
+        match crate::registry::handler(&op) {
+            Some(handler) => handler(self, caller, Some(params)),
+            None => async move {
+                Err(ApiError::NotFound {
+                    what: "operation".into(),
+                    id: op,
+                })
+            }
+            .boxed(),
+        }
     }
 
     fn land_party(
@@ -254,46 +238,14 @@ impl RunnerHost for Daemon {
         }
         .boxed()
     }
+}
 
-    fn usage_recorded(&self, run_id: &str) {
-        let ctx = crate::collab::Ctx::of(self);
-        let run_id = run_id.to_string();
-        tokio::spawn(async move {
-            crate::budgets::check_run_budgets(&ctx.store, &ctx.orchestrator, &run_id).await;
-            crate::collab::check_step_budgets(&ctx, &run_id).await;
-        });
-    }
-
-    fn team_broadcast(
-        &self,
-        p: TeamBroadcastParams,
-    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>> {
-        crate::ops::team_broadcast(self, p).boxed()
-    }
-
-    fn vote_conclude(
-        &self,
-        p: VoteConcludeParams,
-    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>> {
-        crate::ops::vote_conclude(self, p).boxed()
-    }
-
-    fn conclude_team(
-        &self,
-        p: ConcludeTeamParams,
-    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>> {
-        crate::ops::conclude_team(self, p).boxed()
-    }
-
+impl Asks for Daemon {
     fn request_permission_decided(
         &self,
         p: RequestPermissionParams,
     ) -> BoxFuture<'_, Result<PermissionResult, ApiError>> {
         crate::ops::request_permission_decided(self, p).boxed()
-    }
-
-    fn ask_person(&self, p: AskPersonParams) -> BoxFuture<'_, Result<QuestionResult, ApiError>> {
-        crate::ops::ask_person(self, p).boxed()
     }
 
     fn withdraw_question(&self, question_id: String) -> BoxFuture<'_, ()> {
@@ -309,14 +261,12 @@ impl RunnerHost for Daemon {
         .boxed()
     }
 
-    fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>> {
-        self.pools.get().cloned()
-    }
-
     fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict {
         crate::collab::tool_verdict(&self.store, session_id, tool).0
     }
+}
 
+impl Turns for Daemon {
     fn held(&self) -> watch::Receiver<std::collections::HashSet<String>> {
         self.held.subscribe()
     }
@@ -334,23 +284,28 @@ impl RunnerHost for Daemon {
     fn next_round(self: Arc<Self>, run: AgentRun) -> BoxFuture<'static, Option<String>> {
         async move { crate::rounds::next_round(&self, &run).await }.boxed()
     }
+}
 
-    fn call_as(
-        self: Arc<Self>,
-        caller: crate::authority::Caller,
-        op: String,
-        params: serde_json::Value,
-    ) -> BoxFuture<'static, Result<serde_json::Value, ApiError>> {
-        match crate::registry::handler(&op) {
-            Some(handler) => handler(self, caller, Some(params)),
-            None => async move {
-                Err(ApiError::NotFound {
-                    what: "operation".into(),
-                    id: op,
-                })
-            }
-            .boxed(),
-        }
+impl Means for Daemon {
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn plugins(&self) -> &Arc<crate::plugins::Plugins> {
+        &self.plugins
+    }
+
+    fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>> {
+        self.pools.get().cloned()
+    }
+
+    fn usage_recorded(&self, run_id: &str) {
+        let ctx = crate::collab::Ctx::of(self);
+        let run_id = run_id.to_string();
+        tokio::spawn(async move {
+            crate::budgets::check_run_budgets(&ctx.store, &ctx.orchestrator, &run_id).await;
+            crate::collab::check_step_budgets(&ctx, &run_id).await;
+        });
     }
 }
 

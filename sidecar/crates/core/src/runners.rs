@@ -4,100 +4,26 @@
 //! queue, `remote` a process member on a worker of its pool (elsewhere) and `attached` a session
 //! already there. The orchestrator picks one per run (`runner_for`), records where the run lives, lets it
 //! go, and hears back an `Exit` through the `RunTable`. A runner reaches the daemon only through
-//! `RunnerHost`: the store, the plugins and the operations an agent's tools call; it knows nothing
-//! of parties.
+//! `RunnerHost`, four narrow capabilities (`host.rs`): operations called as the run's own
+//! member, the person's answers, the turns of an agent session, and the means (the store, the
+//! plugins, the pools); it knows nothing of parties.
 
 pub mod acp;
 pub mod attached;
+pub mod host;
 pub mod land;
 pub mod process;
 pub mod remote;
 pub mod wasm;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use troupe_api::ApiError;
-use troupe_api::types::*;
 use troupe_engine::AgentDefinition;
-use troupe_store::{AgentRun, Store};
+use troupe_store::AgentRun;
 
+pub use host::{Asks, Calls, Host, Means, RunnerHost, Turns, call};
 pub use process::{Exit, RunTable};
-
-/// What a runner may use of the daemon.
-pub trait RunnerHost: Send + Sync + 'static {
-    fn store(&self) -> &Store;
-    fn plugins(&self) -> &Arc<crate::plugins::Plugins>;
-    /// `complete`: ends the run with its result.
-    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, ApiError>>;
-    fn send_message(&self, p: SendMessageParams) -> BoxFuture<'_, Result<SentMessage, ApiError>>;
-    fn send_to_parent(&self, p: SendToParentParams)
-    -> BoxFuture<'_, Result<SentMessage, ApiError>>;
-    fn poll_messages(
-        &self,
-        p: PollMessagesParams,
-    ) -> BoxFuture<'_, Result<PollMessagesResult, ApiError>>;
-    /// `route_to`: a router's step chooses an agent (and ends).
-    fn route_to(&self, p: RouteToParams) -> BoxFuture<'_, Result<RouteToResult, ApiError>>;
-    /// A run's usage was recorded: the daemon checks the budgets of the run and of the runs
-    /// above it, and stops a run that went over.
-    fn usage_recorded(&self, run_id: &str);
-    /// The team tools of a member's turn.
-    fn team_broadcast(
-        &self,
-        p: TeamBroadcastParams,
-    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>>;
-    fn vote_conclude(
-        &self,
-        p: VoteConcludeParams,
-    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>>;
-    fn conclude_team(
-        &self,
-        p: ConcludeTeamParams,
-    ) -> BoxFuture<'_, Result<TeamActResult, ApiError>>;
-    /// Asks a person (or a rule) and waits for the decision.
-    fn request_permission_decided(
-        &self,
-        p: RequestPermissionParams,
-    ) -> BoxFuture<'_, Result<PermissionResult, ApiError>>;
-    /// `ask_person`: a question in the inbox, waited on up to `wait_ms`.
-    fn ask_person(&self, p: AskPersonParams) -> BoxFuture<'_, Result<QuestionResult, ApiError>>;
-    /// Takes a pending question out of the inbox: its asker no longer waits (it expires).
-    fn withdraw_question(&self, question_id: String) -> BoxFuture<'_, ()>;
-    /// `land_party` for the `land` runner's run `run_id` (its test processes carry the id),
-    /// once every best-of-N role has its pick (waiting up to `wait_for_picks`).
-    fn land_party(
-        &self,
-        p: LandPartyParams,
-        wait_for_picks: Duration,
-        run_id: &str,
-    ) -> BoxFuture<'_, Result<LandResult, ApiError>>;
-    /// What the tool policy of the step a session works on says of a tool (seed 004).
-    fn tool_verdict(&self, session_id: &str, tool: &str) -> troupe_engine::collab::ToolVerdict;
-    /// The pools of remote workers, when the daemon has some (`troupe serve --nats`).
-    fn pools(&self) -> Option<Arc<dyn crate::runners::remote::Pools>>;
-    /// The runs the person holds (`pause_party`).
-    fn held(&self) -> tokio::sync::watch::Receiver<std::collections::HashSet<String>>;
-    /// Opens the line the person's prompts to run `run_id` come on (`prompt_agent`), for as long
-    /// as the run keeps an agent session; a second open replaces the first.
-    fn open_line(&self, run_id: &str) -> tokio::sync::mpsc::Receiver<PersonPrompt>;
-    /// Closes it: `prompt_agent` says the run keeps no session.
-    fn close_line(&self, run_id: &str);
-    /// What to say to a run whose turn ended without `complete`, in the same agent session: a
-    /// new round (waited for while the run still has a part to play), or `None` when its
-    /// turn's end is its end.
-    fn next_round(self: Arc<Self>, run: AgentRun) -> BoxFuture<'static, Option<String>>;
-    /// Calls operation `op` as `caller` through the registry (admitted by its access, as at
-    /// every door): an executor's protocol tools.
-    fn call_as(
-        self: Arc<Self>,
-        caller: crate::authority::Caller,
-        op: String,
-        params: serde_json::Value,
-    ) -> BoxFuture<'static, Result<serde_json::Value, ApiError>>;
-}
 
 /// The person's own prompt to a running agent (`prompt_agent`): the agent's turn under way is
 /// cancelled, and this goes into the same agent session as the next one.
@@ -113,9 +39,6 @@ pub struct TurnAnswer {
     pub text: String,
     pub stop_reason: String,
 }
-
-/// A runner's handle on the daemon: weak, so a run never keeps a stopped daemon alive.
-pub type Host = Weak<dyn RunnerHost>;
 
 /// Everything a runner needs to start a run.
 pub struct Launch {

@@ -29,17 +29,17 @@ use troupe_engine::{AcpOptions, AgentDefinition};
 use troupe_model::{ApprovalStatus, QuestionStatus};
 use troupe_store::AgentRun;
 
-use crate::runners::RunnerHost;
 use crate::runners::process::{Exit, RunTable};
 use crate::runners::wasm::confine;
+use crate::runners::{RunnerHost, call};
 use adapter::{
     AgentInfo, BoxFuture, Choice, ClientSide, ElicitAnswer, ElicitAsk, FieldKind, McpStdio,
     PermissionAnswer, PermissionAsk, SessionSetup, TerminalExit, TerminalOutput, TerminalSpec,
     TurnEnd, Update,
 };
 use troupe_api::types::{
-    AskPersonParams, CHOICE_MAX_BYTES, CompleteParams, CompletionStatus, QUESTION_MAX_BYTES,
-    QUESTION_MAX_CHOICES, RequestPermissionParams,
+    AskPersonParams, CHOICE_MAX_BYTES, CompleteParams, CompleteResult, CompletionStatus,
+    QUESTION_MAX_BYTES, QUESTION_MAX_CHOICES, QuestionResult, RequestPermissionParams,
 };
 
 /// How long a cancelled turn may take to end before the agent is shut down anyway.
@@ -349,8 +349,11 @@ async fn finish(
     } else {
         last_text
     };
-    let done = d
-        .complete(CompleteParams {
+    let done: Result<CompleteResult, _> = call(
+        &d,
+        run,
+        "complete",
+        CompleteParams {
             session_id: run.session_id.clone(),
             run_id: Some(run.run_id.clone()),
             output,
@@ -358,8 +361,9 @@ async fn finish(
             artifacts: Default::default(),
             files_modified: Vec::new(),
             next_steps: Vec::new(),
-        })
-        .await;
+        },
+    )
+    .await;
     match done {
         Ok(_) => Exit::Finished,
         Err(e) => Exit::Failed(format!("its end of turn was refused as a completion: {e}")),
@@ -909,15 +913,19 @@ impl Member {
         choices: Vec<String>,
     ) -> Option<String> {
         let session = self.run.session_id.clone();
-        let asked = d
-            .ask_person(AskPersonParams {
+        let asked: Result<QuestionResult, _> = call(
+            d,
+            &self.run,
+            "ask_person",
+            AskPersonParams {
                 session_id: session.clone(),
                 question: Some(question),
                 choices,
                 question_id: None,
                 wait_ms: Some(0),
-            })
-            .await;
+            },
+        )
+        .await;
         let asked = match asked {
             Ok(asked) => asked,
             Err(e) => {
@@ -930,14 +938,18 @@ impl Member {
             question_id: Some(asked.question_id.clone()),
         };
         loop {
-            let r = d
-                .ask_person(AskPersonParams {
+            let r: Result<QuestionResult, _> = call(
+                d,
+                &self.run,
+                "ask_person",
+                AskPersonParams {
                     session_id: session.clone(),
                     question_id: Some(asked.question_id.clone()),
                     wait_ms: Some(APPROVAL_POLL_MS),
                     ..AskPersonParams::default()
-                })
-                .await;
+                },
+            )
+            .await;
             match r {
                 Ok(r) if r.status == QuestionStatus::Pending => continue,
                 Ok(r) => {

@@ -12,7 +12,7 @@ use troupe_store::AgentRun;
 
 use crate::runners::RunnerHost;
 use crate::runners::process::{Exit, RunTable};
-use troupe_api::types::{CompleteParams, CompletionStatus, LandPartyParams};
+use troupe_api::types::{CompleteParams, CompleteResult, CompletionStatus, LandPartyParams};
 
 /// The runner's name in a definition.
 pub const LAND: &str = "land";
@@ -82,8 +82,11 @@ async fn land(host: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefinition)
     let left_out = result.members.iter().any(|m| m.outcome == "conflict");
     let mut artifacts = std::collections::BTreeMap::new();
     artifacts.insert("landing".to_string(), json!(&result));
-    let completed = d
-        .complete(CompleteParams {
+    let completed: Result<CompleteResult, _> = crate::runners::call(
+        &d,
+        &run,
+        "complete",
+        CompleteParams {
             session_id: run.session_id.clone(),
             run_id: Some(run.run_id.clone()),
             output: result.summary.clone(),
@@ -95,8 +98,9 @@ async fn land(host: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefinition)
             artifacts,
             files_modified: Vec::new(),
             next_steps: Vec::new(),
-        })
-        .await;
+        },
+    )
+    .await;
     match completed {
         Ok(_) => Exit::Finished,
         Err(e) => Exit::Failed(format!("landed, but the completion was refused: {e}")),

@@ -19,12 +19,12 @@ use troupe_model::ApprovalStatus;
 use troupe_plugin_host::{CallContext, ExecTask, ToolHandler, ToolSchema, Usage};
 use troupe_store::AgentRun;
 
-use crate::runners::RunnerHost;
 use crate::runners::process::{Exit, RunTable};
+use crate::runners::{RunnerHost, call};
 use troupe_api::types::{
-    CompleteParams, CompletionStatus, ConcludeTeamParams, PollMessagesParams,
-    RequestPermissionParams, RouteToParams, SendMessageParams, SendToParentParams,
-    TeamBroadcastParams, VoteConcludeParams,
+    CompleteParams, CompleteResult, CompletionStatus, ConcludeTeamParams, PollMessagesParams,
+    PollMessagesResult, RequestPermissionParams, RouteToParams, RouteToResult, SendMessageParams,
+    SendToParentParams, SentMessage, TeamActResult, TeamBroadcastParams, VoteConcludeParams,
 };
 
 /// Default and most turns of a run without `max_turns`.
@@ -100,12 +100,12 @@ pub async fn run(
         facts.insert("role".to_string(), role.clone());
         facts.insert("member".to_string(), format!("{role}#{i}"));
     }
-    let call = CallContext {
+    let context = CallContext {
         facts,
         config: agent.plugin_config.clone(),
     };
     drop(d);
-    let outcome = host.execute(&plugin, task, &call, tools.clone()).await;
+    let outcome = host.execute(&plugin, task, &context, tools.clone()).await;
     tools.usage_recorded().await;
     let Some(d) = daemon.upgrade() else {
         return Exit::Failed("the daemon is shutting down".into());
@@ -123,8 +123,11 @@ pub async fn run(
                     Value::Object(m) => m.into_iter().collect(),
                     _ => Default::default(),
                 };
-                let completed = d
-                    .complete(CompleteParams {
+                let completed: Result<CompleteResult, _> = call(
+                    &d,
+                    &run,
+                    "complete",
+                    CompleteParams {
                         session_id: run.session_id.clone(),
                         run_id: Some(run.run_id.clone()),
                         output: outcome.summary,
@@ -132,8 +135,9 @@ pub async fn run(
                         artifacts,
                         files_modified: Vec::new(),
                         next_steps: Vec::new(),
-                    })
-                    .await;
+                    },
+                )
+                .await;
                 if let Err(e) = completed {
                     return Exit::Failed(format!("its final answer was refused: {e}"));
                 }
@@ -531,43 +535,55 @@ impl Tools {
             "send_message" => {
                 let a: MessageArgs = args(name, raw)?;
                 let to = a.to_session_id.ok_or("send_message needs to_session_id")?;
-                let sent = d
-                    .send_message(SendMessageParams {
+                let sent: SentMessage = call(
+                    &d,
+                    &self.run,
+                    "send_message",
+                    SendMessageParams {
                         from_session_id: self.run.session_id.clone(),
                         to_session_id: to,
                         content: a.content,
                         priority: troupe_store::Priority::Normal,
                         message_type: None,
                         idempotency_key: None,
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 Ok(serde_json::to_string(&sent).unwrap_or_default())
             }
             "send_to_parent" => {
                 let a: MessageArgs = args(name, raw)?;
-                let sent = d
-                    .send_to_parent(SendToParentParams {
+                let sent: SentMessage = call(
+                    &d,
+                    &self.run,
+                    "send_to_parent",
+                    SendToParentParams {
                         session_id: self.run.session_id.clone(),
                         content: a.content,
                         priority: troupe_store::Priority::Normal,
                         idempotency_key: None,
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 Ok(serde_json::to_string(&sent).unwrap_or_default())
             }
             "check_messages" => {
-                let got = d
-                    .poll_messages(PollMessagesParams {
+                let got: PollMessagesResult = call(
+                    &d,
+                    &self.run,
+                    "poll_messages",
+                    PollMessagesParams {
                         session_id: self.run.session_id.clone(),
                         since: None,
                         mark_read: Some(true),
                         wait_ms: None,
                         limit: Some(50),
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 Ok(cut(serde_json::to_string(&got.messages).unwrap_or_default()))
             }
             "complete" => {
@@ -580,8 +596,11 @@ impl Tools {
                         return Err(format!("artifacts must be a JSON object, not {other}"));
                     }
                 };
-                let done = d
-                    .complete(CompleteParams {
+                let done: CompleteResult = call(
+                    &d,
+                    &self.run,
+                    "complete",
+                    CompleteParams {
                         session_id: self.run.session_id.clone(),
                         run_id: Some(self.run.run_id.clone()),
                         output: a.summary,
@@ -589,9 +608,10 @@ impl Tools {
                         artifacts,
                         files_modified: Vec::new(),
                         next_steps: Vec::new(),
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 Ok(serde_json::to_string(&done).unwrap_or_default())
             }
             "route_to" if self.agent.route_only.is_some() => {
@@ -603,14 +623,18 @@ impl Tools {
                     reason: String,
                 }
                 let a: RouteArgs = args(name, raw)?;
-                let routed = d
-                    .route_to(RouteToParams {
+                let routed: RouteToResult = call(
+                    &d,
+                    &self.run,
+                    "route_to",
+                    RouteToParams {
                         session_id: self.run.session_id.clone(),
                         agent: a.agent,
                         reason: a.reason,
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 Ok(serde_json::to_string(&routed).unwrap_or_default())
             }
             "team_broadcast" | "vote_conclude" | "conclude_team" if team_tool => {
@@ -625,27 +649,28 @@ impl Tools {
                 }
                 let a: TeamArgs = args(name, raw)?;
                 let session_id = self.run.session_id.clone();
-                let done = match name {
+                let run = &self.run;
+                let done: TeamActResult = match name {
                     "team_broadcast" => {
-                        d.team_broadcast(TeamBroadcastParams {
+                        let p = TeamBroadcastParams {
                             session_id,
                             message: a.message,
-                        })
-                        .await
+                        };
+                        call(&d, run, name, p).await
                     }
                     "vote_conclude" => {
-                        d.vote_conclude(VoteConcludeParams {
+                        let p = VoteConcludeParams {
                             session_id,
                             reason: a.reason,
-                        })
-                        .await
+                        };
+                        call(&d, run, name, p).await
                     }
                     _ => {
-                        d.conclude_team(ConcludeTeamParams {
+                        let p = ConcludeTeamParams {
                             session_id,
                             answer: a.answer,
-                        })
-                        .await
+                        };
+                        call(&d, run, name, p).await
                     }
                 }
                 .map_err(|e| e.to_string())?;
