@@ -6,7 +6,9 @@
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::landing::{attempt, define_party};
+use crate::landing::attempt;
+use crate::scenario::Puppet::{Commits, Crashes};
+use crate::scenario::Scenario;
 use crate::support::{TestDaemon, define, inbox, launch, party_end, register, repo, wait_for};
 
 /// The inbox's items of `kind`, once there is exactly one.
@@ -64,10 +66,9 @@ async fn gone(c: &Client, project: &str, item_id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let ws = d.ws_client().await;
-    let project = repo(&d.dir.path().join("proj"));
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    let ws = s.daemon.ws_client().await;
     let mut feed = c
         .subscribe(
             "subscribe_inbox",
@@ -80,39 +81,29 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
     assert_eq!(first["items"], json!([]), "the current state first");
 
     // A merge conflict: two members change the same lines; the landing leaves b out.
-    define_party(
-        &c,
-        d.dir.path(),
+    s.party(
         "clash",
         &[
-            ("a", "README.md", "# a's readme", "-"),
-            ("b", "README.md", "# b's readme", "-"),
+            ("a", Commits("README.md", "# a's readme")),
+            ("b", Commits("README.md", "# b's readme")),
         ],
     )
     .await;
-    let clash = launch(&c, "clash", &project).await;
-    party_end(&c, &clash, 60).await;
-    let landed = c
-        .call("land_party", json!({ "party_id": clash }))
-        .await
-        .unwrap();
+    let clash = s.launch("clash").await;
+    s.ended(&clash).await;
+    let landed = s.land(&clash).await;
     assert_eq!(landed["members"][1]["outcome"], "conflict", "{landed}");
 
     // A paused role, and in that party a decision for the person and an escalated task.
+    s.puppet("crasher", Crashes(3)).await;
     define(
-        &c,
-        "agent",
-        json!({ "name": "crasher", "command": ["sh", "-c", "exit 3"] }),
-    )
-    .await;
-    define(
-        &c,
+        c,
         "party",
         json!({ "name": "stuck", "roles": { "w": { "agent": "crasher", "on_crash": "pause" } } }),
     )
     .await;
-    let stuck = launch(&c, "stuck", &project).await;
-    let paused = one_of(&c, &project, "paused_role").await;
+    let stuck = launch(c, "stuck", project).await;
+    let paused = one_of(c, project, "paused_role").await;
     c.call(
         "propose_decision",
         json!({ "party_id": stuck, "topic": "which database", "options": ["sqlite", "postgres"],
@@ -136,22 +127,22 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
 
     // A best-of-two role with no judge.
     define(
-        &c,
+        c,
         "agent",
-        json!({ "name": "attempt", "command": [attempt(d.dir.path())], "isolation": "worktree" }),
+        json!({ "name": "attempt", "command": [attempt(s.dir())], "isolation": "worktree" }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "duo", "roles": { "dev": { "agent": "attempt", "count": 2, "pick": {} } } }),
     )
     .await;
-    let duo = launch(&c, "duo", &project).await;
-    party_end(&c, &duo, 60).await;
+    let duo = launch(c, "duo", project).await;
+    party_end(c, &duo, 60).await;
 
     // A pending approval.
-    let worker = register(&c, "codex", &project, None).await;
+    let worker = register(c, "codex", project, None).await;
     let asked = c
         .call(
             "request_permission",
@@ -162,7 +153,7 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
 
     // One of each, each once, each saying how it is answered.
     let items = wait_for("six items", 60, || async {
-        let items = inbox(&c, &project).await;
+        let items = s.inbox().await;
         (items.len() == 6).then_some(items)
     })
     .await;
@@ -208,11 +199,11 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
     // either door; each goes, and only it.
     for (kind, door, choice) in [
         ("approval", &ws, Some(json!("approve"))),
-        ("decision", &c, Some(json!("sqlite"))),
+        ("decision", c, Some(json!("sqlite"))),
         ("pick", &ws, Some(json!(1))),
         ("escalation", &ws, None),
-        ("merge_conflict", &c, None),
-        ("paused_role", &c, Some(json!("abort"))),
+        ("merge_conflict", c, None),
+        ("paused_role", c, Some(json!("abort"))),
     ] {
         let it = item(kind);
         if let Some(choice) = &choice {
@@ -222,9 +213,9 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
             );
         }
         answer(door, &it, choice).await;
-        gone(&c, &project, it["item_id"].as_str().unwrap()).await;
+        gone(c, project, it["item_id"].as_str().unwrap()).await;
     }
-    assert_eq!(inbox(&c, &project).await, Vec::<Value>::new());
+    assert_eq!(inbox(c, project).await, Vec::<Value>::new());
     pushed_until!(feed, "an empty inbox", |p: &Value| p["items"] == json!([]));
     // The same task escalated again after its item was dismissed: a new item.
     c.call(
@@ -233,11 +224,11 @@ async fn every_kind_of_item_appears_once_and_goes_when_answered_from_any_door() 
     )
     .await
     .unwrap();
-    let again = one_of(&c, &project, "escalation").await;
+    let again = one_of(c, project, "escalation").await;
     assert_ne!(again["item_id"], item("escalation")["item_id"]);
     assert_eq!(again["detail"], "still unsure");
     answer(&ws, &again, None).await;
-    gone(&c, &project, again["item_id"].as_str().unwrap()).await;
+    gone(c, project, again["item_id"].as_str().unwrap()).await;
 
     // Bad input, named: an item that is not there, one answered otherwise.
     let e = c

@@ -9,62 +9,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{
-    TestDaemon, define, executable, git, launch, party_end, refused, register, repo, wait_for,
-};
-
-/// A member that writes `$1` with the text `$2`, commits it on its branch, and then completes
-/// at once or, with `$3 = wait`, once a message tells it to finish. `$1 = -` writes nothing.
-pub(crate) fn committer(dir: &Path) -> String {
-    executable(
-        dir,
-        "committer.sh",
-        r#"#!/bin/sh
-set -e
-if [ "$1" != "-" ]; then
-  printf '%s\n' "$2" > "$1"
-  # Started again (a review to address, a conflict to resolve): add to the work.
-  if echo "$TROUPE_PROMPT" | grep -q "again, in your checkout"; then printf 'reworked\n' >> "$1"; fi
-  git add -A
-  git -c user.name=member -c user.email=member@troupe commit -qm "$TROUPE_ROLE#$TROUPE_INSTANCE writes $1"
-fi
-if [ "$3" = wait ]; then
-  heard=""
-  until echo "$heard" | grep -q "finish now"; do
-    heard="$heard $(troupe call poll_messages '{"wait_ms":2000}')"
-  done
-fi
-troupe call complete "{\"output\":\"$TROUPE_ROLE done\"}" >/dev/null
-"#,
-    )
-}
-
-/// Defines an agent per (role, file, text, mode) and a party of them; their roles recover by
-/// restart.
-pub(crate) async fn define_party(
-    c: &Client,
-    dir: &Path,
-    name: &str,
-    members: &[(&str, &str, &str, &str)],
-) {
-    let script = committer(dir);
-    let mut roles = serde_json::Map::new();
-    for (role, file, text, mode) in members {
-        let agent = format!("{name}-{role}");
-        define(
-            c,
-            "agent",
-            json!({ "name": agent, "command": [script, file, text, mode],
-                    "isolation": "worktree", "timeout_secs": 120 }),
-        )
-        .await;
-        roles.insert(
-            role.to_string(),
-            json!({ "agent": agent, "on_crash": "restart" }),
-        );
-    }
-    define(c, "party", json!({ "name": name, "roles": roles })).await;
-}
+use crate::scenario::Puppet::{Commits, CommitsThenWaits, Idle};
+use crate::scenario::{Scenario, puppet_script};
+use crate::support::{define, executable, git, party_end, refused, register, wait_for};
 
 /// Waits for a run to end; its `get_agent_result`.
 async fn ended(c: &Client, run_id: &str) -> Value {
@@ -79,43 +26,21 @@ async fn ended(c: &Client, run_id: &str) -> Value {
     .await
 }
 
-async fn events(c: &Client, party: &str, kind: &str) -> Vec<Value> {
-    let r = c
-        .call("list_events", json!({ "party_id": party, "kind": kind }))
-        .await
-        .unwrap();
-    r["events"].as_array().unwrap().clone()
-}
-
-async fn notifications(c: &Client, party: &str, kind: &str) -> Vec<Value> {
-    let r = c
-        .call("list_notifications", json!({ "party_id": party }))
-        .await
-        .unwrap();
-    r["notifications"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["kind"] == kind)
-        .cloned()
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_target_untouched() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    define_party(
-        &c,
-        d.dir.path(),
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    s.party(
         "pair",
-        &[("a", "a.txt", "from a", "-"), ("b", "b.txt", "from b", "-")],
+        &[
+            ("a", Commits("a.txt", "from a")),
+            ("b", Commits("b.txt", "from b")),
+        ],
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let start = git(&project, &["rev-parse", "main"]);
-    let party = launch(&c, "pair", &project).await;
-    let end = party_end(&c, &party, 60).await;
+    let start = s.git(&["rev-parse", "main"]);
+    let party = s.launch("pair").await;
+    let end = s.ended(&party).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
 
     // Every managed checkout, measured against the branch the project has out.
@@ -186,7 +111,7 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
     );
     // a had finished: it is started again in its checkout with the review as its task.
     let rework = review["restarted_run_id"].as_str().unwrap().to_string();
-    let run = ended(&c, &rework).await;
+    let run = ended(c, &rework).await;
     assert_eq!(run["run"]["status"], "success", "{run}");
     assert!(
         run["run"]["prompt"]
@@ -204,8 +129,8 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
         .await
         .unwrap();
     assert_eq!(commits["commits"].as_array().unwrap().len(), 2, "{commits}");
-    assert_eq!(events(&c, &party, "member_restarted").await.len(), 1);
-    let reviewed = events(&c, &party, "member_reviewed").await;
+    assert_eq!(s.events(&party, "member_restarted").await.len(), 1);
+    let reviewed = s.events(&party, "member_reviewed").await;
     assert_eq!(
         reviewed[0]["data"]["comments"][0]["text"], "say more",
         "{reviewed:?}"
@@ -228,13 +153,10 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
             .unwrap()
             .contains("both there")
     );
-    assert_eq!(git(&project, &["rev-parse", "main"]), start);
+    assert_eq!(s.git(&["rev-parse", "main"]), start);
     assert!(!Path::new(&project).join("a.txt").exists());
-    assert_eq!(events(&c, &party, "land_tests_failed").await.len(), 1);
-    assert_eq!(
-        notifications(&c, &party, "land_tests_failed").await.len(),
-        1
-    );
+    assert_eq!(s.events(&party, "land_tests_failed").await.len(), 1);
+    assert_eq!(s.notifications(&party, "land_tests_failed").await.len(), 1);
     // Someone fixes things by hand on the integration branch: the next landing will not reset
     // their commit away.
     let idir = failed["integration_dir"].as_str().unwrap().to_string();
@@ -252,7 +174,7 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
             "by hand",
         ],
     );
-    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": party })).await;
+    let (kind, msg) = refused(c, "land_party", json!({ "party_id": party })).await;
     assert!(
         kind == "conflict" && msg.contains("worked on outside Troupe"),
         "{msg}"
@@ -271,17 +193,14 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
     assert_eq!(landed["members"][0]["outcome"], "integrated");
     assert_eq!(landed["members"][1]["outcome"], "integrated");
     assert_eq!(
-        git(&project, &["rev-parse", "main"]),
+        s.git(&["rev-parse", "main"]),
         landed["tip"].as_str().unwrap()
     );
     assert_eq!(
-        git(
-            &project,
-            &["rev-list", "--count", &format!("{start}..main")]
-        ),
+        s.git(&["rev-list", "--count", &format!("{start}..main")]),
         "2"
     );
-    assert_eq!(git(&project, &["rev-list", "--merges", "main"]), "");
+    assert_eq!(s.git(&["rev-list", "--merges", "main"]), "");
     assert_eq!(
         std::fs::read_to_string(Path::new(&project).join("b.txt")).unwrap(),
         "from b\n"
@@ -290,10 +209,10 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
         std::fs::read_to_string(Path::new(&project).join("a.txt")).unwrap(),
         "from a\nreworked\n"
     );
-    assert_eq!(git(&project, &["status", "--porcelain"]), "");
-    assert_eq!(events(&c, &party, "party_landed").await.len(), 1);
+    assert_eq!(s.git(&["status", "--porcelain"]), "");
+    assert_eq!(s.events(&party, "party_landed").await.len(), 1);
     // Nothing is left to land, and the landed checkouts are removed without force.
-    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": party })).await;
+    let (kind, msg) = refused(c, "land_party", json!({ "party_id": party })).await;
     assert_eq!(kind, "conflict");
     assert!(msg.contains("a#0 (nothing to land)"), "{msg}");
     let cleaned = c
@@ -305,13 +224,13 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
     assert_eq!(removed.len(), 3, "{cleaned}");
     assert_eq!(removed[2].as_str().unwrap(), idir, "{cleaned}");
     assert!(!Path::new(&idir).exists());
-    assert_eq!(git(&project, &["branch", "--list", "troupe/*"]), "");
+    assert_eq!(s.git(&["branch", "--list", "troupe/*"]), "");
 
     // Bad input, each named.
-    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": "nope" })).await;
+    let (kind, msg) = refused(c, "land_party", json!({ "party_id": "nope" })).await;
     assert_eq!(kind, "not_found", "{msg}");
     let (kind, msg) = refused(
-        &c,
+        c,
         "get_member_diff",
         json!({ "party_id": party, "role": "ghost" }),
     )
@@ -319,14 +238,14 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
     assert_eq!(kind, "not_found");
     assert!(msg.contains("ghost"), "{msg}");
     let (kind, msg) = refused(
-        &c,
+        c,
         "get_member_diff",
         json!({ "party_id": party, "role": "a", "index": 3 }),
     )
     .await;
     assert!(kind == "not_found" && msg.contains("a#3"), "{msg}");
     let (kind, msg) = refused(
-        &c,
+        c,
         "land_party",
         json!({ "party_id": party, "strategy": "octopus" }),
     )
@@ -336,24 +255,21 @@ async fn two_members_are_reviewed_and_landed_and_a_failing_test_leaves_the_targe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    define_party(
-        &c,
-        d.dir.path(),
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    s.party(
         "clash",
         &[
-            ("a", "README.md", "# a's readme", "-"),
-            ("b", "README.md", "# b's readme", "-"),
-            ("c", "c.txt", "from c", "-"),
-            ("idle", "-", "", "-"),
+            ("a", Commits("README.md", "# a's readme")),
+            ("b", Commits("README.md", "# b's readme")),
+            ("c", Commits("c.txt", "from c")),
+            ("idle", Idle),
         ],
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let start = git(&project, &["rev-parse", "main"]);
-    let party = launch(&c, "clash", &project).await;
-    party_end(&c, &party, 60).await;
+    let start = s.git(&["rev-parse", "main"]);
+    let party = s.launch("clash").await;
+    s.ended(&party).await;
 
     // A member with no commits, and a target that does not exist, are named.
     let commits = c
@@ -366,7 +282,7 @@ async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
     assert_eq!(commits["commits"], json!([]));
     assert_eq!(commits["worktree"]["ahead"], 0);
     let (kind, msg) = refused(
-        &c,
+        c,
         "land_party",
         json!({ "party_id": party, "target": "release" }),
     )
@@ -375,18 +291,18 @@ async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
 
     // The person's checkout of the target has changes: refused, saying how to go on.
     std::fs::write(Path::new(&project).join("README.md"), "my own edit\n").unwrap();
-    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": party })).await;
+    let (kind, msg) = refused(c, "land_party", json!({ "party_id": party })).await;
     assert_eq!(kind, "conflict");
     assert!(
         msg.contains("README.md") && msg.contains("commit or stash"),
         "{msg}"
     );
-    assert_eq!(git(&project, &["rev-parse", "main"]), start);
+    assert_eq!(s.git(&["rev-parse", "main"]), start);
     assert_eq!(
         std::fs::read_to_string(Path::new(&project).join("README.md")).unwrap(),
         "my own edit\n"
     );
-    git(&project, &["checkout", "--", "README.md"]);
+    s.git(&["checkout", "--", "README.md"]);
 
     // a lands, b conflicts with it (named, with its hunk) and is left out, c lands after it.
     let r = c
@@ -413,7 +329,7 @@ async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
     assert_eq!(b["outcome"], "conflict");
     // b had finished and its role recovers by restart: it is started again to resolve it.
     let resolver = b["resolver_run_id"].as_str().unwrap().to_string();
-    let run = ended(&c, &resolver).await;
+    let run = ended(c, &resolver).await;
     let prompt = run["run"]["prompt"].as_str().unwrap();
     assert!(
         prompt.contains("resolve a merge conflict") && prompt.contains("README.md"),
@@ -444,19 +360,16 @@ async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
     // are told.
     let b_branch = b["branch"].as_str().unwrap();
     assert_eq!(
-        git(
-            &project,
-            &["rev-list", "--count", &format!("{start}..{b_branch}")]
-        ),
+        s.git(&["rev-list", "--count", &format!("{start}..{b_branch}")]),
         "2"
     );
-    let conflict = events(&c, &party, "merge_conflict").await;
+    let conflict = s.events(&party, "merge_conflict").await;
     assert_eq!(
         conflict[0]["data"]["files"],
         json!(["README.md"]),
         "{conflict:?}"
     );
-    let note = notifications(&c, &party, "merge_conflict").await;
+    let note = s.notifications(&party, "merge_conflict").await;
     assert!(
         note[0]["text"].as_str().unwrap().contains("b#0"),
         "{note:?}"
@@ -471,21 +384,24 @@ async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_radar_predicts_a_conflict_between_running_members_before_either_completes() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    define_party(
-        &c,
-        d.dir.path(),
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    s.party(
         "race",
         &[
-            ("a", "README.md", "# demo\nThe answer is 41.", "wait"),
-            ("b", "README.md", "# demo\nThe answer is 43.", "wait"),
-            ("c", "c.txt", "unrelated", "wait"),
+            (
+                "a",
+                CommitsThenWaits("README.md", "# demo\nThe answer is 41."),
+            ),
+            (
+                "b",
+                CommitsThenWaits("README.md", "# demo\nThe answer is 43."),
+            ),
+            ("c", CommitsThenWaits("c.txt", "unrelated")),
         ],
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "race", &project).await;
+    let party = s.launch("race").await;
     let found = wait_for("a predicted conflict", 60, || async {
         let r = c
             .call("list_conflicts", json!({ "party_id": party }))
@@ -517,7 +433,7 @@ async fn the_radar_predicts_a_conflict_between_running_members_before_either_com
     );
     // On the timeline and in the person's notifications (written just after the prediction).
     let note = wait_for("the person's notification", 30, || async {
-        let n = notifications(&c, &party, "conflict_predicted").await;
+        let n = s.notifications(&party, "conflict_predicted").await;
         (!n.is_empty()).then_some(n)
     })
     .await;
@@ -528,7 +444,7 @@ async fn the_radar_predicts_a_conflict_between_running_members_before_either_com
             .contains("a#0 and b#0 will conflict in README.md"),
         "{note:?}"
     );
-    let predicted = events(&c, &party, "conflict_predicted").await;
+    let predicted = s.events(&party, "conflict_predicted").await;
     assert_eq!(predicted.len(), 1, "{predicted:?}");
     assert_eq!(predicted[0]["data"]["files"], json!(["README.md"]));
     // The cwd filter finds it from the person's checkout.
@@ -561,7 +477,7 @@ async fn the_radar_predicts_a_conflict_between_running_members_before_either_com
             .all(|w| w["party_id"] == party.as_str())
     );
     let (kind, msg) = refused(
-        &c,
+        c,
         "review_member",
         json!({ "party_id": party, "role": "b", "verdict": "approve", "session_id": a_session }),
     )
@@ -570,38 +486,38 @@ async fn the_radar_predicts_a_conflict_between_running_members_before_either_com
         kind == "forbidden" && msg.contains("leader or the person"),
         "{msg}"
     );
-    let outsider = register(&c, "test", &project, None).await;
+    let outsider = register(c, "test", project, None).await;
     let (kind, _) = refused(
-        &c,
+        c,
         "get_member_diff",
         json!({ "party_id": party, "role": "b", "session_id": outsider }),
     )
     .await;
     assert_eq!(kind, "forbidden");
-    let person = register(&c, "test", &project, None).await;
+    let person = register(c, "test", project, None).await;
     c.call(
         "broadcast_to_party",
         json!({ "party_id": party, "from_session_id": person, "content": "finish now" }),
     )
     .await
     .unwrap();
-    party_end(&c, &party, 60).await;
+    s.ended(&party).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_commands_run_in_a_new_worktree_before_the_member_and_a_failure_is_a_crash() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let script = committer(d.dir.path());
+    let s = Scenario::new().await;
+    let c = &s.person;
+    let script = puppet_script(s.dir());
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "prepared", "command": [script, "a.txt", "after setup", "-"],
                 "isolation": "worktree", "setup": ["printf 'deps for %s' \"$TROUPE_ROLE\" > deps.txt", "test -s deps.txt"] }),
     )
     .await;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "unprepared", "command": [script, "b.txt", "never", "-"],
                 "isolation": "worktree", "setup": ["echo fetching; echo no network >&2; exit 7"] }),
@@ -610,22 +526,21 @@ async fn setup_commands_run_in_a_new_worktree_before_the_member_and_a_failure_is
     // A setup still running when its party is cancelled (the marker names its shell).
     let marker = format!("setup-marker-{}", std::process::id());
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "slow", "command": [script, "c.txt", "never", "-"],
                 "isolation": "worktree", "setup": [format!("sleep 600; echo {marker}")] }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "setups", "roles": { "ok": { "agent": "prepared" },
                 "broken": { "agent": "unprepared", "on_crash": "pause" },
                 "slow": { "agent": "slow" } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "setups", &project).await;
+    let party = s.launch("setups").await;
     // The prepared member ran after its setup: the setup's file is in its commit.
     let commits = wait_for("the prepared member's commit", 60, || async {
         let r = c
@@ -670,7 +585,7 @@ async fn setup_commands_run_in_a_new_worktree_before_the_member_and_a_failure_is
         ),
         "{broken}"
     );
-    let setups = events(&c, &party, "member_setup").await;
+    let setups = s.events(&party, "member_setup").await;
     assert_eq!(setups.len(), 3, "{setups:?}");
     let failed = setups
         .iter()
@@ -753,22 +668,22 @@ troupe call complete "{\"output\":\"attempt $TROUPE_INSTANCE done\"}" >/dev/null
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn best_of_three_with_a_judge_lands_exactly_the_picked_branch_through_the_merger_role() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
     define(
-        &c,
+        c,
         "agent",
-        json!({ "name": "attempt", "command": [attempt(d.dir.path())], "isolation": "worktree" }),
+        json!({ "name": "attempt", "command": [attempt(s.dir())], "isolation": "worktree" }),
     )
     .await;
     define(
-        &c,
+        c,
         "agent",
-        json!({ "name": "judge", "command": [judge(d.dir.path())] }),
+        json!({ "name": "judge", "command": [judge(s.dir())] }),
     )
     .await;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "queue", "runner": "land", "land": { "strategy": "squash", "test_command": "grep -q 'attempt 2' answer.txt" } }),
     )
@@ -794,7 +709,7 @@ async fn best_of_three_with_a_judge_lands_exactly_the_picked_branch_through_the_
         assert!(e.to_string().contains(needle), "{e}");
     }
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "best", "roles": {
             "dev": { "agent": "attempt", "count": 3, "pick": { "judge": "judge" } },
@@ -802,13 +717,12 @@ async fn best_of_three_with_a_judge_lands_exactly_the_picked_branch_through_the_
             "flow": { "merger": ["dev"] } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let start = git(&project, &["rev-parse", "main"]);
-    let party = launch(&c, "best", &project).await;
-    let end = party_end(&c, &party, 90).await;
+    let start = s.git(&["rev-parse", "main"]);
+    let party = s.launch("best").await;
+    let end = party_end(c, &party, 90).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
     // The judge picked attempt 2; only its branch landed, squashed into one commit.
-    let picked = events(&c, &party, "member_picked").await;
+    let picked = s.events(&party, "member_picked").await;
     assert_eq!(picked.len(), 1, "{picked:?}");
     assert_eq!(picked[0]["data"]["index"], 2);
     assert_eq!(picked[0]["data"]["picked_by"], "judge");
@@ -817,13 +731,10 @@ async fn best_of_three_with_a_judge_lands_exactly_the_picked_branch_through_the_
         "attempt 2\n"
     );
     assert_eq!(
-        git(
-            &project,
-            &["rev-list", "--count", &format!("{start}..main")]
-        ),
+        s.git(&["rev-list", "--count", &format!("{start}..main")]),
         "1"
     );
-    let landed = events(&c, &party, "party_landed").await;
+    let landed = s.events(&party, "party_landed").await;
     let members = landed[0]["data"]["members"].as_array().unwrap();
     let outcomes: Vec<(i64, &str)> = members
         .iter()
@@ -847,25 +758,24 @@ async fn best_of_three_with_a_judge_lands_exactly_the_picked_branch_through_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn best_of_two_without_a_judge_asks_the_person_and_land_party_refuses_until_the_pick() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
     define(
-        &c,
+        c,
         "agent",
-        json!({ "name": "attempt", "command": [attempt(d.dir.path())], "isolation": "worktree" }),
+        json!({ "name": "attempt", "command": [attempt(s.dir())], "isolation": "worktree" }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "duo", "roles": { "dev": { "agent": "attempt", "count": 2, "pick": {} } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "duo", &project).await;
-    party_end(&c, &party, 60).await;
+    let party = s.launch("duo").await;
+    s.ended(&party).await;
     let asked = wait_for("the person asked to pick", 30, || async {
-        let n = notifications(&c, &party, "pick_needed").await;
+        let n = s.notifications(&party, "pick_needed").await;
         (!n.is_empty()).then_some(n)
     })
     .await;
@@ -873,14 +783,14 @@ async fn best_of_two_without_a_judge_asks_the_person_and_land_party_refuses_unti
         asked[0]["text"].as_str().unwrap().contains("role dev"),
         "{asked:?}"
     );
-    let (kind, msg) = refused(&c, "land_party", json!({ "party_id": party })).await;
+    let (kind, msg) = refused(c, "land_party", json!({ "party_id": party })).await;
     assert_eq!(kind, "conflict");
     assert!(
         msg.contains("none is picked yet (the person picks"),
         "{msg}"
     );
     let (kind, msg) = refused(
-        &c,
+        c,
         "pick_member",
         json!({ "party_id": party, "role": "dev", "index": 5 }),
     )
@@ -923,14 +833,15 @@ fn pids_with(marker: &str) -> Vec<u32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_once() {
-    let mut d = TestDaemon::start();
-    let c = d.client().await;
-    let flag = d.dir.path().join("go");
+    let mut s = Scenario::new().await;
+    let project = s.project.clone();
+    let c = &s.person;
+    let flag = s.dir().join("go");
     let marker = format!("land-tests-{}", std::process::id());
     define(
-        &c,
+        c,
         "agent",
-        json!({ "name": "dev", "command": [committer(d.dir.path()), "a.txt", "from dev", "-"],
+        json!({ "name": "dev", "command": [puppet_script(s.dir()), "a.txt", "from dev", "-"],
                 "isolation": "worktree" }),
     )
     .await;
@@ -939,32 +850,28 @@ async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_on
         flag.display()
     );
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "queue", "runner": "land", "land": { "test_command": wait } }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "shipit", "roles": { "dev": { "agent": "dev" },
                 "merger": { "agent": "queue", "on_crash": "restart" } },
                 "flow": { "merger": ["dev"] } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let start = git(&project, &["rev-parse", "main"]);
-    let party = launch(&c, "shipit", &project).await;
+    let start = s.git(&["rev-parse", "main"]);
+    let party = s.launch("shipit").await;
     // The merge queue's tests are running: kill -9 the daemon under them.
     let first = wait_for("the tests running", 60, || async {
         let pids = pids_with(&marker);
         (!pids.is_empty()).then_some(pids)
     })
     .await;
-    drop(c);
-    d.kill9();
-    d.spawn();
-    let c = d.client().await;
+    s.kill9_and_restart().await;
     // The dead run's tests are ended by the restarted daemon; the merger is run again.
     wait_for("the first tests ended", 60, || async {
         (!pids_with(&marker).iter().any(|p| first.contains(p))).then_some(())
@@ -975,21 +882,18 @@ async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_on
     })
     .await;
     std::fs::write(&flag, "").unwrap();
-    let end = party_end(&c, &party, 60).await;
+    let end = s.ended(&party).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
     // Landed once: the member's one commit, fast-forwarded; one landing on the timeline.
     assert_eq!(
-        git(
-            &project,
-            &["rev-list", "--count", &format!("{start}..main")]
-        ),
+        s.git(&["rev-list", "--count", &format!("{start}..main")]),
         "1"
     );
     assert_eq!(
         std::fs::read_to_string(Path::new(&project).join("a.txt")).unwrap(),
         "from dev\n"
     );
-    assert_eq!(events(&c, &party, "party_landed").await.len(), 1);
+    assert_eq!(s.events(&party, "party_landed").await.len(), 1);
     wait_for("no test process left", 30, || async {
         pids_with(&marker).is_empty().then_some(())
     })
@@ -1002,30 +906,29 @@ async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_on
 /// `land_party` that lands resumes the paused role, and the party completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_checked_out_with_edits_elsewhere_lands_and_a_paused_merger_is_resumed() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let script = committer(d.dir.path());
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    let script = puppet_script(s.dir());
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "writer", "command": [script, "README.md", "# landed", "wait"],
                 "isolation": "worktree", "timeout_secs": 120 }),
     )
     .await;
-    define(&c, "agent", json!({ "name": "queue", "runner": "land" })).await;
+    define(c, "agent", json!({ "name": "queue", "runner": "land" })).await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "busy", "roles": { "dev": { "agent": "writer" }, "merge": { "agent": "queue" } },
                 "flow": { "merge": ["dev"] } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
     std::fs::write(Path::new(&project).join("notes.txt"), "mine\n").unwrap();
-    git(&project, &["add", "notes.txt"]);
-    git(&project, &["commit", "-qm", "notes"]);
-    let start = git(&project, &["rev-parse", "main"]);
-    let party = launch(&c, "busy", &project).await;
+    s.git(&["add", "notes.txt"]);
+    s.git(&["commit", "-qm", "notes"]);
+    let start = s.git(&["rev-parse", "main"]);
+    let party = s.launch("busy").await;
 
     // The person is editing README.md (which the landing changes) and notes.txt (which it does
     // not) when the member finishes.
@@ -1046,27 +949,27 @@ async fn a_target_checked_out_with_edits_elsewhere_lands_and_a_paused_merger_is_
             .map(|m| m["session_id"].as_str().unwrap().to_string())
     })
     .await;
-    let person = register(&c, "human", &project, None).await;
+    let person = register(c, "human", project, None).await;
     c.call(
         "send_message",
         json!({ "from_session_id": person, "to_session_id": dev, "content": "finish now" }),
     )
     .await
     .unwrap();
-    let paused = merger_paused(&c, &party).await;
+    let paused = merger_paused(c, &party).await;
     assert_eq!(paused["crashes"], 1, "{paused}");
-    let crashed = events(&c, &party, "member_crashed").await;
+    let crashed = s.events(&party, "member_crashed").await;
     let reason = crashed[0]["data"]["reason"].as_str().unwrap();
     assert!(
         reason.contains("README.md") && !reason.contains("notes.txt"),
         "only the overlapping file is named: {reason}"
     );
-    assert_eq!(git(&project, &["rev-parse", "main"]), start);
+    assert_eq!(s.git(&["rev-parse", "main"]), start);
     assert_eq!(std::fs::read_to_string(&readme).unwrap(), "my draft\n");
 
     // The person puts README.md back and keeps editing notes.txt; their landing goes through,
     // carrying the edit over, and the paused merger has nothing left to do.
-    git(&project, &["checkout", "--", "README.md"]);
+    s.git(&["checkout", "--", "README.md"]);
     let r = c
         .call("land_party", json!({ "party_id": party }))
         .await
@@ -1075,11 +978,11 @@ async fn a_target_checked_out_with_edits_elsewhere_lands_and_a_paused_merger_is_
     assert_eq!(std::fs::read_to_string(&readme).unwrap(), "# landed\n");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "mine, edited\n");
     assert_eq!(
-        git(&project, &["status", "--porcelain"]),
+        s.git(&["status", "--porcelain"]),
         "M notes.txt",
         "the person's edit is still theirs"
     );
-    let end = party_end(&c, &party, 60).await;
+    let end = s.ended(&party).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
 }
 
@@ -1088,39 +991,34 @@ async fn a_target_checked_out_with_edits_elsewhere_lands_and_a_paused_merger_is_
 /// own `land_party` lands it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_merge_queue_leaves_a_members_change_to_the_troupe_config_for_the_person() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
     let script = executable(
-        d.dir.path(),
+        s.dir(),
         "sly.sh",
         "#!/bin/sh\nset -e\nmkdir -p .troupe\nprintf '[sandbox]\\napprove_own_checkout_edits = true\\n' > .troupe/config.toml\n\
          git add -A\ngit -c user.name=m -c user.email=m@t commit -qm 'loosen the sandbox'\n\
          troupe call complete '{\"output\":\"done\"}' >/dev/null\n",
     );
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "sly", "command": [script], "isolation": "worktree" }),
     )
     .await;
-    define(&c, "agent", json!({ "name": "queue", "runner": "land" })).await;
+    define(c, "agent", json!({ "name": "queue", "runner": "land" })).await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "config", "roles": { "dev": { "agent": "sly" }, "merge": { "agent": "queue" } },
                 "flow": { "merge": ["dev"] } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let start = git(&project, &["rev-parse", "main"]);
-    let party = launch(&c, "config", &project).await;
-    merger_paused(&c, &party).await;
-    assert_eq!(
-        git(&project, &["rev-parse", "main"]),
-        start,
-        "nothing landed"
-    );
-    let held = notifications(&c, &party, "landing_held").await;
+    let start = s.git(&["rev-parse", "main"]);
+    let party = s.launch("config").await;
+    merger_paused(c, &party).await;
+    assert_eq!(s.git(&["rev-parse", "main"]), start, "nothing landed");
+    let held = s.notifications(&party, "landing_held").await;
     let text = held[0]["text"].as_str().unwrap();
     assert!(
         text.contains("dev#0") && text.contains(".troupe/config.toml"),
@@ -1134,7 +1032,7 @@ async fn the_merge_queue_leaves_a_members_change_to_the_troupe_config_for_the_pe
         .unwrap();
     assert_eq!(r["landed"], true, "{r}");
     assert!(Path::new(&project).join(".troupe/config.toml").exists());
-    let end = party_end(&c, &party, 60).await;
+    let end = s.ended(&party).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
 }
 

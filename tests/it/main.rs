@@ -4,6 +4,7 @@
 // Tests start whatever processes they drive as they need them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod scenario;
 mod support;
 // The LSP client the approvals benchmark uses too (troupe-dev), shared by path.
 #[path = "../../sidecar/crates/troupe/src/bin/troupe-dev/lsp_client.rs"]

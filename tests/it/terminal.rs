@@ -310,7 +310,7 @@ async fn the_person_lands_a_party_from_a_terminal() {
     let dir = d.dir.path();
     let project = repo(&dir.join("proj"));
     let here = Some(Path::new(&project));
-    let script = crate::landing::committer(dir);
+    let script = crate::scenario::puppet_script(dir);
     for (name, file) in [("one", "one.txt"), ("two", "two.txt")] {
         define(
             &c,

@@ -129,10 +129,7 @@ pub async fn land_when_picked(
 
 /// Best-of-N roles whose picking is stuck: every attempt has stopped and none completed its
 /// picking's way (no judge started), or the judge ended without a pick. Claims an unclaimed one.
-async fn stalled_picks(
-    ctx: &Ctx,
-    party: &PartyView,
-) -> Result<Vec<(String, String)>, ApiError> {
+async fn stalled_picks(ctx: &Ctx, party: &PartyView) -> Result<Vec<(String, String)>, ApiError> {
     let picks = ctx.store.member_picks(&party.row.party_id)?;
     let mut stalled = Vec::new();
     for (role, def) in party
