@@ -15,6 +15,8 @@ pub mod daemon;
 mod datadir;
 pub mod feeds;
 pub mod guardrails;
+#[cfg(test)]
+mod harness;
 pub mod hub;
 pub mod inbox;
 pub mod landing;

@@ -10,6 +10,8 @@ mod landing;
 mod parties;
 mod plugins;
 mod questions;
+#[cfg(test)]
+mod tests;
 
 pub use crate::retention::gc;
 pub use crate::rounds::prompt_agent;
