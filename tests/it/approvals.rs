@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, define, register, repo, start};
+use crate::scenario::Scenario;
+use crate::support::{TestDaemon, define, register, start};
 
 /// A worker that asks to write `out-<n>.txt` and writes it only when approved.
 const ASKER: &str = r#"#!/bin/sh
@@ -558,17 +559,16 @@ async fn a_request_decided_before_its_asker_waits_is_answered_at_once() {
 /// answers it, however wide.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_rules_match_words_not_compound_commands_nor_paths_outside_the_worktree() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let project = repo(&d.dir.path().join("proj"));
-    let parent = register(&c, "human", &project, None).await;
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    let parent = register(c, "human", project, None).await;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "worker", "command": ["sleep", "120"], "isolation": "worktree" }),
     )
     .await;
-    let run = start(&c, "worker", "go", &parent).await;
+    let run = start(c, "worker", "go", &parent).await;
     let r = c
         .call("get_agent_result", json!({ "run_id": run }))
         .await

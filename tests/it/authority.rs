@@ -10,6 +10,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe::client::{self, Client};
 
+use crate::scenario::Scenario;
 use crate::support::{TestDaemon, define, executable, launch, register, repo, wait_for};
 
 /// A member that leaves its run's credential in `$KEYS/<role>.tok` (and its environment in
@@ -85,14 +86,14 @@ async fn refusal(c: &Client, op: &str, params: Value) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_cannot_approve_its_own_request_to_run_rm_rf_home() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let out = d.dir.path().join("out");
+    let s = Scenario::new().await;
+    let (d, c) = (&s.daemon, &s.person);
+    let out = s.dir().join("out");
     std::fs::create_dir_all(&out).unwrap();
     // The scenario as a tester ran it: ask in the background, find the request, approve it
     // with the session left out (which used to make any caller "the person").
     let script = executable(
-        d.dir.path(),
+        s.dir(),
         "sly.sh",
         r#"#!/bin/sh
 troupe call request_permission '{"tool_name":"Bash","input":{"command":"rm -rf ~/important"},"wait_ms":60000}' > "$OUT/ask.json" 2>&1 &
@@ -106,14 +107,13 @@ troupe call complete '{"output":"done"}' > /dev/null
 "#,
     );
     one_dev_party(
-        &c,
+        c,
         "sly",
         script,
         json!({ "OUT": out.display().to_string() }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "sly-party", &project).await;
+    let party = s.launch("sly-party").await;
 
     let rc = wait_for("the member's decide call", 60, || async {
         std::fs::read_to_string(out.join("decide.rc")).ok()
@@ -168,44 +168,43 @@ troupe call complete '{"output":"done"}' > /dev/null
 /// and for each caller whether its access refuses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_caller_gets_exactly_what_its_operation_admits() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let keys = d.dir.path().join("keys");
+    let s = Scenario::new().await;
+    let (d, c, project) = (&s.daemon, &s.person, &s.project);
+    let keys = s.dir().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
-    let keeper = executable(d.dir.path(), "keeper.sh", KEEPER);
+    let keeper = executable(s.dir(), "keeper.sh", KEEPER);
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "keeper", "command": [keeper],
                 "env": { "KEYS": keys.display().to_string() } }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "table", "roles": {
             "lead": { "agent": "keeper", "is_leader": true },
             "dev": { "agent": "keeper" } } }),
     )
     .await;
-    let other_keys = d.dir.path().join("other-keys");
+    let other_keys = s.dir().join("other-keys");
     std::fs::create_dir_all(&other_keys).unwrap();
     define(
-        &c,
+        c,
         "agent",
-        json!({ "name": "other-keeper", "command": [executable(d.dir.path(), "other.sh", KEEPER)],
+        json!({ "name": "other-keeper", "command": [executable(s.dir(), "other.sh", KEEPER)],
                 "env": { "KEYS": other_keys.display().to_string() } }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "other", "roles": { "stranger": { "agent": "other-keeper" } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "table", &project).await;
-    let other_party = launch(&c, "other", &project).await;
+    let party = s.launch("table").await;
+    let other_party = s.launch("other").await;
     let lead = client::connect_with_token(&d.layout, &token_of(&keys, "lead").await)
         .await
         .unwrap();
@@ -238,20 +237,20 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
     let (lead_s, dev_s) = (session_of("lead"), session_of("dev"));
 
     // A run that has ended: a standalone run that leaves its credential and completes.
-    let ended_keys = d.dir.path().join("ended-keys");
+    let ended_keys = s.dir().join("ended-keys");
     std::fs::create_dir_all(&ended_keys).unwrap();
     std::fs::write(ended_keys.join("release"), "").unwrap();
     define(
-        &c,
+        c,
         "agent",
-        json!({ "name": "brief", "command": [executable(d.dir.path(), "brief.sh", KEEPER)],
+        json!({ "name": "brief", "command": [executable(s.dir(), "brief.sh", KEEPER)],
                 "env": { "KEYS": ended_keys.display().to_string(), "TROUPE_ROLE": "brief" } }),
     )
     .await;
-    let parent = register(&c, "human", &project, None).await;
-    let run = crate::support::start(&c, "brief", "go", &parent).await;
+    let parent = register(c, "human", project, None).await;
+    let run = crate::support::start(c, "brief", "go", &parent).await;
     let ended_token = token_of(&ended_keys, "brief").await;
-    crate::support::wait_run(&c, &run).await;
+    crate::support::wait_run(c, &run).await;
 
     // (operation, params, who is admitted: P person, L leader, M member, O other party's member)
     let pid = party.as_str();
@@ -327,7 +326,7 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
         ("poll_messages", json!({ "wait_ms": 0 }), "PLMO"),
     ];
     let callers: [(&str, char, &Client); 4] = [
-        ("person", 'P', &c),
+        ("person", 'P', c),
         ("leader", 'L', &lead),
         ("member", 'M', &dev),
         ("other party's member", 'O', &stranger),
@@ -386,7 +385,7 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
     )
     .await
     .unwrap();
-    let hello = heard(&c, &lead_s, "hello lead").await;
+    let hello = heard(c, &lead_s, "hello lead").await;
     assert_eq!(hello["from_session_id"], dev_s, "{hello}");
 
     // A run that has ended: its credential no longer opens the door.
@@ -408,7 +407,7 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
     assert_eq!(status, 401);
 
     mcp_rows(
-        &d,
+        d,
         &token_of(&keys, "dev").await,
         &dev_s,
         &lead_s,
@@ -419,8 +418,8 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
 
     std::fs::write(keys.join("release"), "").unwrap();
     std::fs::write(other_keys.join("release"), "").unwrap();
-    crate::support::party_end(&c, &party, 60).await;
-    crate::support::party_end(&c, &other_party, 60).await;
+    s.ended(&party).await;
+    s.ended(&other_party).await;
 }
 
 /// docs/security.md's table is the operation list's access, operation by operation (run with
@@ -572,20 +571,20 @@ async fn mcp_rows(
     ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
 )]
 async fn a_sandboxed_member_cannot_read_the_token_or_the_database_and_still_works() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
+    let s = Scenario::new().await;
+    let (d, c, _project) = (&s.daemon, &s.person, &s.project);
     let status = c.call("daemon_status", json!({})).await.unwrap();
     let sandbox = status["sandbox"].as_str().unwrap().to_string();
     assert!(
         sandbox.starts_with("on:"),
         "scripts/test installs bubblewrap; the sandbox must be on: {sandbox}"
     );
-    let out = d.dir.path().join("out");
+    let out = s.dir().join("out");
     std::fs::create_dir_all(&out).unwrap();
     let token_path = d.layout.token_path();
     let db = d.layout.data_dir.join("troupe.db");
     let script = executable(
-        d.dir.path(),
+        s.dir(),
         "prober.sh",
         &format!(
             r#"#!/bin/sh
@@ -602,15 +601,14 @@ troupe call complete '{{"output":"worked"}}' > /dev/null 2> "$OUT/complete.err"
         ),
     );
     one_dev_party(
-        &c,
+        c,
         "prober",
         script,
         json!({ "OUT": out.display().to_string() }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "prober-party", &project).await;
-    let end = crate::support::party_end(&c, &party, 60).await;
+    let party = s.launch("prober-party").await;
+    let end = s.ended(&party).await;
     let complete = std::fs::read_to_string(out.join("complete.err")).unwrap_or_default();
     assert_eq!(end["party"]["status"], "completed", "{end}\n{complete}");
     assert_eq!(end["members"][0]["output"], "worked", "{end}");

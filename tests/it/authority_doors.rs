@@ -12,7 +12,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::authority::{KEEPER, one_dev_party, token_of};
 use crate::lsp_client::LspClient;
-use crate::support::{BIN, TestDaemon, executable, launch, register, repo, wait_for};
+use crate::scenario::Scenario;
+use crate::support::{BIN, TestDaemon, executable, register, wait_for};
 
 /// A `troupe acp` child spoken to in newline-delimited JSON-RPC, as an ACP editor does.
 struct Acp {
@@ -138,23 +139,22 @@ fn refused_to_member(answer: &Value, op: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lsp_acp_and_hook_doors_are_whoever_their_credential_says() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let keys = d.dir.path().join("keys");
+    let s = Scenario::new().await;
+    let (d, c, project) = (&s.daemon, &s.person, &s.project);
+    let keys = s.dir().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
-    let keeper = executable(d.dir.path(), "keeper.sh", KEEPER);
+    let keeper = executable(s.dir(), "keeper.sh", KEEPER);
     one_dev_party(
-        &c,
+        c,
         "keeper",
         keeper,
         json!({ "KEYS": keys.display().to_string() }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "keeper-party", &project).await;
+    let party = s.launch("keeper-party").await;
     let token = token_of(&keys, "dev").await;
     let member = [("TROUPE_RUN_TOKEN", token.as_str())];
-    let person_session = register(&c, "human", &project, None).await;
+    let person_session = register(c, "human", project, None).await;
 
     // The member asks to run a command; the request waits for the person.
     let dev = troupe::client::connect_with_token(&d.layout, &token)
@@ -168,7 +168,7 @@ async fn the_lsp_acp_and_hook_doors_are_whoever_their_credential_says() {
         )
         .await
     });
-    let approval = crate::support::pending_approval(&c).await;
+    let approval = crate::support::pending_approval(c).await;
     let id = approval["approval_id"].as_str().unwrap().to_string();
 
     // LSP, run by the member: the editor's commands are refused to it.
@@ -209,7 +209,7 @@ async fn the_lsp_acp_and_hook_doors_are_whoever_their_credential_says() {
     lsp.stop().await.unwrap();
 
     // ACP, run by the member: it cannot launch a party (the person's power) through it.
-    let mut acp = Acp::start(&d, &member);
+    let mut acp = Acp::start(d, &member);
     let init = acp
         .call(
             "initialize",
@@ -251,7 +251,7 @@ async fn the_lsp_acp_and_hook_doors_are_whoever_their_credential_says() {
     let payload = json!({ "session_id": "member-claude", "cwd": project,
                           "hook_event_name": "SessionStart", "source": "startup" });
     let (_, err) = hook(
-        &d,
+        d,
         "SessionStart",
         &payload,
         &[member[0], ("TROUPE_SESSION_ID", person_session.as_str())],
@@ -260,7 +260,7 @@ async fn the_lsp_acp_and_hook_doors_are_whoever_their_credential_says() {
         err.contains("claude_hook") && err.contains("member dev#0"),
         "a member's hook claiming the person's session is refused: {err}"
     );
-    let (out, err) = hook(&d, "SessionStart", &payload, &member);
+    let (out, err) = hook(d, "SessionStart", &payload, &member);
     assert!(
         err.trim().is_empty(),
         "as itself the hook is answered: {err}"
@@ -277,7 +277,7 @@ async fn the_lsp_acp_and_hook_doors_are_whoever_their_credential_says() {
     // Hooks, run by the person's own Claude Code: an agent, answered, and no person's power
     // (its one operation answers the hook; the request is still the person's to decide).
     let (out, err) = hook(
-        &d,
+        d,
         "SessionStart",
         &json!({ "session_id": "person-claude", "cwd": project,
                  "hook_event_name": "SessionStart", "source": "startup" }),

@@ -12,7 +12,8 @@ use troupe::client::Client;
 
 use crate::mock_llm::{MockLlm, Reply};
 use crate::plugins::{grant_mock, install};
-use crate::support::{TestDaemon, define, git, launch, refused, register, repo, wait_for};
+use crate::scenario::Scenario;
+use crate::support::{define, git, refused, register, wait_for};
 
 /// A member that stays until a message tells it to finish (the test speaks for it, as the MCP
 /// door speaks for an agent: with its session).
@@ -87,17 +88,17 @@ async fn inbox(c: &Client, session: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_adr() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let command = puppet(d.dir.path());
+    let scene = Scenario::new().await;
+    let (c, project) = (&scene.person, &scene.project);
+    let command = puppet(scene.dir());
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "puppet", "command": [command] }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "crew", "roles": {
             "leader": { "agent": "puppet", "is_leader": true },
@@ -106,9 +107,8 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
             "qa": { "agent": "puppet" } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "crew", &project).await;
-    let s = sessions(&c, &party, &["leader", "planner", "dev", "qa"]).await;
+    let party = scene.launch("crew").await;
+    let s = sessions(c, &party, &["leader", "planner", "dev", "qa"]).await;
     let status = c
         .call("get_party_status", json!({ "party_id": party }))
         .await
@@ -117,7 +117,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
 
     // Planning: bad plans are refused by name.
     let (kind, msg) = refused(
-        &c,
+        c,
         "propose_plan",
         json!({ "party_id": party, "session_id": s["planner"],
                 "steps": [step("a", "dev", &["b"]), step("b", "dev", &["a"])] }),
@@ -126,15 +126,15 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
     assert_eq!(kind, "invalid_params");
     assert!(msg.contains("form a cycle: a -> b -> a"), "{msg}");
     let (_, msg) = refused(
-        &c,
+        c,
         "propose_plan",
         json!({ "party_id": party, "steps": [step("a", "tester", &[])] }),
     )
     .await;
     assert!(msg.contains("the party has no role tester"), "{msg}");
-    let outsider = register(&c, "claude-code", &project, None).await;
+    let outsider = register(c, "claude-code", project, None).await;
     let (kind, _) = refused(
-        &c,
+        c,
         "propose_plan",
         json!({ "party_id": party, "session_id": outsider, "steps": [step("a", "dev", &[])] }),
     )
@@ -160,7 +160,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .unwrap();
     assert_eq!(status["collab_state"], "planning");
     let (kind, _) = refused(
-        &c,
+        c,
         "review_plan",
         json!({ "party_id": party, "session_id": s["planner"], "verdict": "approve" }),
     )
@@ -174,7 +174,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
     .await
     .unwrap();
     let (kind, msg) = refused(
-        &c,
+        c,
         "commit_plan",
         json!({ "party_id": party, "session_id": s["leader"] }),
     )
@@ -182,7 +182,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
     assert_eq!(kind, "conflict");
     assert!(msg.contains("changes requested by qa"), "{msg}");
     let (kind, _) = refused(
-        &c,
+        c,
         "commit_plan",
         json!({ "party_id": party, "session_id": s["dev"] }),
     )
@@ -237,14 +237,14 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .collect();
     assert_eq!(states, ["pending", "pending", "pending"]);
     assert!(
-        inbox(&c, &s["dev"])
+        inbox(c, &s["dev"])
             .await
             .contains("plan version 2 committed by leader")
     );
 
     // Execution: dependencies hold; unknown steps and other owners are refused.
     let (kind, msg) = refused(
-        &c,
+        c,
         "start_step",
         json!({ "party_id": party, "step_id": "build", "session_id": s["dev"] }),
     )
@@ -252,14 +252,14 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
     assert_eq!(kind, "conflict");
     assert!(msg.contains("waits for design"), "{msg}");
     let (kind, _) = refused(
-        &c,
+        c,
         "start_step",
         json!({ "party_id": party, "step_id": "nope", "session_id": s["dev"] }),
     )
     .await;
     assert_eq!(kind, "not_found");
     let (kind, _) = refused(
-        &c,
+        c,
         "start_step",
         json!({ "party_id": party, "step_id": "design", "session_id": s["qa"] }),
     )
@@ -278,7 +278,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         c.call(op, p).await.unwrap();
     }
     let (kind, _) = refused(
-        &c,
+        c,
         "review_step",
         json!({ "party_id": party, "step_id": "design",
         "session_id": s["dev"], "verdict": "accept" }),
@@ -295,13 +295,13 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .unwrap();
     assert_eq!(r["step"]["state"], "reopened");
     assert!(
-        inbox(&c, &s["dev"])
+        inbox(c, &s["dev"])
             .await
             .contains("step design was reopened by qa: no error handling")
     );
     // Submitting again means working on it again first (its policy and budget apply).
     let (kind, _) = refused(
-        &c,
+        c,
         "submit_step",
         json!({ "party_id": party, "step_id": "design", "session_id": s["dev"] }),
     )
@@ -338,7 +338,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .unwrap();
     assert_eq!(r["step"]["state"], "done");
     let (kind, _) = refused(
-        &c,
+        c,
         "submit_step",
         json!({ "party_id": party, "step_id": "design", "session_id": s["dev"] }),
     )
@@ -361,7 +361,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .unwrap();
     assert_eq!(r["step"]["owner_role"], "qa");
     assert_eq!(r["step"]["state"], "in_progress");
-    let told = inbox(&c, &s["qa"]).await;
+    let told = inbox(c, &s["qa"]).await;
     assert!(
         told.contains("step build (the build step) is yours now, handed off by dev"),
         "{told}"
@@ -371,7 +371,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         "{told}"
     );
     let (kind, _) = refused(
-        &c,
+        c,
         "submit_step",
         json!({ "party_id": party, "step_id": "build", "session_id": s["dev"] }),
     )
@@ -470,14 +470,14 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
     assert_eq!(r["decision"]["topic"], "step test is blocked: flaky CI");
     // Bad votes.
     let (kind, _) = refused(
-        &c,
+        c,
         "vote",
         json!({ "decision_id": decision, "option": "maybe", "session_id": s["dev"] }),
     )
     .await;
     assert_eq!(kind, "invalid_params");
     let (kind, msg) = refused(
-        &c,
+        c,
         "vote",
         json!({ "decision_id": decision, "option": "retry" }),
     )
@@ -495,7 +495,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .unwrap();
     }
     let (kind, msg) = refused(
-        &c,
+        c,
         "vote",
         json!({ "decision_id": decision, "option": "retry", "session_id": s["dev"] }),
     )
@@ -537,7 +537,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
     );
     // Committed on the party's branch, in the project's repository.
     let branch = git(
-        &project,
+        project,
         &[
             "branch",
             "--list",
@@ -550,7 +550,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         branch.starts_with("troupe/crew-") && branch.ends_with("/adr-0"),
         "{branch}"
     );
-    let files = git(&project, &["show", "--name-only", "--format=%s", branch]);
+    let files = scene.git(&["show", "--name-only", "--format=%s", branch]);
     assert!(
         files.contains("ADR 0001: step test is blocked: flaky CI"),
         "{files}"
@@ -560,7 +560,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         "{files}"
     );
     assert_eq!(
-        git(&project, &["status", "--porcelain"]),
+        scene.git(&["status", "--porcelain"]),
         "",
         "the person's checkout is untouched"
     );
@@ -580,7 +580,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
 
     // A decision the person votes on: tied, then the leader chooses; ADR 0002.
     let (kind, _) = refused(
-        &c,
+        c,
         "propose_decision",
         json!({ "party_id": party, "topic": "x",
         "options": ["a"], "session_id": s["dev"] }),
@@ -588,7 +588,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
     .await;
     assert_eq!(kind, "invalid_params", "one option is no choice");
     let (kind, _) = refused(
-        &c,
+        c,
         "propose_decision",
         json!({ "party_id": party, "topic": "x",
         "options": ["a", "b"], "voters": ["ghost"] }),
@@ -606,7 +606,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .unwrap();
     let d2 = d2["decision"]["decision_id"].as_str().unwrap().to_string();
     let (kind, _) = refused(
-        &c,
+        c,
         "vote",
         json!({ "decision_id": d2, "option": "sqlite", "session_id": s["qa"] }),
     )
@@ -627,12 +627,12 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .unwrap();
     assert_eq!(tied["decision"]["status"], "tied", "{tied}");
     assert!(
-        inbox(&c, &s["leader"])
+        inbox(c, &s["leader"])
             .await
             .contains("is tied between sqlite, postgres")
     );
     let (kind, _) = refused(
-        &c,
+        c,
         "commit_decision",
         json!({ "decision_id": d2, "option": "sqlite", "session_id": s["qa"] }),
     )
@@ -653,7 +653,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
             .ends_with("docs/adr/0002-which-store.md")
     );
     let (kind, _) = refused(
-        &c,
+        c,
         "commit_decision",
         json!({ "decision_id": d2, "option": "sqlite" }),
     )
@@ -727,11 +727,11 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
             .await
             .unwrap();
     }
-    let end = crate::support::party_end(&c, &party, 60).await;
+    let end = scene.ended(&party).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
     assert_eq!(end["collab_state"], "completed");
     let (kind, _) = refused(
-        &c,
+        c,
         "propose_plan",
         json!({ "party_id": party, "steps": [step("z", "dev", &[])] }),
     )
@@ -743,25 +743,24 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
 /// cast wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decision_closes_when_its_window_ends() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let command = puppet(d.dir.path());
+    let scene = Scenario::new().await;
+    let c = &scene.person;
+    let command = puppet(scene.dir());
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "puppet", "command": [command] }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "pair", "roles": {
         "a": { "agent": "puppet" }, "b": { "agent": "puppet" }, "c": { "agent": "puppet" } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "pair", &project).await;
-    let s = sessions(&c, &party, &["a", "b", "c"]).await;
+    let party = scene.launch("pair").await;
+    let s = sessions(c, &party, &["a", "b", "c"]).await;
     let dec = c
         .call(
             "propose_decision",
@@ -801,9 +800,9 @@ async fn a_decision_closes_when_its_window_ends() {
 /// party's leader role with `complete`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_leads_the_party_it_launched() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let worker = d.dir.path().join("worker.sh");
+    let scene = Scenario::new().await;
+    let (c, project) = (&scene.person, &scene.project);
+    let worker = scene.dir().join("worker.sh");
     std::fs::write(
         &worker,
         "#!/bin/sh\ntroupe call complete '{\"output\":\"built\"}' >/dev/null\n",
@@ -812,19 +811,19 @@ async fn a_session_leads_the_party_it_launched() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&worker, std::fs::Permissions::from_mode(0o755)).unwrap();
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "never-started", "command": ["/bin/false"] }),
     )
     .await;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "worker", "command": [worker.display().to_string()] }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "mine", "roles": {
         "lead": { "agent": "never-started", "is_leader": true },
@@ -832,10 +831,9 @@ async fn a_session_leads_the_party_it_launched() {
         "flow": { "dev": ["lead:signal"] } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let me = register(&c, "claude-code", &project, None).await;
+    let me = register(c, "claude-code", project, None).await;
     let (kind, msg) = refused(
-        &c,
+        c,
         "launch_party",
         json!({ "name": "mine", "cwd": project, "mode": "self" }),
     )
@@ -890,14 +888,14 @@ async fn a_session_leads_the_party_it_launched() {
     .await
     .unwrap();
     wait_for("the leader to hear dev complete", 30, || async {
-        inbox(&c, &me)
+        inbox(c, &me)
             .await
             .contains("role dev completed")
             .then_some(())
     })
     .await;
     let (kind, _) = refused(
-        &c,
+        c,
         "launch_party",
         json!({ "name": "mine", "cwd": project, "mode": "self",
         "created_by_session_id": me }),
@@ -907,7 +905,7 @@ async fn a_session_leads_the_party_it_launched() {
     c.call("complete", json!({ "session_id": me, "output": "shipped" }))
         .await
         .unwrap();
-    let end = crate::support::party_end(&c, &party, 30).await;
+    let end = crate::support::party_end(c, &party, 30).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
 }
 
@@ -920,9 +918,9 @@ async fn a_session_leads_the_party_it_launched() {
     ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
 )]
 async fn an_executor_works_under_its_steps_tool_policy_and_budget() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    install(&d, "executor-openai").await;
+    let scene = Scenario::new().await;
+    let (d, c, project) = (&scene.daemon, &scene.person, &scene.project);
+    install(d, "executor-openai").await;
     let mock = MockLlm::start(vec![
         Reply::tool("run_command", json!({ "command": "rm -rf build" })),
         Reply::tool(
@@ -933,22 +931,22 @@ async fn an_executor_works_under_its_steps_tool_policy_and_budget() {
         Reply::tool("read_file", json!({ "path": "README.md" })),
         Reply::tool("complete", json!({ "summary": "never reached" })),
     ]);
-    grant_mock(&c, "executor-openai", &mock, "/v1").await;
-    let command = puppet(d.dir.path());
+    grant_mock(c, "executor-openai", &mock, "/v1").await;
+    let command = puppet(scene.dir());
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "puppet", "command": [command] }),
     )
     .await;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "coder", "runner": "wasm:executor-openai", "model": "mock-gpt" }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "exec", "roles": {
         "lead": { "agent": "puppet", "is_leader": true },
@@ -956,9 +954,8 @@ async fn an_executor_works_under_its_steps_tool_policy_and_budget() {
         "flow": { "dev": ["lead:signal"] } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "exec", &project).await;
-    let s = sessions(&c, &party, &["lead"]).await;
+    let party = scene.launch("exec").await;
+    let s = sessions(c, &party, &["lead"]).await;
     c.call("propose_plan", json!({ "party_id": party, "session_id": s["lead"], "steps": [{
         "id": "notes", "title": "write the notes", "owner_role": "dev",
         "tool_policy": { "allowed_tools": ["write_file", "read_file"], "blocked_tools": ["run_command"] },

@@ -8,6 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
+use crate::scenario::Scenario;
 use crate::support::{TestDaemon, define, executable, party_end, register, repo, wait_run};
 
 /// A process agent that completes at once (or, with `KEYS` set, first leaves its credential
@@ -35,15 +36,14 @@ async fn start(c: &Client, params: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_person_overrides_a_subagent_and_a_member_may_only_narrow_its_own() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    define_quick(&c, d.dir.path()).await;
-    let project = repo(&d.dir.path().join("proj"));
-    let person = register(&c, "human", &project, None).await;
+    let s = Scenario::new().await;
+    let (d, c, project) = (&s.daemon, &s.person, &s.project);
+    define_quick(c, s.dir()).await;
+    let person = register(c, "human", project, None).await;
 
     // The person: another model, a checkout of its own, no time limit, a budget, fewer tools.
     let r = start(
-        &c,
+        c,
         json!({ "agent": "quick", "prompt": "go", "parent_session_id": person, "timeout": 0,
                 "overrides": { "model": "model-b", "isolation": "worktree",
                                "budget": { "max_files_changed": 3 },
@@ -82,12 +82,12 @@ async fn the_person_overrides_a_subagent_and_a_member_may_only_narrow_its_own() 
 
     // A member (a run of `quick` that waits) starting its own subagent: narrowing is fine,
     // widening is refused.
-    let keys = d.dir.path().join("keys");
+    let keys = s.dir().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
     define(
-        &c,
+        c,
         "agent",
-        json!({ "name": "parent", "command": [d.dir.path().join("quick.sh").display().to_string()],
+        json!({ "name": "parent", "command": [s.dir().join("quick.sh").display().to_string()],
                 "timeout_secs": 300, "allow_nested_agents": true, "max_agent_depth": 2,
                 "env": { "KEYS": keys.display().to_string() } }),
     )
@@ -138,22 +138,21 @@ async fn the_person_overrides_a_subagent_and_a_member_may_only_narrow_its_own() 
         )
         .await
         .unwrap();
-    let sub = wait_run(&c, narrowed["run_id"].as_str().unwrap()).await;
+    let sub = wait_run(c, narrowed["run_id"].as_str().unwrap()).await;
     assert_eq!(sub["run"]["definition"]["model"], "small");
     assert_eq!(sub["run"]["definition"]["timeout_secs"], 60.0);
     std::fs::write(keys.join("release"), "").unwrap();
-    wait_run(&c, parent["run_id"].as_str().unwrap()).await;
+    wait_run(c, parent["run_id"].as_str().unwrap()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subagent_gets_its_parents_context_and_the_next_open_task() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    define_quick(&c, d.dir.path()).await;
-    let project = repo(&d.dir.path().join("proj"));
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    define_quick(c, s.dir()).await;
     std::fs::write(Path::new(&project).join("brief.md"), "Ship on Friday.\n").unwrap();
-    let person = register(&c, "human", &project, None).await;
-    let other = register(&c, "codex", &project, None).await;
+    let person = register(c, "human", project, None).await;
+    let other = register(c, "codex", project, None).await;
     for text in ["first note", "second note", "third note"] {
         c.call(
             "send_message",
@@ -165,7 +164,7 @@ async fn a_subagent_gets_its_parents_context_and_the_next_open_task() {
     let prompt_of = |r: &Value| r["run"]["prompt"].as_str().unwrap().to_string();
 
     let r = start(
-        &c,
+        c,
         json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
                 "session_context": "transcript:2" }),
     )
@@ -176,14 +175,14 @@ async fn a_subagent_gets_its_parents_context_and_the_next_open_task() {
         "{p}"
     );
     let r = start(
-        &c,
+        c,
         json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
                 "session_context": "file:brief.md" }),
     )
     .await;
     assert!(prompt_of(&r).contains("Ship on Friday."), "{r}");
     let r = start(
-        &c,
+        c,
         json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
                 "session_context": format!("session_id:{other}") }),
     )
@@ -193,7 +192,7 @@ async fn a_subagent_gets_its_parents_context_and_the_next_open_task() {
         "{r}"
     );
     let r = start(
-        &c,
+        c,
         json!({ "agent": "quick", "prompt": "go", "parent_session_id": person,
                 "session_context": "summary_markdown" }),
     )
@@ -218,13 +217,13 @@ async fn a_subagent_gets_its_parents_context_and_the_next_open_task() {
             .unwrap();
     }
     let first = start(
-        &c,
+        c,
         json!({ "agent": "quick", "prompt": "work", "parent_session_id": person, "task": "next" }),
     )
     .await;
     assert!(prompt_of(&first).contains("Fix the parser"), "{first}");
     let second = start(
-        &c,
+        c,
         json!({ "agent": "quick", "prompt": "work", "parent_session_id": person, "task": "next" }),
     )
     .await;
@@ -242,18 +241,17 @@ async fn a_subagent_gets_its_parents_context_and_the_next_open_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launch_overrides_its_roles_agents() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    define_quick(&c, d.dir.path()).await;
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    define_quick(c, s.dir()).await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "duo", "roles": {
             "a": { "agent": "quick", "overrides": { "model": "own-model" } },
             "b": { "agent": "quick" } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
     let party = c
         .call(
             "launch_party",
@@ -264,7 +262,7 @@ async fn a_launch_overrides_its_roles_agents() {
         .await
         .unwrap();
     let party = party["party_id"].as_str().unwrap().to_string();
-    let end = party_end(&c, &party, 60).await;
+    let end = s.ended(&party).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
     let runs = c
         .call("list_agents", json!({ "party_id": party }))
@@ -299,35 +297,34 @@ async fn a_launch_overrides_its_roles_agents() {
 /// crashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budgets_on_time_and_files_hold_for_members_that_report_no_usage() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
     let busy = executable(
-        d.dir.path(),
+        s.dir(),
         "busy.sh",
         "#!/bin/sh\nfor f in a b c; do echo $f > $f.txt; done\nexec sleep 600\n",
     );
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "files", "command": [busy], "isolation": "worktree",
                 "budget": { "max_files_changed": 2 } }),
     )
     .await;
-    let idle = executable(d.dir.path(), "idle.sh", "#!/bin/sh\nexec sleep 600\n");
+    let idle = executable(s.dir(), "idle.sh", "#!/bin/sh\nexec sleep 600\n");
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "slow", "command": [idle], "budget": { "max_secs": 1 } }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "spend", "roles": { "writer": { "agent": "files" },
                                             "sitter": { "agent": "slow" } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
     let party = c
         .call("launch_party", json!({ "name": "spend", "cwd": project }))
         .await

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::mock_llm::{MockLlm, Reply};
 use crate::plugins::{grant_mock, install};
+use crate::scenario::Scenario;
 use crate::support::{TestDaemon, define, executable, launch, party_end, repo, wait_for};
 
 /// The names of the tools a model request offered.
@@ -154,11 +155,11 @@ async fn executor_members_are_taught_the_protocol_and_play_it_through_their_tool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_member_is_told_to_call_troupe_from_its_shell_and_a_project_playbook_wins() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let out = d.dir.path().join("prompt.txt");
+    let s = Scenario::new().await;
+    let (c, project) = (&s.person, &s.project);
+    let out = s.dir().join("prompt.txt");
     let script = executable(
-        d.dir.path(),
+        s.dir(),
         "tell.sh",
         &format!(
             "#!/bin/sh\nprintf '%s' \"$TROUPE_PROMPT\" > {}\ntroupe call complete '{{\"output\":\"ok\"}}' >/dev/null\n",
@@ -166,26 +167,25 @@ async fn a_process_member_is_told_to_call_troupe_from_its_shell_and_a_project_pl
         ),
     );
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "teller", "command": [script], "instructions": "Tell." }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "tell", "roles": { "qa": { "agent": "teller", "playbook": "tester" } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
     std::fs::create_dir_all(Path::new(&project).join(".troupe/playbooks")).unwrap();
     std::fs::write(
         Path::new(&project).join(".troupe/playbooks/tester.md"),
         "# The tester\n\nYou, {{member}}, try the build as a user would.\n",
     )
     .unwrap();
-    let party = launch(&c, "tell", &project).await;
-    let end = party_end(&c, &party, 60).await;
+    let party = s.launch("tell").await;
+    let end = s.ended(&party).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
     let prompt = wait_for("the member's prompt", 30, || async {
         std::fs::read_to_string(&out).ok()

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::mock_llm::{INPUT_TOKENS, MockLlm, OUTPUT_TOKENS, Reply};
+use crate::scenario::Scenario;
 use crate::support::{
     TestDaemon, define, launch, party_end, pending_approval, plugin_folder, register, repo,
     run_to_end, start, stdout, wait_for, wait_run,
@@ -254,9 +255,9 @@ async fn plugins_install_list_route_hot_reload_and_refuse_bad_ones() {
     ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
 )]
 async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    install(&d, "executor-openai").await;
+    let s = Scenario::new().await;
+    let (d, c) = (&s.daemon, &s.person);
+    install(d, "executor-openai").await;
     let mock = MockLlm::start(vec![
         Reply::tool("read_file", json!({ "path": "README.md" })),
         Reply::tool("run_command", json!({ "command": "rm -rf /" })),
@@ -270,9 +271,9 @@ async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
             json!({ "summary": "wrote the answer", "artifacts": { "answer": 42 } }),
         ),
     ]);
-    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    grant_mock(c, "executor-openai", &mock, "/v1").await;
     define(
-        &c,
+        c,
         "agent",
         json!({
             "name": "gpt-dev",
@@ -288,16 +289,15 @@ async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "solo", "roles": { "dev": { "agent": "gpt-dev", "prompt": "Find the answer in README.md and write it to notes/answer.txt." } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "solo", &project).await;
+    let party = s.launch("solo").await;
 
     // The write waits for a person, as any worker's would.
-    let approval = pending_approval(&c).await;
+    let approval = pending_approval(c).await;
     assert_eq!(approval["tool_name"], "write_file");
     assert!(
         approval["file_path"]
@@ -313,7 +313,7 @@ async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
     .await
     .unwrap();
 
-    let s = party_end(&c, &party, 30).await;
+    let s = party_end(c, &party, 30).await;
     assert_eq!(s["party"]["status"], "completed", "{s}");
     let member = &s["members"][0];
     let workdir = member["workdir"].as_str().unwrap();
@@ -388,12 +388,11 @@ async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
     ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
 )]
 async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    install(&d, "executor-openai").await;
-    install(&d, "executor-anthropic").await;
-    let project = repo(&d.dir.path().join("proj"));
-    let parent = register(&c, "test", &project, None).await;
+    let s = Scenario::new().await;
+    let (d, c, project) = (&s.daemon, &s.person, &s.project);
+    install(d, "executor-openai").await;
+    install(d, "executor-anthropic").await;
+    let parent = register(c, "test", project, None).await;
 
     // Not granted: the request never leaves, and the run says why.
     let mock = MockLlm::start(vec![Reply::text("unreachable")]);
@@ -405,12 +404,12 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
     .await
     .unwrap();
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "gpt", "runner": "wasm:executor-openai" }),
     )
     .await;
-    let run = run_to_end(&c, "gpt", "hi", &parent).await;
+    let run = run_to_end(c, "gpt", "hi", &parent).await;
     assert_eq!(run["run"]["status"], "crashed", "{run}");
     let error = run["run"]["error"].as_str().unwrap();
     assert!(error.contains("plugin executor-openai@0.1.0"), "{error}");
@@ -422,23 +421,23 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
         Reply::tool("write_file", json!({ "path": "x.txt", "content": "no" })),
         Reply::text("I could not write it."),
     ]);
-    grant_mock(&c, "executor-anthropic", &mock, "").await;
+    grant_mock(c, "executor-anthropic", &mock, "").await;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "claude", "runner": "wasm:executor-anthropic", "model": "mock-claude",
                 "approval_timeout_secs": 30 }),
     )
     .await;
-    let started = start(&c, "claude", "write x.txt", &parent).await;
-    let approval = pending_approval(&c).await;
+    let started = start(c, "claude", "write x.txt", &parent).await;
+    let approval = pending_approval(c).await;
     c.call(
         "decide_approval",
         json!({ "approval_id": approval["approval_id"], "decision": "deny", "reason": "not now" }),
     )
     .await
     .unwrap();
-    let run = wait_run(&c, &started).await;
+    let run = wait_run(c, &started).await;
     assert_eq!(run["run"]["status"], "success", "{run}");
     assert_eq!(run["run"]["result"]["output"], "I could not write it.");
     assert!(
@@ -468,14 +467,14 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
         Reply::tool("list_files", json!({})),
         Reply::text("never sent"),
     ]);
-    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    grant_mock(c, "executor-openai", &mock, "/v1").await;
     c.call(
         "grant_plugin",
         json!({ "name": "executor-openai", "max_requests": 1 }),
     )
     .await
     .unwrap();
-    let run = run_to_end(&c, "gpt", "look around", &parent).await;
+    let run = run_to_end(c, "gpt", "look around", &parent).await;
     assert_eq!(run["run"]["status"], "crashed", "{run}");
     let error = run["run"]["error"].as_str().unwrap();
     assert!(
@@ -491,9 +490,9 @@ async fn executors_are_denied_ungranted_hosts_and_denied_tools_reach_the_model()
     ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
 )]
 async fn a_recovery_plugin_restarts_with_backoff_then_escalates() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    install(&d, "recovery-backoff").await;
+    let s = Scenario::new().await;
+    let (d, c) = (&s.daemon, &s.person);
+    install(d, "recovery-backoff").await;
     c.call(
         "grant_plugin",
         json!({ "name": "recovery-backoff",
@@ -502,19 +501,18 @@ async fn a_recovery_plugin_restarts_with_backoff_then_escalates() {
     .await
     .unwrap();
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "crasher", "command": ["sh", "-c", "exit 7"] }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "flaky", "roles": { "dev": { "agent": "crasher", "on_crash": "plugin:recovery-backoff" } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "flaky", &project).await;
+    let party = s.launch("flaky").await;
     let s = wait_for("the role to pause", 30, || async {
         let s = c
             .call("get_party_status", json!({ "party_id": party }))
@@ -693,9 +691,9 @@ async fn an_llm_router_step_has_route_to_alone_and_its_choice_runs() {
     ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
 )]
 async fn a_member_over_its_token_budget_is_stopped_and_paused() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    install(&d, "executor-openai").await;
+    let s = Scenario::new().await;
+    let (d, c) = (&s.daemon, &s.person);
+    install(d, "executor-openai").await;
     let mock = MockLlm::start(vec![
         Reply::tool("read_file", json!({ "path": "README.md" })),
         Reply::tool("read_file", json!({ "path": "README.md" })),
@@ -703,23 +701,22 @@ async fn a_member_over_its_token_budget_is_stopped_and_paused() {
         Reply::tool("read_file", json!({ "path": "README.md" })),
         Reply::tool("complete", json!({ "summary": "read it four times" })),
     ]);
-    grant_mock(&c, "executor-openai", &mock, "/v1").await;
+    grant_mock(c, "executor-openai", &mock, "/v1").await;
     // Each provider answer reports INPUT_TOKENS + OUTPUT_TOKENS (15): the second goes over 20.
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "thrifty", "runner": "wasm:executor-openai", "model": "mock-gpt",
                 "budget": { "max_tokens": 20 } }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({ "name": "budgeted", "roles": { "dev": { "agent": "thrifty", "prompt": "Read README.md." } } }),
     )
     .await;
-    let project = repo(&d.dir.path().join("proj"));
-    let party = launch(&c, "budgeted", &project).await;
+    let party = s.launch("budgeted").await;
     let s = crate::support::wait_for("the member to pause", 30, || async {
         let s = c
             .call("get_party_status", json!({ "party_id": party }))

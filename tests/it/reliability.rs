@@ -13,6 +13,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 use troupe::client::Client;
 
+use crate::scenario::Scenario;
 use crate::support::{
     BIN, DEV_BIN, TestDaemon, define, launch, no_process_left, party_end, pending_approval,
     processes_of, register, repo, start, wait_for, wait_run,
@@ -252,17 +253,16 @@ exit 3"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_outside_the_members_worktree_is_dangerous_and_no_rule_answers_it() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let project = repo(&d.dir.path().join("proj"));
-    let parent = register(&c, "human", &project, None).await;
+    let s = Scenario::new().await;
+    let (d, c, project) = (&s.daemon, &s.person, &s.project);
+    let parent = register(c, "human", project, None).await;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "worker", "command": ["sleep", "120"], "isolation": "worktree" }),
     )
     .await;
-    let run = start(&c, "worker", "go", &parent).await;
+    let run = start(c, "worker", "go", &parent).await;
     let r = c
         .call("get_agent_result", json!({ "run_id": run }))
         .await
@@ -303,7 +303,7 @@ async fn a_request_outside_the_members_worktree_is_dangerous_and_no_rule_answers
     for target in targets {
         let out = ask(target.clone()).await;
         assert_eq!(out["status"], "pending", "{target}: {out}");
-        let a = approval(&c, &out["approval_id"]).await;
+        let a = approval(c, &out["approval_id"]).await;
         assert_eq!(a["is_dangerous"], true, "{a}");
         assert_eq!(a["outside_worktree"], true, "{a}");
         assert!(
@@ -332,7 +332,7 @@ async fn a_request_outside_the_members_worktree_is_dangerous_and_no_rule_answers
     }
     // The editor door shows the warning, and offers no "Approve pattern" for it.
     let out = ask(format!("{project}/README.md")).await;
-    let project_dir = std::fs::canonicalize(&project).unwrap();
+    let project_dir = std::fs::canonicalize(project).unwrap();
     let mut lsp =
         crate::lsp_client::LspClient::start(Path::new(BIN), &d.layout, &project_dir, "warn")
             .await
@@ -386,18 +386,17 @@ async fn a_request_outside_the_members_worktree_is_dangerous_and_no_rule_answers
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_notice_after_the_leader_finished_reaches_the_person() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let project = repo(&d.dir.path().join("proj"));
+    let s = Scenario::new().await;
+    let c = &s.person;
     let done = r#"troupe call complete "{\"output\":\"$TROUPE_ROLE done\"}" >/dev/null"#;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "quick", "command": ["sh", "-c", done], "isolation": "none" }),
     )
     .await;
     define(
-        &c,
+        c,
         "party",
         json!({
             "name": "leader-first",
@@ -410,8 +409,8 @@ async fn a_leader_notice_after_the_leader_finished_reaches_the_person() {
         }),
     )
     .await;
-    let party = launch(&c, "leader-first", &project).await;
-    let s = party_end(&c, &party, 60).await;
+    let party = s.launch("leader-first").await;
+    let s = s.ended(&party).await;
     assert_eq!(s["party"]["status"], "completed", "{s}");
     let n = c
         .call("list_notifications", json!({ "party_id": party }))
@@ -500,17 +499,16 @@ async fn a_subagent_lists_its_siblings_over_mcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_editor_drops_a_request_when_its_run_ends() {
-    let d = TestDaemon::start();
-    let c = d.client().await;
-    let project = repo(&d.dir.path().join("proj"));
-    let parent = register(&c, "human", &project, None).await;
+    let s = Scenario::new().await;
+    let (d, c, project) = (&s.daemon, &s.person, &s.project);
+    let parent = register(c, "human", project, None).await;
     define(
-        &c,
+        c,
         "agent",
         json!({ "name": "worker", "command": ["sleep", "120"], "isolation": "worktree" }),
     )
     .await;
-    let run = start(&c, "worker", "go", &parent).await;
+    let run = start(c, "worker", "go", &parent).await;
     let r = c
         .call("get_agent_result", json!({ "run_id": run }))
         .await
@@ -524,7 +522,7 @@ async fn the_editor_drops_a_request_when_its_run_ends() {
         )
         .await
         .unwrap();
-    let project_dir = std::fs::canonicalize(&project).unwrap();
+    let project_dir = std::fs::canonicalize(project).unwrap();
     let mut lsp =
         crate::lsp_client::LspClient::start(Path::new(BIN), &d.layout, &project_dir, "warn")
             .await

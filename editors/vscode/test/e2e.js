@@ -83,6 +83,22 @@ async function paletteThenPick(page, command, what, text) {
   }, 120000);
 }
 
+// Runs a palette command and answers the quick picks it opens in turn (`picks`: [what, text]
+// pairs). Under load the palette can swallow the command, and a quick pick can close before it
+// is answered (it loses focus to a toast): then the whole chain runs again, unless `done()` says
+// its effect is already there.
+async function paletteThenPicks(page, command, picks, done = async () => false) {
+  await retry(`${command}: ${picks.map(([what]) => what).join(', ')}`, async () => {
+    if (await done()) {
+      return;
+    }
+    await palette(page, command);
+    for (const [what, text] of picks) {
+      await retry(what, () => choose(page, text), 10000);
+    }
+  }, 180000);
+}
+
 const WINDOW = { width: 1400, height: 900 };
 
 // `promise`, or an error after 10s.
@@ -270,7 +286,6 @@ async function partyAt(page, frame, viewport) {
     step('run tree');
 
     // 5-7. The collaboration views of party $PARTY_NAME: its plan, a vote, its timeline.
-    const pick = (what, text) => retry(what, () => choose(page, text));
     const frameWith = (what, selector) => retry(what, async () => {
       for (const f of page.frames()) {
         if (await f.locator(selector).count()) {
@@ -284,13 +299,18 @@ async function partyAt(page, frame, viewport) {
     findings.plan_title = await planFrame.locator('#plan-title').innerText();
     findings.plan_rows = await planFrame.locator('#plan-steps tr.step').allInnerTexts();
     step('plan');
-    await paletteThenPick(page, 'Troupe: Decide', 'choose the party', process.env.PARTY_NAME);
-    await pick('choose the decision', process.env.DECISION_TOPIC);
-    await pick('choose the option', process.env.DECISION_OPTION);
-    await page.locator('.notifications-toasts', { hasText: 'is committed' }).first().waitFor({ timeout: 30000 });
+    const committed = page.locator('.notifications-toasts', { hasText: 'is committed' }).first();
+    await paletteThenPicks(page, 'Troupe: Decide', [
+      ['choose the party', process.env.PARTY_NAME],
+      ['choose the decision', process.env.DECISION_TOPIC],
+      ['choose the option', process.env.DECISION_OPTION],
+    ], async () => (await committed.count()) > 0);
+    await committed.waitFor({ timeout: 30000 });
     step('decided');
-    await paletteThenPick(page, 'Troupe: Timeline', 'choose the party', process.env.PARTY_NAME);
-    await pick('choose the member', process.env.TIMELINE_MEMBER);
+    await paletteThenPicks(page, 'Troupe: Timeline', [
+      ['choose the party', process.env.PARTY_NAME],
+      ['choose the member', process.env.TIMELINE_MEMBER],
+    ]);
     const timelineFrame = await frameWith('timeline view', '#timeline li.event');
     findings.timeline_title = await timelineFrame.locator('#timeline-title').innerText();
     findings.timeline = await timelineFrame.locator('#timeline li.event').allInnerTexts();
@@ -298,9 +318,11 @@ async function partyAt(page, frame, viewport) {
 
     // 8. Review member $REVIEW_MEMBER of party $REVIEW_PARTY: its change to $REVIEW_FILE in the
     // diff editor (the file where the branch forked, and at its tip), then approve it.
-    await paletteThenPick(page, 'Troupe: Review Member', 'choose the party', process.env.REVIEW_PARTY);
-    await pick('choose the member', process.env.REVIEW_MEMBER);
-    await pick('choose the file', process.env.REVIEW_FILE);
+    await paletteThenPicks(page, 'Troupe: Review Member', [
+      ['choose the party', process.env.REVIEW_PARTY],
+      ['choose the member', process.env.REVIEW_MEMBER],
+      ['choose the file', process.env.REVIEW_FILE],
+    ]);
     // (Not the `.line-delete` zones an inline diff draws removed lines in.)
     const diff = page.locator('.monaco-diff-editor');
     const side = (which) => diff.locator(`.editor.${which} .view-lines:not(.line-delete)`).first();

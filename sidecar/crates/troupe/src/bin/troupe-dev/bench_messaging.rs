@@ -124,6 +124,9 @@ pub async fn run(args: MessagingArgs, json: bool) -> anyhow::Result<()> {
             args.clients,
             summary["floor"]["share_of_floor"].as_f64().unwrap_or(0.0) * 100.0,
         );
+        if let Some(line) = crate::harness::link_order_coverage() {
+            println!("  {line}");
+        }
     }
     Ok(())
 }

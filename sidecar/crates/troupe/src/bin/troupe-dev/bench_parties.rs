@@ -135,6 +135,9 @@ pub async fn run(args: PartiesArgs, json_out: bool) -> anyhow::Result<()> {
             f("daemon_peak_rss_mib"),
         );
     }
+    if let Some(line) = crate::harness::link_order_coverage() {
+        println!("  {line}");
+    }
     Ok(())
 }
 

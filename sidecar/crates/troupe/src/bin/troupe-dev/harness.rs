@@ -135,3 +135,43 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
         n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
 }
+
+/// The function list a release build links first (`link/order.txt`, see the troupe crate's
+/// `build.rs`).
+const LINK_ORDER: &str = include_str!("../../../link/order.txt");
+
+/// How much of the link order the measured binary holds, as a line for a bench's report; `None`
+/// when `nm` (binutils) is missing. A list made before the code changed names functions the build
+/// no longer has: the linker skips them, and the daemon maps more of its code (idle RSS grows;
+/// `scripts/link-order` remakes the list).
+pub(crate) fn link_order_coverage() -> Option<String> {
+    let exe = crate::troupe_exe().ok()?;
+    let out = Command::new("nm")
+        .args(["--defined-only", "--format=just-symbols"])
+        .arg(&exe)
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let names: std::collections::HashSet<&[u8]> = out.stdout.split(|b| *b == b'\n').collect();
+    let listed: Vec<&str> = LINK_ORDER
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let found = listed
+        .iter()
+        .filter(|l| names.contains(l.as_bytes()))
+        .count();
+    let share = found as f64 / listed.len().max(1) as f64;
+    let verdict = if share >= 0.95 {
+        "current"
+    } else {
+        "stale: run scripts/link-order, then build again"
+    };
+    Some(format!(
+        "link order: {found} of {} listed functions in {} ({:.0} %, {verdict})",
+        listed.len(),
+        exe.display(),
+        share * 100.0
+    ))
+}
