@@ -1,5 +1,5 @@
-//! A party as stored, read once: its row and members, with the launch snapshot and the run-time
-//! recovery overrides parsed into their types. The one party loader every part of the daemon
+//! A party as stored, read once: its row (typed by the store, the run-time recovery overrides
+//! included) and members, with the launch snapshot parsed into the engine's types. The one party loader every part of the daemon
 //! uses (operations, the orchestrator, collaboration, landing, the inbox, the radar).
 
 use std::collections::BTreeMap;
@@ -19,14 +19,12 @@ pub struct Snapshot {
     pub self_led_by: Option<String>,
 }
 
-/// A party: its row, its members and its parsed snapshot and overrides.
+/// A party: its row, its members and its parsed snapshot.
 #[derive(Debug, Clone)]
 pub struct PartyView {
     pub row: PartyRow,
     pub members: Vec<MemberRow>,
     pub snapshot: Snapshot,
-    /// Recovery strategies set at run time (`override_recovery`), by role.
-    pub overrides: BTreeMap<String, Strategy>,
 }
 
 impl PartyView {
@@ -41,14 +39,10 @@ impl PartyView {
         let snapshot: Snapshot = serde_json::from_value(row.snapshot.clone()).map_err(|e| {
             ApiError::Internal(format!("party {} snapshot unreadable: {e}", row.party_id))
         })?;
-        let overrides = serde_json::from_value(row.overrides.clone()).map_err(|e| {
-            ApiError::Internal(format!("party {} overrides unreadable: {e}", row.party_id))
-        })?;
         Ok(PartyView {
             row,
             members,
             snapshot,
-            overrides,
         })
     }
 
@@ -81,7 +75,8 @@ impl PartyView {
     /// A role's recovery strategy in force: its run-time override, else its own, else the
     /// party's.
     pub fn on_crash(&self, role: &str) -> Strategy {
-        self.overrides
+        self.row
+            .overrides
             .get(role)
             .cloned()
             .or_else(|| {

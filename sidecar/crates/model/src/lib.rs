@@ -3,7 +3,7 @@
 //! carries them on the wire. No IO here: with the `sql` feature (the store's) the text enums also
 //! convert to and from SQLite values.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -61,7 +61,9 @@ macro_rules! text_enum {
     };
 }
 
+mod recovery;
 mod status;
+pub use recovery::Strategy;
 pub use status::*;
 
 text_enum! {
@@ -341,8 +343,8 @@ pub struct PartyRow {
     /// The definition frozen at launch (the core's `party::Snapshot`; `null` in a brief listing).
     pub snapshot: Value,
     pub inputs: Option<Value>,
-    /// Recovery strategies set at run time: role → the engine's `Strategy`.
-    pub overrides: Value,
+    /// Recovery strategies set at run time, by role.
+    pub overrides: BTreeMap<String, Strategy>,
     /// Roles not scheduled until signalled.
     pub paused: BTreeSet<String>,
     pub repo_root: String,
@@ -389,7 +391,7 @@ pub struct MemberState {
 pub struct PartyState {
     pub status: PartyStatus,
     pub status_reason: Option<String>,
-    pub overrides: Value,
+    pub overrides: BTreeMap<String, Strategy>,
     pub paused: BTreeSet<String>,
     /// Roles a signal released from a `role:signal` flow edge.
     pub released: BTreeSet<String>,

@@ -52,7 +52,7 @@ pub use troupe_model::{
     NewApproval, NewEvent, NewMessage, NewNotification, NewQuestion, NewRun, NewSession,
     Notification, PartyRow, PartyState, PartyStatus, PlanReview, PlanStatus, PlanStep, PlanVersion,
     Priority, Project, Question, QuestionStatus, Recipients, RegisterOutcome, RunEnd, RunStatus,
-    Session, SessionFilter, SessionStatus, StepState, Task, TaskStatus, Usage, Vote,
+    Session, SessionFilter, SessionStatus, StepState, Strategy, Task, TaskStatus, Usage, Vote,
 };
 
 /// How many read connections are kept open between reads.

@@ -562,6 +562,30 @@ fn every_status_word_in_the_database_reads_back_typed() {
         serde_json::to_value(&row).unwrap()["status"],
         serde_json::json!("completed")
     );
+    // Recovery overrides set at run time read back as strategies, and go out as the same JSON.
+    let written = r#"{"a":"pause","b":"plugin:recovery-backoff","c":"restart","d":"abort"}"#;
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE parties SET overrides = ?1 WHERE id = 'failed'",
+            [written],
+        )
+        .unwrap();
+    let row = store.get_party("failed").unwrap().0;
+    assert_eq!(
+        row.overrides.get("b"),
+        Some(&crate::Strategy::Plugin("recovery-backoff".into()))
+    );
+    assert_eq!(serde_json::to_string(&row.overrides).unwrap(), written);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE parties SET overrides = '{\"a\":\"retry\"}' WHERE id = 'failed'",
+            [],
+        )
+        .unwrap();
+    let err = store.get_party("failed").unwrap_err().to_string();
+    assert!(err.contains("unknown recovery strategy \"retry\""), "{err}");
     // A word no version ever wrote is a clear error, not a guess.
     rusqlite::Connection::open(&path)
         .unwrap()

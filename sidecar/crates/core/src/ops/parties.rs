@@ -277,7 +277,7 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         status_reason: None,
         snapshot: serde_json::to_value(&snapshot).map_err(|e| ApiError::Internal(e.to_string()))?,
         inputs: p.inputs,
-        overrides: serde_json::json!({}),
+        overrides: Default::default(),
         paused: BTreeSet::new(),
         released: BTreeSet::new(),
         repo_root: root_str,
@@ -291,7 +291,6 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         row,
         members,
         snapshot,
-        overrides: BTreeMap::new(),
     });
     d.orchestrator
         .request(|reply| Command::Launch { party, reply })

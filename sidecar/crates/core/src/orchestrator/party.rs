@@ -29,11 +29,10 @@ impl Loop {
             row,
             members,
             snapshot,
-            overrides,
         } = view;
         let mut party = Party::new(snapshot.party.clone());
         party.status = row.status;
-        party.overrides = overrides;
+        party.overrides = row.overrides.clone();
         party.paused = row.paused.clone();
         party.released = row.released.clone();
         party.members = members
@@ -173,7 +172,7 @@ impl Loop {
         let state = PartyState {
             status: live.party.status,
             status_reason: reason.or(row.status_reason.clone()),
-            overrides: serde_json::to_value(&live.party.overrides).unwrap_or(Value::Null),
+            overrides: live.party.overrides.clone(),
             paused: live.party.paused.clone(),
             released: live.party.released.clone(),
             // Only the members the step changed are written back (the engine keeps them: no

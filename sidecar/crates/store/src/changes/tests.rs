@@ -133,7 +133,7 @@ async fn a_party_step_wakes_the_inbox_only_when_its_status_or_paused_roles_chang
     let step = |status: PartyStatus, paused: &[&str]| PartyState {
         status,
         status_reason: None,
-        overrides: serde_json::json!({}),
+        overrides: Default::default(),
         paused: paused.iter().map(|s| s.to_string()).collect(),
         released: BTreeSet::new(),
         members: Vec::new(),
