@@ -161,7 +161,7 @@ impl Scenario {
 pub fn puppet_script(dir: &Path) -> String {
     executable(
         dir,
-        "puppet.sh",
+        "scenario-puppet.sh",
         r#"#!/bin/sh
 set -e
 if [ "$1" != "-" ]; then

@@ -62,9 +62,9 @@ pub struct Feed {
     last_read: Option<tokio::time::Instant>,
 }
 
-/// The least time between two readings of a subscriber's inbox. Every step of every party
-/// bumps it (a role may have paused): under a big party the first change after a quiet spell
-/// is read at once, the rest of a burst together, not once per member.
+/// The least time between two readings of a subscriber's inbox. A burst of changes (a big
+/// party's members pausing, questions and approvals coming and going) is read together: the
+/// first change after a quiet spell at once, the rest at most every `INBOX_EVERY`.
 const INBOX_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Opens the subscription `name` (`subscribe_messages`, `subscribe_approvals`,

@@ -343,7 +343,7 @@ pub struct PartyRow {
     /// The definition frozen at launch (the core's `party::Snapshot`; `null` in a brief listing).
     pub snapshot: Value,
     pub inputs: Option<Value>,
-    /// Recovery strategies set at run time, by role.
+    /// Recovery strategies set at run time, by role (`{}` in a brief listing).
     pub overrides: BTreeMap<String, Strategy>,
     /// Roles not scheduled until signalled.
     pub paused: BTreeSet<String>,

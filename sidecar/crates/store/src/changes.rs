@@ -72,7 +72,9 @@ pub(crate) fn event_topic(kind: &str) -> Option<Topic> {
         "member_picked" => Some(Topic::Picks),
         "question_asked" | "question_answered" | "question_expired" | "decision_proposed"
         | "decision_voted" | "decision_tied" | "decision_committed" | "task_escalated"
-        | "inbox_dismissed" | "merge_conflict" | "party_landed" => Some(Topic::Inbox),
+        | "task_reassigned" | "inbox_dismissed" | "merge_conflict" | "party_landed" => {
+            Some(Topic::Inbox)
+        }
         _ => None,
     }
 }

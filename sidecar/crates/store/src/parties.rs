@@ -144,13 +144,16 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write(move |conn| {
             let over = state.status.is_over();
-            // The inbox lists a running party's paused roles and open decisions.
+            // The inbox lists a running party's paused roles (with its status reason) and open
+            // decisions.
             let paused = serde_json::to_string(&state.paused)?;
-            let before: Option<(String, String)> = conn
-                .prepare_cached("SELECT status, paused FROM parties WHERE id = ?1")?
-                .query_row([&party_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            let before: Option<(String, String, Option<String>)> = conn
+                .prepare_cached("SELECT status, paused, status_reason FROM parties WHERE id = ?1")?
+                .query_row([&party_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .optional()?;
-            if before.is_none_or(|(status, was)| status != state.status.as_str() || was != paused) {
+            if before.is_none_or(|(status, was, reason)| {
+                status != state.status.as_str() || was != paused || reason != state.status_reason
+            }) {
                 crate::changes::mark(crate::Topic::Inbox);
             }
             conn.prepare_cached(&format!(
@@ -269,13 +272,17 @@ impl Store {
     /// `list_parties` without the launch snapshots (each row's `snapshot` is `null`): a
     /// snapshot holds the whole party definition, so reading and parsing it made every listing
     /// (the radar's looks, the inbox's, `list_parties`) cost as much as the parties are large.
+    /// Nor the recovery overrides (`{}`): one party's unreadable overrides fail its own load
+    /// (`get_party`), not every listing, and start-up recovers the others.
     pub fn list_parties_brief(
         &self,
         project_id: Option<&str>,
         status: Option<PartyStatus>,
     ) -> Result<Vec<PartyRow>, StoreError> {
         self.parties_where(
-            &PARTY_COLUMNS.replacen("snapshot", "'null'", 1),
+            &PARTY_COLUMNS
+                .replacen("snapshot", "'null'", 1)
+                .replacen("overrides", "'{}'", 1),
             project_id,
             status,
         )

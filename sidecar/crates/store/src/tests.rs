@@ -586,6 +586,11 @@ fn every_status_word_in_the_database_reads_back_typed() {
         .unwrap();
     let err = store.get_party("failed").unwrap_err().to_string();
     assert!(err.contains("unknown recovery strategy \"retry\""), "{err}");
+    // Only that party's own load fails: listings (and start-up recovery) go on.
+    assert_eq!(
+        store.list_parties_brief(None, None).unwrap().len(),
+        parties.len()
+    );
     // A word no version ever wrote is a clear error, not a guess.
     rusqlite::Connection::open(&path)
         .unwrap()

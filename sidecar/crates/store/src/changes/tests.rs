@@ -1,5 +1,6 @@
 //! The change feed: a commit announces the topics its jobs marked, a failed job announces
-//! nothing, and a party step wakes the inbox only when it changed what the inbox shows.
+//! nothing, and a party step wakes the inbox only when it changed what the inbox shows (its status,
+//! paused roles or status reason).
 
 use std::collections::BTreeSet;
 
@@ -148,6 +149,13 @@ async fn a_party_step_wakes_the_inbox_only_when_its_status_or_paused_roles_chang
     save(step(PartyStatus::Running, &["coder"])).await.unwrap();
     assert_eq!(seen.changed(), [Topic::Inbox], "a role paused");
     save(step(PartyStatus::Running, &["coder"])).await.unwrap();
+    assert_eq!(seen.changed(), []);
+    // A paused role's item shows the party's status reason.
+    let mut why = step(PartyStatus::Running, &["coder"]);
+    why.status_reason = Some("role coder paused: it crashed twice".into());
+    save(why.clone()).await.unwrap();
+    assert_eq!(seen.changed(), [Topic::Inbox], "the reason changed");
+    save(why).await.unwrap();
     assert_eq!(seen.changed(), []);
     save(step(PartyStatus::Completed, &["coder"]))
         .await
