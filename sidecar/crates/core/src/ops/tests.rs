@@ -26,14 +26,14 @@ async fn messages_reach_their_recipient_once_in_order() {
         .await
         .unwrap();
     }
-    let polled = core
-        .call_as(
+    let poll = || {
+        core.call_as(
             Core::agent(&b),
             "poll_messages",
             json!({ "session_id": b, "mark_read": true }),
         )
-        .await
-        .unwrap();
+    };
+    let polled = poll().await.unwrap();
     let got: Vec<&str> = polled["messages"]
         .as_array()
         .unwrap()
@@ -41,14 +41,7 @@ async fn messages_reach_their_recipient_once_in_order() {
         .map(|m| m["content"].as_str().unwrap())
         .collect();
     assert_eq!(got, ["one", "two", "three"]);
-    let again = core
-        .call_as(
-            Core::agent(&b),
-            "poll_messages",
-            json!({ "session_id": b, "mark_read": true }),
-        )
-        .await
-        .unwrap();
+    let again = poll().await.unwrap();
     assert_eq!(again["messages"], json!([]), "read once");
     // An agent may not read another session's messages.
     let e = core

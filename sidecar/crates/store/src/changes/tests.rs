@@ -42,6 +42,17 @@ impl Seen {
     }
 }
 
+/// Appends a timeline entry of `kind`.
+async fn event(store: &Store, kind: &str) {
+    store
+        .append_event(NewEvent {
+            kind: kind.into(),
+            ..NewEvent::default()
+        })
+        .await
+        .unwrap();
+}
+
 fn note() -> NewNotification {
     NewNotification {
         project_id: None,
@@ -58,30 +69,12 @@ async fn a_commit_announces_what_it_changed_and_the_inbox_with_it() {
     let mut seen = Seen::new(&store);
     store.add_notification(note()).await.unwrap();
     assert_eq!(seen.changed(), [Topic::Notifications, Topic::Inbox]);
-    store
-        .append_event(NewEvent {
-            kind: "member_picked".into(),
-            ..NewEvent::default()
-        })
-        .await
-        .unwrap();
+    event(&store, "member_picked").await;
     assert_eq!(seen.changed(), [Topic::Picks, Topic::Inbox]);
-    store
-        .append_event(NewEvent {
-            kind: "merge_conflict".into(),
-            ..NewEvent::default()
-        })
-        .await
-        .unwrap();
+    event(&store, "merge_conflict").await;
     assert_eq!(seen.changed(), [Topic::Inbox]);
     // Timeline entries the person does not wait on wake nobody.
-    store
-        .append_event(NewEvent {
-            kind: "agent_run_finished".into(),
-            ..NewEvent::default()
-        })
-        .await
-        .unwrap();
+    event(&store, "agent_run_finished").await;
     assert_eq!(seen.changed(), []);
     // A change outside the database (a removed checkout) is announced by hand.
     store.announce(Topic::Inbox);
