@@ -96,3 +96,35 @@ async fn a_socket_or_token_others_can_read_or_own_is_refused() {
     }
     assert!(client::connect(&daemon.layout, false).await.is_ok());
 }
+
+/// `troupe call` is one HTTP request on the socket: it answers as a WebSocket call would (the
+/// result; a JSON-RPC error with its code), and a wrong credential is refused with the
+/// daemon's reason, not a bare HTTP status.
+#[test]
+fn a_one_shot_call_answers_and_is_refused_like_a_websocket_call() {
+    let daemon = TestDaemon::start();
+    let out = daemon.cli(&["call", "daemon_status", "{}"]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(status["pid"].is_u64(), "{status}");
+
+    let out = daemon.cli(&["call", "get_party_status", "{}"]);
+    assert!(!out.status.success());
+    let err = crate::support::stderr(&out);
+    assert!(
+        err.contains("missing field `party_id`") && err.contains("error -32602"),
+        "{err}"
+    );
+
+    let out = std::process::Command::new(crate::support::BIN)
+        .arg("--data-dir")
+        .arg(&daemon.layout.data_dir)
+        .args(["call", "daemon_status", "{}"])
+        .env("TROUPE_RUNTIME_DIR", &daemon.layout.runtime_dir)
+        .env("TROUPE_RUN_TOKEN", "troupe-run-forged.0000")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("unauthorized: wrong token"), "{err}");
+}

@@ -82,6 +82,18 @@ impl Caller {
             remote,
         })
     }
+
+    /// A run's caller, from the narrow read its credential's calls make.
+    pub fn member_from(run: troupe_store::RunCaller, remote: bool) -> Caller {
+        Caller::Member(Member {
+            run_id: run.run_id,
+            session_id: run.session_id,
+            party_id: run.party_id,
+            role: run.role_name,
+            instance: run.instance_index,
+            remote,
+        })
+    }
 }
 
 impl fmt::Display for Caller {
@@ -216,7 +228,7 @@ pub fn identify_member(store: &Store, key: &RunKey, credential: &str) -> Result<
         return Err("wrong token".into());
     };
     let run = store
-        .get_run(run_id)
+        .run_caller(run_id)
         .map_err(|_| format!("the credential's run {run_id} is unknown"))?;
     if !live(run.status) {
         return Err(format!(
@@ -224,7 +236,7 @@ pub fn identify_member(store: &Store, key: &RunKey, credential: &str) -> Result<
             run.status.as_str()
         ));
     }
-    Ok(Caller::member_of(&run, false))
+    Ok(Caller::member_from(run, false))
 }
 
 /// The refusal of a call: names the operation, the caller and who may call it.
@@ -252,7 +264,7 @@ pub fn admit(
         return Ok(person_params(op, door, params));
     }
     if let Caller::Member(m) = caller {
-        let run = store.get_run(&m.run_id)?;
+        let run = store.run_caller(&m.run_id)?;
         if !live(run.status) {
             return Err(refuse(
                 op,

@@ -79,9 +79,9 @@ pub enum Command {
         definition: Box<AgentDefinition>,
         reply: Reply,
     },
-    /// `complete` was recorded for this run.
+    /// `complete` was recorded for this run (the run as it left it).
     RunCompleted {
-        run_id: String,
+        run: Box<AgentRun>,
     },
     /// Stop a standalone run (`cancel_agent`); its row is already cancelled.
     StopRun {
@@ -449,7 +449,7 @@ impl Loop {
                 }
                 let _caller_gone = reply.send(result);
             }
-            Event::Command(Command::RunCompleted { run_id }) => self.run_completed(&run_id).await,
+            Event::Command(Command::RunCompleted { run }) => self.run_completed(&run).await,
             Event::Command(Command::StopRun { run_id }) => self.stop_any(&run_id).await,
             Event::Command(Command::StartFlow { run, definition }) => {
                 if let Err(e) = self.start_flow(&run, &definition).await {

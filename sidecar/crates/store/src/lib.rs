@@ -45,6 +45,7 @@ pub use events::EventFilter;
 pub use floor::{FloorFigures, group_commit_floor};
 pub use messages::{PollFilter, SendOutcome};
 pub use retention::{DbSize, Kind as RetentionKind, Swept, WINDOW as RETENTION_WINDOW};
+pub use runs::RunCaller;
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
     AgentRun, Approval, ApprovalRule, ApprovalStatus, Decision, DecisionRecord, DecisionStatus,
@@ -136,15 +137,25 @@ impl Store {
             Some(conn) => conn,
             None => open_connection(&self.inner.path)?,
         };
-        let result = (|| {
-            let tx = conn.unchecked_transaction()?;
-            let out = f(&tx)?;
-            tx.finish()?;
-            Ok(out)
-        })();
-        let mut idle = self.lock_readers();
-        if idle.len() < MAX_IDLE_READERS {
-            idle.push(conn);
+        // BEGIN and its end are cached statements: a read is often one short SELECT, and
+        // parsing them anew each time cost more than it.
+        let result = conn
+            .prepare_cached("BEGIN")
+            .and_then(|mut begin| begin.execute([]))
+            .map_err(StoreError::from)
+            .and_then(|_| f(&conn));
+        // A read writes nothing: rolling back ends its snapshot either way. A connection still
+        // inside a transaction afterwards is not pooled.
+        let ended = conn.is_autocommit()
+            || conn
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut end| end.execute([]))
+                .is_ok();
+        if ended {
+            let mut idle = self.lock_readers();
+            if idle.len() < MAX_IDLE_READERS {
+                idle.push(conn);
+            }
         }
         result
     }

@@ -14,6 +14,17 @@ use crate::{
 
 use crate::columns::{NOW, json_col, opt_json_col};
 
+/// A run as its credential's calls need it: who it is and whether it still runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCaller {
+    pub run_id: String,
+    pub session_id: String,
+    pub party_id: Option<String>,
+    pub role_name: Option<String>,
+    pub instance_index: Option<i64>,
+    pub status: RunStatus,
+}
+
 pub(crate) fn parse_run_status(s: &str) -> Result<RunStatus, StoreError> {
     serde_json::from_value(Value::String(s.to_string())).map_err(StoreError::from)
 }
@@ -83,13 +94,14 @@ impl Store {
                 Some((p, r, i)) => (Some(p.as_str()), Some(r.as_str()), Some(*i)),
                 None => (None, None, None),
             };
-            conn.prepare_cached(
+            let created_at = conn.prepare_cached(
                 "INSERT INTO agent_runs (id, agent_name, definition, project_id, parent_session_id, \
                  session_id, party_id, role_name, instance_index, attempt, prompt, task_id, \
                  timeout_ms, workdir, run_trigger, flow_root, flow_step) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                 RETURNING created_at",
             )?
-            .execute(params![
+            .query_row(params![
                 id,
                 new.agent_name,
                 serde_json::to_string(&new.definition)?,
@@ -107,7 +119,7 @@ impl Store {
                 new.trigger,
                 new.flow.as_ref().map(|(root, _)| root.as_str()),
                 new.flow.as_ref().map(|(_, step)| *step),
-            ])?;
+            ], |r| r.get::<_, String>(0))?;
             append_event(
                 conn,
                 &NewEvent {
@@ -131,7 +143,37 @@ impl Store {
                 )?
                 .execute(params![p, r, i, session.session_id, id, new.workdir])?;
             }
-            Ok((load_run(conn, &id)?, session))
+            // The run as inserted, without reading it back (its definition and prompt are
+            // the bulk of the row).
+            let run = AgentRun {
+                run_id: id,
+                agent_name: new.agent_name.clone(),
+                definition: new.definition.clone(),
+                project_id: session.project_id.clone(),
+                parent_session_id: session.parent_session_id.clone(),
+                session_id: session.session_id.clone(),
+                party_id: party_id.map(str::to_string),
+                role_name: role.map(str::to_string),
+                instance_index: index,
+                attempt: new.attempt,
+                prompt: new.prompt.clone(),
+                task_id: new.task_id.clone(),
+                status: RunStatus::Pending,
+                result: None,
+                error: None,
+                pid: None,
+                pid_start: None,
+                pgid: None,
+                trigger: new.trigger.clone(),
+                flow_root: new.flow.as_ref().map(|(root, _)| root.clone()),
+                flow_step: new.flow.as_ref().map(|(_, step)| *step),
+                workdir: new.workdir.clone(),
+                timeout_ms: new.timeout_ms,
+                created_at,
+                started_at: None,
+                completed_at: None,
+            };
+            Ok((run, session))
         })
         .await
     }
@@ -143,25 +185,32 @@ impl Store {
         pid: i64,
         pid_start: Option<i64>,
         pgid: Option<i64>,
-    ) -> Result<AgentRun, StoreError> {
+    ) -> Result<(), StoreError> {
         self.write(move |conn| {
             conn.prepare_cached(&format!(
                 "UPDATE agent_runs SET status = 'running', pid = ?2, pid_start = ?3, pgid = ?4, \
                  started_at = {NOW} WHERE id = ?1 AND status = 'pending'"
             ))?
             .execute(params![run_id, pid, pid_start, pgid])?;
-            let run = load_run(conn, &run_id)?;
+            // What the event names, read without the run's definition and prompt.
+            let (project_id, session_id, party_id) = conn
+                .prepare_cached(
+                    "SELECT project_id, session_id, party_id FROM agent_runs WHERE id = ?1",
+                )?
+                .query_row([&run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?
+                .ok_or_else(|| StoreError::not_found("agent run", &run_id))?;
             append_event(
                 conn,
                 &NewEvent {
                     kind: "agent_run_started".into(),
-                    project_id: Some(run.project_id.clone()),
-                    session_id: Some(run.session_id.clone()),
-                    party_id: run.party_id.clone(),
+                    project_id: Some(project_id),
+                    session_id: Some(session_id),
+                    party_id,
                     data: serde_json::json!({ "run_id": run_id, "pid": pid, "pgid": pgid }),
                 },
             )?;
-            Ok(run)
+            Ok(())
         })
         .await
     }
@@ -188,11 +237,14 @@ impl Store {
                 });
             }
             let result_json = result.as_ref().map(serde_json::to_string).transpose()?;
-            conn.prepare_cached(&format!(
-                "UPDATE agent_runs SET status = ?2, result = ?3, error = ?4, completed_at = {NOW} \
-                 WHERE id = ?1"
-            ))?
-            .execute(params![run_id, status.as_str(), result_json, error])?;
+            let completed_at: String = conn
+                .prepare_cached(&format!(
+                    "UPDATE agent_runs SET status = ?2, result = ?3, error = ?4, \
+                     completed_at = {NOW} WHERE id = ?1 RETURNING completed_at"
+                ))?
+                .query_row(params![run_id, status.as_str(), result_json, error], |r| {
+                    r.get(0)
+                })?;
             conn.prepare_cached(&format!(
                 "UPDATE sessions SET status = 'ended', ended_at = {NOW} \
                  WHERE id = ?1 AND status = 'active'"
@@ -223,8 +275,14 @@ impl Store {
                 &run_id,
                 &format!("the run that asked ended ({})", status.as_str()),
             )?;
+            // The run as the update left it, without reading it back.
+            let mut run = run;
+            run.status = status;
+            run.result = result.clone();
+            run.error = error.clone();
+            run.completed_at = Some(completed_at);
             Ok(RunEnd {
-                run: load_run(conn, &run_id)?,
+                run,
                 changed: true,
                 expired_approvals,
             })
@@ -354,6 +412,38 @@ impl Store {
 
     pub fn get_run(&self, run_id: &str) -> Result<AgentRun, StoreError> {
         self.read(|conn| load_run(conn, run_id))
+    }
+
+    /// Who a run is and whether it still runs: what admitting one of its calls needs, read
+    /// without its definition, prompt or result (each member call asks this twice).
+    pub fn run_caller(&self, run_id: &str) -> Result<RunCaller, StoreError> {
+        self.read(|conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT session_id, party_id, role_name, instance_index, status \
+                     FROM agent_runs WHERE id = ?1",
+                )?
+                .query_row([run_id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, Option<i64>>(3)?,
+                        r.get::<_, String>(4)?,
+                    ))
+                })
+                .optional()?
+                .ok_or_else(|| StoreError::not_found("agent run", run_id))?;
+            let (session_id, party_id, role_name, instance_index, status) = row;
+            Ok(RunCaller {
+                run_id: run_id.to_string(),
+                session_id,
+                party_id,
+                role_name,
+                instance_index,
+                status: parse_run_status(&status)?,
+            })
+        })
     }
 
     /// The newest run whose session is `session_id`.

@@ -602,3 +602,62 @@ fn every_status_word_in_the_database_reads_back_typed() {
     let err = store.get_party("running").unwrap_err().to_string();
     assert!(err.contains("unknown MemberStatus \"lost\""), "{err}");
 }
+
+/// A run's end is returned as the database holds it (without being read back), and the
+/// narrow read a member's calls make says who it is and that it ended.
+#[tokio::test]
+async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
+    let (_dir, store) = open();
+    let (run, session) = store
+        .create_run(crate::NewRun {
+            agent_name: "a".into(),
+            definition: serde_json::json!({ "name": "a", "command": ["true"] }),
+            session: new_session("member"),
+            party: None,
+            attempt: 1,
+            prompt: "x".repeat(5000),
+            task_id: None,
+            timeout_ms: None,
+            workdir: None,
+            trigger: None,
+            flow: None,
+            attach_session: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(run, store.get_run(&run.run_id).unwrap());
+    let caller = store.run_caller(&run.run_id).unwrap();
+    assert_eq!(caller.session_id, session.session_id);
+    assert_eq!(caller.status, crate::RunStatus::Pending);
+    store
+        .run_started(run.run_id.clone(), 42, Some(7), Some(42))
+        .await
+        .unwrap();
+    let result = serde_json::json!({ "output": "done", "n": 1.5, "list": [1, "two"] });
+    let end = store
+        .finish_run(
+            run.run_id.clone(),
+            crate::RunStatus::Success,
+            Some(result),
+            Some("none".into()),
+        )
+        .await
+        .unwrap();
+    assert!(end.changed);
+    assert_eq!(end.run, store.get_run(&run.run_id).unwrap());
+    assert!(end.run.completed_at.is_some());
+    assert_eq!(
+        store.run_caller(&run.run_id).unwrap().status,
+        crate::RunStatus::Success
+    );
+    let again = store
+        .finish_run(run.run_id.clone(), crate::RunStatus::Crashed, None, None)
+        .await
+        .unwrap();
+    assert!(!again.changed);
+    assert_eq!(again.run, end.run);
+    assert!(matches!(
+        store.run_caller("no-such-run"),
+        Err(StoreError::NotFound { .. })
+    ));
+}

@@ -719,8 +719,7 @@ async fn call(layout: &Layout, operation: &str, params: &str) -> anyhow::Result<
             }
         }
     }
-    let client = client::connect(layout, true).await?;
-    let result = client.call(operation, args).await?;
+    let result = client::call_once(layout, true, operation, args).await?;
     print_json(&result)
 }
 

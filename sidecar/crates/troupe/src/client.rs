@@ -175,14 +175,43 @@ impl Client {
 /// Connects to the daemon of `layout` over its Unix socket, starting it first if it is not
 /// running and `autostart` is set.
 pub async fn connect(layout: &Layout, autostart: bool) -> anyhow::Result<Client> {
+    let reached = reach(layout, autostart).await?;
+    let rpc = builder(&reached.token)?
+        .build_with_stream("ws://localhost/", reached.stream)
+        .await
+        .context("the daemon refused the connection")?;
+    Ok(Client { rpc })
+}
+
+/// Calls one operation in a single HTTP request on the daemon's Unix socket, starting the
+/// daemon as `connect` does: what a one-shot call needs (`troupe call`, a member's
+/// `complete`), without a WebSocket's handshake and the daemon's tasks for it.
+pub async fn call_once(
+    layout: &Layout,
+    autostart: bool,
+    op: &str,
+    args: Value,
+) -> anyhow::Result<Value> {
+    let reached = reach(layout, autostart).await?;
+    Ok(post(reached, op, args).await?)
+}
+
+/// A socket the daemon listens on, connected, and the credential to present there.
+struct Reached {
+    stream: UnixStream,
+    token: String,
+}
+
+/// The daemon's socket, connected (the daemon started first when allowed).
+async fn reach(layout: &Layout, autostart: bool) -> anyhow::Result<Reached> {
     // A member never starts a daemon (Troupe stopped means stopped), nor does a remote
     // member, whose endpoint is its worker's: it waits a while for one to be back.
     let member = run_token().is_some();
     let autostart = autostart
         && !member
         && std::env::var_os("TROUPE_NO_AUTOSTART").is_none_or(|v| v.is_empty());
-    match try_connect(layout).await {
-        Ok(client) => return Ok(client),
+    match try_reach(layout).await {
+        Ok(reached) => return Ok(reached),
         Err(NotRunning::Refused(e)) => return Err(e),
         Err(NotRunning::Absent(_)) if member => return wait_for_daemon(layout).await,
         Err(NotRunning::Absent(reason)) if !autostart => {
@@ -196,8 +225,8 @@ pub async fn connect(layout: &Layout, autostart: bool) -> anyhow::Result<Client>
     let mut child = spawn_daemon(layout)?;
     let deadline = std::time::Instant::now() + START_TIMEOUT;
     loop {
-        match try_connect(layout).await {
-            Ok(client) => return Ok(client),
+        match try_reach(layout).await {
+            Ok(reached) => return Ok(reached),
             Err(NotRunning::Refused(e)) => return Err(e),
             Err(NotRunning::Absent(reason)) => {
                 if let Some(status) = child.try_wait()? {
@@ -224,11 +253,11 @@ pub async fn connect(layout: &Layout, autostart: bool) -> anyhow::Result<Client>
 
 /// A member's wait for its daemon: it may be restarting (and adopting the run); if it does not
 /// come back, the member is told Troupe was stopped.
-async fn wait_for_daemon(layout: &Layout) -> anyhow::Result<Client> {
+async fn wait_for_daemon(layout: &Layout) -> anyhow::Result<Reached> {
     let deadline = std::time::Instant::now() + MEMBER_WAIT;
     loop {
-        match try_connect(layout).await {
-            Ok(client) => return Ok(client),
+        match try_reach(layout).await {
+            Ok(reached) => return Ok(reached),
             Err(NotRunning::Refused(e)) => return Err(e),
             Err(NotRunning::Absent(reason)) if std::time::Instant::now() > deadline => {
                 bail!(
@@ -281,7 +310,7 @@ enum NotRunning {
     Refused(anyhow::Error),
 }
 
-async fn try_connect(layout: &Layout) -> Result<Client, NotRunning> {
+async fn try_reach(layout: &Layout) -> Result<Reached, NotRunning> {
     let socket = layout.socket_path();
     match fs::symlink_metadata(&socket) {
         Ok(_) => check_private_file(&socket).map_err(NotRunning::Refused)?,
@@ -305,14 +334,88 @@ async fn try_connect(layout: &Layout) -> Result<Client, NotRunning> {
     };
     // The daemon writes its token before it listens, so a listening socket has a token.
     let token = read_token(layout).map_err(NotRunning::Refused)?;
-    let rpc = builder(&token)
-        .map_err(NotRunning::Refused)?
-        .build_with_stream("ws://localhost/", stream)
+    Ok(Reached { stream, token })
+}
+
+/// One JSON-RPC request as an HTTP POST on a reached socket; its reply or error as a
+/// WebSocket call returns them.
+async fn post(reached: Reached, op: &str, args: Value) -> Result<Value, CallError> {
+    use http_body_util::{BodyExt, Full};
+    let transport =
+        |what: &str, e: &dyn std::fmt::Display| CallError::Transport(format!("{what}: {e}"));
+    let mut request = serde_json::json!({ "jsonrpc": "2.0", "id": 0, "method": op });
+    if !args.is_null() {
+        request["params"] = args;
+    }
+    let body = serde_json::to_vec(&request).map_err(|e| transport("cannot encode params", &e))?;
+    let mut headers = headers(&reached.token).map_err(|e| transport("bad credential", &e))?;
+    headers.insert(http::header::HOST, HeaderValue::from_static("localhost"));
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let mut http_request = http::Request::new(Full::new(hyper::body::Bytes::from(body)));
+    *http_request.method_mut() = http::Method::POST;
+    *http_request.headers_mut() = headers;
+    let exchange = async {
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(reached.stream))
+                .await
+                .map_err(|e| transport("the daemon refused the connection", &e))?;
+        let driver = tokio::spawn(connection);
+        let response = sender
+            .send_request(http_request)
+            .await
+            .map_err(|e| transport("the daemon did not answer", &e))?;
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| transport("the daemon's answer broke off", &e))?
+            .to_bytes();
+        drop(sender);
+        driver.abort();
+        Ok::<_, CallError>((status, bytes))
+    };
+    let (status, bytes) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
         .await
-        .map_err(|e| {
-            NotRunning::Refused(anyhow::Error::new(e).context("the daemon refused the connection"))
-        })?;
-    Ok(Client { rpc })
+        .map_err(|_| {
+            CallError::Transport(format!("no answer to {op} within {REQUEST_TIMEOUT:?}"))
+        })??;
+    reply_of(status, &bytes)
+}
+
+/// A JSON-RPC reply to one request.
+#[derive(serde::Deserialize)]
+struct Reply {
+    #[serde(default)]
+    result: Value,
+    error: Option<ReplyError>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReplyError {
+    code: i32,
+    message: String,
+    data: Option<Value>,
+}
+
+/// The result or error of an HTTP reply: a JSON-RPC error (also under a refusal's 401) is the
+/// daemon's; anything else that is not JSON-RPC is the transport's, named with its status.
+fn reply_of(status: http::StatusCode, body: &[u8]) -> Result<Value, CallError> {
+    match serde_json::from_slice::<Reply>(body) {
+        Ok(Reply { error: Some(e), .. }) => Err(CallError::Rpc {
+            code: e.code,
+            message: e.message,
+            data: e.data,
+        }),
+        Ok(Reply { result, .. }) if status.is_success() => Ok(result),
+        _ => Err(CallError::Transport(format!(
+            "the daemon answered HTTP {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(500)]).trim()
+        ))),
+    }
 }
 
 /// The credential to present: a member's own (it is never given the person's), else the
@@ -330,6 +433,16 @@ fn read_token(layout: &Layout) -> anyhow::Result<String> {
 
 /// A client builder presenting `token`.
 pub fn builder(token: &str) -> anyhow::Result<WsClientBuilder> {
+    Ok(WsClientBuilder::default()
+        .set_headers(headers(token)?)
+        .request_timeout(REQUEST_TIMEOUT)
+        .max_request_size(u32::MAX)
+        .max_response_size(u32::MAX)
+        .max_concurrent_requests(4096))
+}
+
+/// The headers a call presents: `token`, the door, and an agent's session.
+fn headers(token: &str) -> anyhow::Result<HeaderMap> {
     let mut headers = HeaderMap::new();
     headers.insert(
         http::header::AUTHORIZATION,
@@ -353,12 +466,7 @@ pub fn builder(token: &str) -> anyhow::Result<WsClientBuilder> {
             headers.insert(crate::auth::SESSION_HEADER, session);
         }
     }
-    Ok(WsClientBuilder::default()
-        .set_headers(headers)
-        .request_timeout(REQUEST_TIMEOUT)
-        .max_request_size(u32::MAX)
-        .max_response_size(u32::MAX)
-        .max_concurrent_requests(4096))
+    Ok(headers)
 }
 
 fn spawn_daemon(layout: &Layout) -> anyhow::Result<Child> {

@@ -304,7 +304,7 @@ pub async fn complete(d: &Daemon, p: CompleteParams) -> Result<CompleteResult, A
     crate::hub::announce_expired(&d.hub, &end.expired_approvals);
     let run = ended_now(end.run, end.changed)?;
     d.orchestrator.tell(Command::RunCompleted {
-        run_id: run.run_id.clone(),
+        run: Box::new(run.clone()),
     });
     if run.party_id.is_some() {
         // A member's last commit is in: the radar looks now, and a best-of-N role whose

@@ -96,8 +96,7 @@ impl Loop {
             .map_err(|e| e.to_string())?;
         // The pattern run lives in the daemon: its pid is the daemon's, it has no group.
         let pid = std::process::id();
-        let root = self
-            .store
+        self.store
             .run_started(
                 run.run_id.clone(),
                 i64::from(pid),
@@ -106,6 +105,7 @@ impl Loop {
             )
             .await
             .map_err(|e| e.to_string())?;
+        let root = self.store.get_run(&run.run_id).map_err(|e| e.to_string())?;
         self.flows.insert(
             run.run_id.clone(),
             LiveFlow {

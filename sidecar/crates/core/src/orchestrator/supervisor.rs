@@ -194,7 +194,7 @@ impl Loop {
         }
         if self
             .store
-            .get_run(&run.run_id)
+            .run_caller(&run.run_id)
             .map_or(true, |r| r.status.is_finished())
         {
             return; // ended meanwhile
@@ -276,11 +276,10 @@ impl Loop {
             .await;
     }
 
-    pub(super) async fn run_completed(&mut self, run_id: &str) {
-        let Ok(run) = self.store.get_run(run_id) else {
-            return;
-        };
-        self.after_run_end(&run, None, true).await;
+    /// `run`: as `complete` left it.
+    pub(super) async fn run_completed(&mut self, run: &AgentRun) {
+        let run_id = &run.run_id;
+        self.after_run_end(run, None, true).await;
         // Give the process a moment to exit by itself, then stop it.
         if self.runner.is_running(run_id) {
             let runner = self.runner.clone();
@@ -504,15 +503,13 @@ impl Loop {
         if !Path::new(workdir).exists() {
             return;
         }
-        let Ok(run) = self.store.get_run(&run.run_id) else {
-            return;
-        };
+        // `run` is as its end left it (every caller has just written or read it).
         let isolated = serde_json::from_value::<AgentDefinition>(run.definition.clone())
             .is_ok_and(|d| d.isolation != Isolation::None);
         if !isolated {
             return;
         }
-        let text = serde_json::to_string_pretty(&mirror_line(&run)).unwrap_or_default();
+        let text = serde_json::to_string_pretty(&mirror_line(run)).unwrap_or_default();
         if let Err(e) = write_mirror(
             &Path::new(workdir).join(".troupe"),
             "agent-state.json",

@@ -343,8 +343,8 @@ impl NatsHub {
             );
         };
         // The run calls as itself: what a local member may, nothing more.
-        let caller = match daemon.store.get_run(&call.run_id) {
-            Ok(run) => troupe_core::Caller::member_of(&run, true),
+        let caller = match daemon.store.run_caller(&call.run_id) {
+            Ok(run) => troupe_core::Caller::member_from(run, true),
             Err(e) => {
                 let e = troupe_api::ApiError::from(e);
                 let (code, _) = e.code_and_kind();
