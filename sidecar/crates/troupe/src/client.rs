@@ -386,31 +386,16 @@ async fn post(reached: Reached, op: &str, args: Value) -> Result<Value, CallErro
     reply_of(status, &bytes)
 }
 
-/// A JSON-RPC reply to one request.
-#[derive(serde::Deserialize)]
-struct Reply {
-    #[serde(default)]
-    result: Value,
-    error: Option<ReplyError>,
-}
-
-#[derive(serde::Deserialize)]
-struct ReplyError {
-    code: i32,
-    message: String,
-    data: Option<Value>,
-}
-
-/// The result or error of an HTTP reply: a JSON-RPC error (also under a refusal's 401) is the
-/// daemon's; anything else that is not JSON-RPC is the transport's, named with its status.
+/// The result or error of an HTTP reply, read as jsonrpsee reads one: a JSON-RPC error (also
+/// under a refusal's 401) is the daemon's, mapped as a WebSocket call's is; anything else that
+/// is not JSON-RPC is the transport's, named with its status.
 fn reply_of(status: http::StatusCode, body: &[u8]) -> Result<Value, CallError> {
-    match serde_json::from_slice::<Reply>(body) {
-        Ok(Reply { error: Some(e), .. }) => Err(CallError::Rpc {
-            code: e.code,
-            message: e.message,
-            data: e.data,
-        }),
-        Ok(Reply { result, .. }) if status.is_success() => Ok(result),
+    use jsonrpsee::types::{Response, ResponsePayload};
+    match serde_json::from_slice::<Response<Value>>(body).map(|r| r.payload) {
+        Ok(ResponsePayload::Error(e)) => {
+            Err(jsonrpsee_core::ClientError::Call(e.into_owned()).into())
+        }
+        Ok(ResponsePayload::Success(result)) if status.is_success() => Ok(result.into_owned()),
         _ => Err(CallError::Transport(format!(
             "the daemon answered HTTP {status}: {}",
             String::from_utf8_lossy(&body[..body.len().min(500)]).trim()
