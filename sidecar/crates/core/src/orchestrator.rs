@@ -26,8 +26,8 @@ use troupe_engine::{
     PartyStatus, Signal, Strategy,
 };
 use troupe_store::{
-    AgentRun, MemberState, NewEvent, NewNotification, NewRun, NewSession, PartyRow, PartyState,
-    Priority, Recipients, RunStatus, Store,
+    AgentRun, MemberState, NewEvent, NewNotification, NewRun, NewSession, PartyHead, PartyRow,
+    PartyState, Priority, Recipients, RunStatus, Store,
 };
 
 use crate::hub::Hub;
@@ -227,6 +227,8 @@ struct LiveParty {
     /// The roles its members' prompts name (`playbooks::named_roles`), and how many more
     /// there are: worked out once, not at every member's start.
     named_roles: (Vec<(String, Option<String>)>, usize),
+    /// The party's own fields as this loop last saved them (`None`: not saved yet).
+    saved: Option<PartyHead>,
 }
 
 /// Where a party run belongs.

@@ -386,16 +386,26 @@ pub struct MemberState {
     pub finished_at_ms: Option<i64>,
 }
 
-/// A party's state after a step.
+/// A party's state after a step: what the step changed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartyState {
+    /// The party's own fields, when the step changed them (`None`: as last saved). Its row also
+    /// holds the launch snapshot, whose size grows with the party: a step that leaves these
+    /// alone (most steps: one member started or ended) does not touch that row.
+    pub head: Option<PartyHead>,
+    /// The members the step changed.
+    pub members: Vec<MemberState>,
+}
+
+/// A party's own state (its row), as a step leaves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartyHead {
     pub status: PartyStatus,
     pub status_reason: Option<String>,
     pub overrides: BTreeMap<String, Strategy>,
     pub paused: BTreeSet<String>,
     /// Roles a signal released from a `role:signal` flow edge.
     pub released: BTreeSet<String>,
-    pub members: Vec<MemberState>,
 }
 
 /// A task (minimal: enough for escalation and reassignment).

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::Recipients;
 use crate::messages::{send, store_messages};
+use crate::sessions::SessionBrief;
 use crate::sessions::register;
 use crate::{NewMessage, NewSession, Priority, Session, StoreError};
 
@@ -62,7 +63,7 @@ fn one(
     rows_only: bool,
 ) -> Result<f64, StoreError> {
     let mut conn = crate::open_migrated(path)?;
-    let mut pairs: Vec<(Session, String)> = Vec::with_capacity(senders);
+    let mut pairs: Vec<(SessionBrief, String)> = Vec::with_capacity(senders);
     {
         let tx = conn.transaction()?;
         let session = |cli: &str| -> Result<Session, StoreError> {
@@ -76,7 +77,10 @@ fn one(
             Ok(register(&tx, &new)?.session)
         };
         for _ in 0..senders {
-            pairs.push((session("from")?, session("to")?.session_id));
+            pairs.push((
+                SessionBrief::from(&session("from")?),
+                session("to")?.session_id,
+            ));
         }
         tx.commit()?;
     }

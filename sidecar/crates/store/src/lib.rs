@@ -51,9 +51,10 @@ pub use troupe_model::{
     AgentRun, Approval, ApprovalRule, ApprovalStatus, Decision, DecisionRecord, DecisionStatus,
     DefinitionRow, Event, MemberPick, MemberRow, MemberState, MemberStatus, Message, MessageType,
     NewApproval, NewEvent, NewMessage, NewNotification, NewQuestion, NewRun, NewSession,
-    Notification, PartyRow, PartyState, PartyStatus, PlanReview, PlanStatus, PlanStep, PlanVersion,
-    Priority, Project, Question, QuestionStatus, Recipients, RegisterOutcome, RunEnd, RunStatus,
-    Session, SessionFilter, SessionStatus, StepState, Strategy, Task, TaskStatus, Usage, Vote,
+    Notification, PartyHead, PartyRow, PartyState, PartyStatus, PlanReview, PlanStatus, PlanStep,
+    PlanVersion, Priority, Project, Question, QuestionStatus, Recipients, RegisterOutcome, RunEnd,
+    RunStatus, Session, SessionFilter, SessionStatus, StepState, Strategy, Task, TaskStatus, Usage,
+    Vote,
 };
 
 /// How many read connections are kept open between reads.

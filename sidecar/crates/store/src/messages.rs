@@ -4,10 +4,10 @@
 use rusqlite::{Connection, Row, params};
 
 use crate::events::append_event;
-use crate::sessions::{list_sessions_in, load_active_session};
+use crate::sessions::{SessionBrief, list_sessions_in, load_active_brief};
 use crate::{
-    Message, NewEvent, NewMessage, Recipients, Session, SessionFilter, SessionStatus, Store,
-    StoreError, new_id,
+    Message, NewEvent, NewMessage, Recipients, SessionFilter, SessionStatus, Store, StoreError,
+    new_id,
 };
 
 /// The stored messages of one send.
@@ -49,7 +49,7 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
 }
 
 pub(crate) fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, StoreError> {
-    let from = load_active_session(conn, &new.from_session_id)?;
+    let from = load_active_brief(conn, &new.from_session_id)?;
 
     if let Some(key) = &new.idempotency_key {
         let sql = format!(
@@ -70,7 +70,7 @@ pub(crate) fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, S
 
     let recipients = match &new.recipients {
         Recipients::Session(to) => {
-            let to = load_active_session(conn, to)?;
+            let to = load_active_brief(conn, to)?;
             if to.project_id != from.project_id {
                 return Err(StoreError::Forbidden(format!(
                     "session {} belongs to project {}, but the sender {} belongs to project {}",
@@ -83,10 +83,10 @@ pub(crate) fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, S
             let parent = from.parent_session_id.as_deref().ok_or_else(|| {
                 StoreError::Invalid(format!("session {} has no parent", from.session_id))
             })?;
-            vec![load_active_session(conn, parent)?.session_id]
+            vec![load_active_brief(conn, parent)?.session_id]
         }
         Recipients::Child(child) => {
-            let child = load_active_session(conn, child)?;
+            let child = load_active_brief(conn, child)?;
             if child.parent_session_id.as_deref() != Some(from.session_id.as_str()) {
                 return Err(StoreError::Forbidden(format!(
                     "session {} is not a child of {}",
@@ -128,7 +128,7 @@ pub(crate) fn send(conn: &Connection, new: &NewMessage) -> Result<SendOutcome, S
 /// `troupe-dev bench messaging`'s floor commits exactly these (see `floor.rs`).
 pub(crate) fn store_messages(
     conn: &Connection,
-    from: &Session,
+    from: &SessionBrief,
     recipients: Vec<String>,
     new: &NewMessage,
 ) -> Result<SendOutcome, StoreError> {

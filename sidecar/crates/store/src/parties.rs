@@ -6,7 +6,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::events::append_event;
 use crate::{
-    MemberRow, NewEvent, NewNotification, PartyRow, PartyState, PartyStatus, Store, StoreError,
+    MemberRow, NewEvent, NewNotification, PartyHead, PartyRow, PartyState, PartyStatus, Store,
+    StoreError,
 };
 
 use crate::columns::{NOW, append_all, json_col, opt_json_col};
@@ -143,33 +144,9 @@ impl Store {
         notifications: Vec<NewNotification>,
     ) -> Result<(), StoreError> {
         self.write(move |conn| {
-            let over = state.status.is_over();
-            // The inbox lists a running party's paused roles (with its status reason) and open
-            // decisions.
-            let paused = serde_json::to_string(&state.paused)?;
-            let before: Option<(String, String, Option<String>)> = conn
-                .prepare_cached("SELECT status, paused, status_reason FROM parties WHERE id = ?1")?
-                .query_row([&party_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()?;
-            if before.is_none_or(|(status, was, reason)| {
-                status != state.status.as_str() || was != paused || reason != state.status_reason
-            }) {
-                crate::changes::mark(crate::Topic::Inbox);
+            if let Some(head) = &state.head {
+                save_head(conn, &party_id, head)?;
             }
-            conn.prepare_cached(&format!(
-                "UPDATE parties SET status = ?2, status_reason = ?3, overrides = ?4, paused = ?5, \
-                 completed_at = CASE WHEN ?6 AND completed_at IS NULL THEN {NOW} ELSE completed_at END, \
-                 released = ?7 WHERE id = ?1"
-            ))?
-            .execute(params![
-                party_id,
-                state.status,
-                state.status_reason,
-                serde_json::to_string(&state.overrides)?,
-                paused,
-                over,
-                serde_json::to_string(&state.released)?,
-            ])?;
             let mut update = conn.prepare_cached(
                 "UPDATE party_members SET status = ?4, crash_count = ?5, attempts = ?6, \
                  started_at_ms = ?7, finished_at_ms = ?8 \
@@ -186,17 +163,6 @@ impl Store {
                     m.started_at_ms,
                     m.finished_at_ms
                 ])?;
-            }
-            if state.status == PartyStatus::Completed {
-                // The party's task is done with it (an escalated one still waits for a person).
-                conn.execute(
-                    &format!(
-                        "UPDATE tasks SET status = 'done', updated_at = {NOW} \
-                         WHERE id = (SELECT task_id FROM parties WHERE id = ?1) \
-                           AND status IN ('open', 'in_progress')"
-                    ),
-                    [&party_id],
-                )?;
             }
             append_all(conn, &events)?;
             for n in &notifications {
@@ -305,4 +271,48 @@ impl Store {
             Ok(rows)
         })
     }
+}
+
+/// Writes a party's own fields (the step changed them) and, once it completed, marks its task
+/// done. The row's launch snapshot is left as it is.
+fn save_head(conn: &Connection, party_id: &str, head: &PartyHead) -> Result<(), StoreError> {
+    let over = head.status.is_over();
+    // The inbox lists a running party's paused roles (with its status reason) and open
+    // decisions.
+    let paused = serde_json::to_string(&head.paused)?;
+    let before: Option<(String, String, Option<String>)> = conn
+        .prepare_cached("SELECT status, paused, status_reason FROM parties WHERE id = ?1")?
+        .query_row([party_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    if before.is_none_or(|(status, was, reason)| {
+        status != head.status.as_str() || was != paused || reason != head.status_reason
+    }) {
+        crate::changes::mark(crate::Topic::Inbox);
+    }
+    conn.prepare_cached(&format!(
+        "UPDATE parties SET status = ?2, status_reason = ?3, overrides = ?4, paused = ?5, \
+         completed_at = CASE WHEN ?6 AND completed_at IS NULL THEN {NOW} ELSE completed_at END, \
+         released = ?7 WHERE id = ?1"
+    ))?
+    .execute(params![
+        party_id,
+        head.status,
+        head.status_reason,
+        serde_json::to_string(&head.overrides)?,
+        paused,
+        over,
+        serde_json::to_string(&head.released)?,
+    ])?;
+    if head.status == PartyStatus::Completed {
+        // The party's task is done with it (an escalated one still waits for a person).
+        conn.execute(
+            &format!(
+                "UPDATE tasks SET status = 'done', updated_at = {NOW} \
+                 WHERE id = (SELECT task_id FROM parties WHERE id = ?1) \
+                   AND status IN ('open', 'in_progress')"
+            ),
+            [party_id],
+        )?;
+    }
+    Ok(())
 }

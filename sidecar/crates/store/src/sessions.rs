@@ -50,6 +50,53 @@ pub(crate) fn load_session(conn: &Connection, id: &str) -> Result<Session, Store
     find_session(conn, id)?.ok_or_else(|| StoreError::not_found("session", id))
 }
 
+/// What a send needs of a session: who it is, where it belongs and its parent.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionBrief {
+    pub session_id: String,
+    pub project_id: String,
+    pub parent_session_id: Option<String>,
+    pub party_id: Option<String>,
+}
+
+impl From<&Session> for SessionBrief {
+    fn from(s: &Session) -> SessionBrief {
+        SessionBrief {
+            session_id: s.session_id.clone(),
+            project_id: s.project_id.clone(),
+            parent_session_id: s.parent_session_id.clone(),
+            party_id: s.party_id.clone(),
+        }
+    }
+}
+
+/// A session that must still be active, read narrowly (a send reads two per message).
+pub(crate) fn load_active_brief(conn: &Connection, id: &str) -> Result<SessionBrief, StoreError> {
+    let found: Option<(SessionBrief, SessionStatus)> = conn
+        .prepare_cached(
+            "SELECT project_id, parent_session_id, party_id, status FROM sessions WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok((
+                SessionBrief {
+                    session_id: id.to_string(),
+                    project_id: r.get(0)?,
+                    parent_session_id: r.get(1)?,
+                    party_id: r.get(2)?,
+                },
+                r.get(3)?,
+            ))
+        })
+        .optional()?;
+    match found {
+        None => Err(StoreError::not_found("session", id)),
+        Some((_, SessionStatus::Ended)) => {
+            Err(StoreError::Conflict(format!("session {id} has ended")))
+        }
+        Some((brief, _)) => Ok(brief),
+    }
+}
+
 /// Loads a session that must still be active.
 pub(crate) fn load_active_session(conn: &Connection, id: &str) -> Result<Session, StoreError> {
     let session = load_session(conn, id)?;

@@ -661,3 +661,100 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
         Err(StoreError::NotFound { .. })
     ));
 }
+
+/// A send reads its sessions narrowly (project, parent, party, status); what it refuses is
+/// still named: an unknown session, an ended one, another project's, a child that is not.
+#[tokio::test]
+async fn a_send_checks_its_sessions_and_names_what_is_wrong() {
+    let (_dir, store) = open();
+    let register = |new: NewSession| {
+        let store = store.clone();
+        async move { store.register_session(new).await.unwrap().session }
+    };
+    let parent = register(new_session("parent")).await;
+    let child = register(NewSession {
+        parent_session_id: Some(parent.session_id.clone()),
+        ..new_session("child")
+    })
+    .await;
+    let stranger = register(NewSession {
+        cwd: "/q".into(),
+        project_root: "/q".into(),
+        project_name: "q".into(),
+        ..new_session("stranger")
+    })
+    .await;
+    let ended = register(new_session("ended")).await;
+    store.end_session(ended.session_id.clone()).await.unwrap();
+    let send = |from: &str, to: Recipients| {
+        store.send_message(NewMessage {
+            from_session_id: from.to_string(),
+            recipients: to,
+            content: "hi".into(),
+            priority: Priority::Normal,
+            message_type: None,
+            idempotency_key: None,
+        })
+    };
+
+    let up = send(&child.session_id, Recipients::Parent).await.unwrap();
+    assert_eq!(up.messages[0].to_session_id, parent.session_id);
+    assert_eq!(up.messages[0].project_id, parent.project_id);
+    let down = send(
+        &parent.session_id,
+        Recipients::Child(child.session_id.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(down.messages[0].from_session_id, parent.session_id);
+
+    let refusal = |r: Result<crate::SendOutcome, StoreError>| match r {
+        Ok(sent) => panic!("sent: {sent:?}"),
+        Err(e) => e,
+    };
+    let e = refusal(send("nobody", Recipients::Session(parent.session_id.clone())).await);
+    assert!(matches!(e, StoreError::NotFound { .. }), "{e:?}");
+    let e = refusal(
+        send(
+            &parent.session_id,
+            Recipients::Session(ended.session_id.clone()),
+        )
+        .await,
+    );
+    assert!(
+        matches!(&e, StoreError::Conflict(m) if m.contains("has ended")),
+        "{e:?}"
+    );
+    let e = refusal(
+        send(
+            &ended.session_id,
+            Recipients::Session(parent.session_id.clone()),
+        )
+        .await,
+    );
+    assert!(matches!(e, StoreError::Conflict(_)), "{e:?}");
+    let e = refusal(
+        send(
+            &parent.session_id,
+            Recipients::Session(stranger.session_id.clone()),
+        )
+        .await,
+    );
+    assert!(
+        matches!(&e, StoreError::Forbidden(m) if m.contains("belongs to project")),
+        "{e:?}"
+    );
+    let e = refusal(
+        send(
+            &stranger.session_id,
+            Recipients::Child(child.session_id.clone()),
+        )
+        .await,
+    );
+    assert!(
+        matches!(&e, StoreError::Forbidden(m) if m.contains("is not a child")),
+        "{e:?}"
+    );
+    let e = refusal(send(&parent.session_id, Recipients::Parent).await);
+    assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
+}

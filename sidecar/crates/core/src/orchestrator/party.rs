@@ -67,6 +67,7 @@ impl Loop {
                 row,
                 snapshot,
                 named_roles,
+                saved: None,
             },
         );
     }
@@ -169,12 +170,18 @@ impl Loop {
                 ..NewEvent::default()
             });
         }
-        let state = PartyState {
+        let head = PartyHead {
             status: live.party.status,
             status_reason: reason.or(row.status_reason.clone()),
             overrides: live.party.overrides.clone(),
             paused: live.party.paused.clone(),
             released: live.party.released.clone(),
+        };
+        // The party's row (which also holds its launch snapshot, as large as the party) is
+        // written only when its own fields changed: most steps start or end one member.
+        let head = (live.saved.as_ref() != Some(&head)).then_some(head);
+        let state = PartyState {
+            head: head.clone(),
             // Only the members the step changed are written back (the engine keeps them: no
             // walk over the whole party per step).
             members: live
@@ -196,6 +203,11 @@ impl Loop {
         self.store
             .save_party_state(party_id.to_string(), state, events, notifications)
             .await?;
+        if let Some(head) = head
+            && let Some(live) = self.parties.get_mut(party_id)
+        {
+            live.saved = Some(head);
+        }
         let mut spawns = Vec::new();
         for action in actions {
             match action {

@@ -260,6 +260,15 @@ impl Loop {
             Some(reason) => format!("{BUDGET_STOP}{reason}"),
             None => exit.exit.describe(),
         };
+        // The usual end: the process exits after its `complete`, which recorded the run's end.
+        // Nothing is left to write then, so the run is read rather than sent through the
+        // writer (an ended run never changes its status again).
+        if let Ok(run) = self.store.get_run(&exit.run_id)
+            && run.status.is_finished()
+        {
+            self.after_run_end(&run, Some(&exit.exit), false).await;
+            return;
+        }
         let end = match self
             .store
             .finish_run(exit.run_id.clone(), status, None, Some(error))

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::{NewEvent, NewNotification, PartyState, PartyStatus, Store, StoreError, Topic};
+use crate::{
+    NewEvent, NewNotification, PartyHead, PartyState, PartyStatus, Store, StoreError, Topic,
+};
 
 fn open() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -125,11 +127,13 @@ async fn a_party_step_wakes_the_inbox_only_when_its_status_or_paused_roles_chang
         .unwrap();
     let mut seen = Seen::new(&store);
     let step = |status: PartyStatus, paused: &[&str]| PartyState {
-        status,
-        status_reason: None,
-        overrides: Default::default(),
-        paused: paused.iter().map(|s| s.to_string()).collect(),
-        released: BTreeSet::new(),
+        head: Some(PartyHead {
+            status,
+            status_reason: None,
+            overrides: Default::default(),
+            paused: paused.iter().map(|s| s.to_string()).collect(),
+            released: BTreeSet::new(),
+        }),
         members: Vec::new(),
     };
     let save = |state: PartyState| store.save_party_state("party".into(), state, vec![], vec![]);
@@ -145,11 +149,21 @@ async fn a_party_step_wakes_the_inbox_only_when_its_status_or_paused_roles_chang
     assert_eq!(seen.changed(), []);
     // A paused role's item shows the party's status reason.
     let mut why = step(PartyStatus::Running, &["coder"]);
-    why.status_reason = Some("role coder paused: it crashed twice".into());
+    if let Some(head) = &mut why.head {
+        head.status_reason = Some("role coder paused: it crashed twice".into());
+    }
     save(why.clone()).await.unwrap();
     assert_eq!(seen.changed(), [Topic::Inbox], "the reason changed");
     save(why).await.unwrap();
     assert_eq!(seen.changed(), []);
+    // A step that changed only members leaves the party's row alone.
+    save(PartyState {
+        head: None,
+        members: Vec::new(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen.changed(), [], "only members changed");
     save(step(PartyStatus::Completed, &["coder"]))
         .await
         .unwrap();
