@@ -662,6 +662,24 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
     ));
 }
 
+/// One message with default fields, from `from` to `to`.
+async fn send_one(
+    store: &Store,
+    from: &str,
+    to: Recipients,
+) -> Result<crate::SendOutcome, StoreError> {
+    store
+        .send_message(NewMessage {
+            from_session_id: from.to_string(),
+            recipients: to,
+            content: "hi".into(),
+            priority: Priority::Normal,
+            message_type: None,
+            idempotency_key: None,
+        })
+        .await
+}
+
 /// A send reads its sessions narrowly (project, parent, party, status); what it refuses is
 /// still named: an unknown session, an ended one, another project's, a child that is not.
 #[tokio::test]
@@ -686,21 +704,23 @@ async fn a_send_checks_its_sessions_and_names_what_is_wrong() {
     .await;
     let ended = register(new_session("ended")).await;
     store.end_session(ended.session_id.clone()).await.unwrap();
-    let send = |from: &str, to: Recipients| {
-        store.send_message(NewMessage {
-            from_session_id: from.to_string(),
-            recipients: to,
-            content: "hi".into(),
-            priority: Priority::Normal,
-            message_type: None,
-            idempotency_key: None,
-        })
+    let session = |s: &crate::Session| Recipients::Session(s.session_id.clone());
+    let refused = |from: String, to: Recipients| {
+        let store = store.clone();
+        async move {
+            send_one(&store, &from, to)
+                .await
+                .expect_err("the send is refused")
+        }
     };
 
-    let up = send(&child.session_id, Recipients::Parent).await.unwrap();
+    let up = send_one(&store, &child.session_id, Recipients::Parent)
+        .await
+        .unwrap();
     assert_eq!(up.messages[0].to_session_id, parent.session_id);
     assert_eq!(up.messages[0].project_id, parent.project_id);
-    let down = send(
+    let down = send_one(
+        &store,
         &parent.session_id,
         Recipients::Child(child.session_id.clone()),
     )
@@ -708,53 +728,29 @@ async fn a_send_checks_its_sessions_and_names_what_is_wrong() {
     .unwrap();
     assert_eq!(down.messages[0].from_session_id, parent.session_id);
 
-    let refusal = |r: Result<crate::SendOutcome, StoreError>| match r {
-        Ok(sent) => panic!("sent: {sent:?}"),
-        Err(e) => e,
-    };
-    let e = refusal(send("nobody", Recipients::Session(parent.session_id.clone())).await);
+    let e = refused("nobody".into(), session(&parent)).await;
     assert!(matches!(e, StoreError::NotFound { .. }), "{e:?}");
-    let e = refusal(
-        send(
-            &parent.session_id,
-            Recipients::Session(ended.session_id.clone()),
-        )
-        .await,
-    );
+    let e = refused(parent.session_id.clone(), session(&ended)).await;
     assert!(
         matches!(&e, StoreError::Conflict(m) if m.contains("has ended")),
         "{e:?}"
     );
-    let e = refusal(
-        send(
-            &ended.session_id,
-            Recipients::Session(parent.session_id.clone()),
-        )
-        .await,
-    );
+    let e = refused(ended.session_id.clone(), session(&parent)).await;
     assert!(matches!(e, StoreError::Conflict(_)), "{e:?}");
-    let e = refusal(
-        send(
-            &parent.session_id,
-            Recipients::Session(stranger.session_id.clone()),
-        )
-        .await,
-    );
+    let e = refused(parent.session_id.clone(), session(&stranger)).await;
     assert!(
         matches!(&e, StoreError::Forbidden(m) if m.contains("belongs to project")),
         "{e:?}"
     );
-    let e = refusal(
-        send(
-            &stranger.session_id,
-            Recipients::Child(child.session_id.clone()),
-        )
-        .await,
-    );
+    let e = refused(
+        stranger.session_id.clone(),
+        Recipients::Child(child.session_id.clone()),
+    )
+    .await;
     assert!(
         matches!(&e, StoreError::Forbidden(m) if m.contains("is not a child")),
         "{e:?}"
     );
-    let e = refusal(send(&parent.session_id, Recipients::Parent).await);
+    let e = refused(parent.session_id.clone(), Recipients::Parent).await;
     assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
 }
