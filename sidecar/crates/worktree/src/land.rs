@@ -176,6 +176,13 @@ fn integrate_one(
             let mut current = onto_commit;
             let mut n = 0;
             for c in &commits {
+                if c.parent_ids().eq([current.id()]) {
+                    // Already on top of what went before: kept as it is, as git's rebase
+                    // does, so a later branch that merged this one still finds it.
+                    current = c.clone();
+                    n += 1;
+                    continue;
+                }
                 let mut index = repo.cherrypick_commit(c, &current, 0, None)?;
                 if index.has_conflicts() {
                     return Ok(Err(conflicts_of(repo, &index)?));

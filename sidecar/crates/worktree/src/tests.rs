@@ -421,6 +421,18 @@ fn rebase_keeps_a_conflict_resolved_by_merging_as_one_commit() {
         "{result:?}"
     );
     let main = Repository::open(&root).unwrap();
+    // a's commit already sat on main's tip: it lands as it is (whatever the clock says), so
+    // b's merge of it is a merge of what landed.
+    let a_tip = main
+        .find_branch(&a, BranchType::Local)
+        .unwrap()
+        .get()
+        .target()
+        .unwrap();
+    assert!(
+        matches!(&result.outcomes[0].1, land::BranchOutcome::Integrated { tip, .. } if *tip == a_tip.to_string()),
+        "{result:?}"
+    );
     let tip = main
         .find_commit(git2::Oid::from_str(&result.tip).unwrap())
         .unwrap();
