@@ -29,8 +29,11 @@ pub(crate) fn parse_run_status(s: &str) -> Result<RunStatus, StoreError> {
     serde_json::from_value(Value::String(s.to_string())).map_err(StoreError::from)
 }
 
+/// The columns `run_from_row` reads, from `agent_runs` (not aliased): the prompt, written once,
+/// is kept apart (`agent_run_prompts`) so that the run's updates leave it alone.
 pub(crate) const RUN_COLUMNS: &str = "id, agent_name, definition, project_id, parent_session_id, session_id, \
-    party_id, role_name, instance_index, attempt, prompt, task_id, status, result, error, pid, \
+    party_id, role_name, instance_index, attempt, \
+    coalesce((SELECT prompt FROM agent_run_prompts WHERE run_id = agent_runs.id), ''), task_id, status, result, error, pid, \
     pid_start, workdir, timeout_ms, created_at, started_at, completed_at, pgid, run_trigger, \
     flow_root, flow_step";
 
@@ -96,9 +99,9 @@ impl Store {
             };
             let created_at = conn.prepare_cached(
                 "INSERT INTO agent_runs (id, agent_name, definition, project_id, parent_session_id, \
-                 session_id, party_id, role_name, instance_index, attempt, prompt, task_id, \
+                 session_id, party_id, role_name, instance_index, attempt, task_id, \
                  timeout_ms, workdir, run_trigger, flow_root, flow_step) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) \
                  RETURNING created_at",
             )?
             .query_row(params![
@@ -112,7 +115,6 @@ impl Store {
                 role,
                 index,
                 new.attempt,
-                new.prompt,
                 new.task_id,
                 new.timeout_ms,
                 new.workdir,
@@ -120,6 +122,8 @@ impl Store {
                 new.flow.as_ref().map(|(root, _)| root.as_str()),
                 new.flow.as_ref().map(|(_, step)| *step),
             ], |r| r.get::<_, String>(0))?;
+            conn.prepare_cached("INSERT INTO agent_run_prompts (run_id, prompt) VALUES (?1, ?2)")?
+                .execute(params![id, new.prompt])?;
             append_event(
                 conn,
                 &NewEvent {

@@ -4,6 +4,10 @@ CREATE TABLE agent_definitions (
     created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 ) STRICT;
+CREATE TABLE agent_run_prompts (
+    run_id  TEXT PRIMARY KEY REFERENCES agent_runs(id) ON DELETE CASCADE,
+    prompt  TEXT NOT NULL
+) STRICT;
 CREATE TABLE agent_runs (
     id                 TEXT PRIMARY KEY,
     agent_name         TEXT NOT NULL,
@@ -15,7 +19,6 @@ CREATE TABLE agent_runs (
     role_name          TEXT,
     instance_index     INTEGER,
     attempt            INTEGER NOT NULL DEFAULT 1,
-    prompt             TEXT NOT NULL,
     task_id            TEXT,
     status             TEXT NOT NULL DEFAULT 'pending'
                        CHECK (status IN ('pending', 'running', 'success', 'partial', 'blocked',

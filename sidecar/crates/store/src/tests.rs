@@ -156,7 +156,7 @@ async fn ghosts_left_by_an_earlier_version_expire_when_it_migrates() {
             "INSERT INTO projects (id, root_path, name) VALUES ('p', '/p', 'p');
              INSERT INTO sessions (id, project_id, cli, cwd) VALUES ('s1', 'p', 'x', '/p'), ('s2', 'p', 'x', '/p');
              INSERT INTO agent_runs (id, agent_name, definition, project_id, session_id, prompt, status, pid)
-               VALUES ('dead', 'a', '{\"runner\":\"acp:claude\"}', 'p', 's1', '', 'crashed', 42),
+               VALUES ('dead', 'a', '{\"runner\":\"acp:claude\"}', 'p', 's1', 'its task', 'crashed', 42),
                       ('live', 'a', '{\"runner\":\"wasm:x\"}', 'p', 's2', '', 'running', 43);
              INSERT INTO approvals (id, project_id, session_id, run_id, tool_name, input, subject, expires_at_ms)
                VALUES ('ghost', 'p', 's1', 'dead', 'write_file', '{}', 'a', 0),
@@ -176,6 +176,9 @@ async fn ghosts_left_by_an_earlier_version_expire_when_it_migrates() {
     // The process group is known for agents that have one of their own, not in-daemon runs.
     assert_eq!(store.get_run("dead").unwrap().pgid, Some(42));
     assert_eq!(store.get_run("live").unwrap().pgid, None);
+    // Prompts moved to their own table (migration 13) come back with their runs.
+    assert_eq!(store.get_run("dead").unwrap().prompt, "its task");
+    assert_eq!(store.get_run("live").unwrap().prompt, "");
     let listed = store.list_approvals(None, None, None, None, false).unwrap();
     assert_eq!(listed.len(), 1);
     let err = store
@@ -216,12 +219,13 @@ async fn a_sweep_removes_what_is_old_and_let_go_and_keeps_the_rest() {
                           ('oldmember', 'p', 'x', '/p', 'ended', '{OLD}', 'done', NULL),
                           ('solo', 'p', 'x', '/p', 'ended', '{OLD}', NULL, NULL),
                           ('opener', 'p', 'x', '/p', 'active', NULL, 'open', NULL);
-                 INSERT INTO agent_runs (id, agent_name, definition, project_id, session_id, prompt, status, party_id, completed_at)
-                   VALUES ('r-member', 'a', '{{}}', 'p', 'member', '', 'success', 'done', '{OLD}'),
-                          ('r-old', 'a', '{{}}', 'p', 'oldmember', '', 'crashed', 'done', '{OLD}'),
-                          ('r-solo', 'a', '{{}}', 'p', 'solo', '', 'success', NULL, '{OLD}'),
-                          ('r-open', 'a', '{{}}', 'p', 'opener', '', 'crashed', 'open', '{OLD}'),
-                          ('r-live', 'a', '{{}}', 'p', 'live', '', 'running', NULL, NULL);
+                 INSERT INTO agent_runs (id, agent_name, definition, project_id, session_id, status, party_id, completed_at)
+                   VALUES ('r-member', 'a', '{{}}', 'p', 'member', 'success', 'done', '{OLD}'),
+                          ('r-old', 'a', '{{}}', 'p', 'oldmember', 'crashed', 'done', '{OLD}'),
+                          ('r-solo', 'a', '{{}}', 'p', 'solo', 'success', NULL, '{OLD}'),
+                          ('r-open', 'a', '{{}}', 'p', 'opener', 'crashed', 'open', '{OLD}'),
+                          ('r-live', 'a', '{{}}', 'p', 'live', 'running', NULL, NULL);
+                 INSERT INTO agent_run_prompts (run_id, prompt) VALUES ('r-solo', 'solo work'), ('r-live', 'live work');
                  UPDATE agent_runs SET created_at = '{OLD}';
                  INSERT INTO party_members (party_id, role_name, instance_index, session_id, agent_run_id)
                    VALUES ('done', 'dev', 0, 'member', 'r-member');
@@ -310,6 +314,14 @@ async fn a_sweep_removes_what_is_old_and_let_go_and_keeps_the_rest() {
         ["m-new", "m-open", "m-unread"]
     );
     assert_eq!(ids("agent_runs"), ["r-live", "r-member", "r-open"]);
+    let prompts: Vec<String> = store
+        .read(|c| {
+            let mut s = c.prepare("SELECT run_id FROM agent_run_prompts ORDER BY run_id")?;
+            let v = s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            Ok(v)
+        })
+        .unwrap();
+    assert_eq!(prompts, ["r-live"], "a removed run's prompt goes with it");
     assert_eq!(ids("sessions"), ["live", "member", "opener"]);
     assert_eq!(ids("approvals"), ["ap-open", "ap-waiting"]);
     assert_eq!(ids("questions"), ["q-waiting"]);

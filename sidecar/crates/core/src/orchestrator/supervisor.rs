@@ -260,14 +260,22 @@ impl Loop {
             Some(reason) => format!("{BUDGET_STOP}{reason}"),
             None => exit.exit.describe(),
         };
-        // The usual end: the process exits after its `complete`, which recorded the run's end.
-        // Nothing is left to write then, so the run is read rather than sent through the
-        // writer (an ended run never changes its status again).
-        if let Ok(run) = self.store.get_run(&exit.run_id)
-            && run.status.is_finished()
+        // The usual end: the process exits after its `complete`, which recorded the run's end
+        // and fed its party. Nothing is left to write then, so the run's status is read rather
+        // than the run sent through the writer (an ended run never changes its status again);
+        // unless something still waits for this end, only the loop's own records change.
+        if let Ok(caller) = self.store.run_caller(&exit.run_id)
+            && caller.status.is_finished()
         {
-            self.after_run_end(&run, Some(&exit.exit), false).await;
-            return;
+            if !self.flow_steps.contains_key(&exit.run_id) && !self.member_is_current(&exit.run_id)
+            {
+                self.members.remove(&exit.run_id);
+                return;
+            }
+            if let Ok(run) = self.store.get_run(&exit.run_id) {
+                self.after_run_end(&run, Some(&exit.exit), false).await;
+                return;
+            }
         }
         let end = match self
             .store
@@ -318,11 +326,7 @@ impl Loop {
             self.write_agent_state(run);
         }
         if let Some(m) = self.members.get(&run.run_id).cloned() {
-            let current = self
-                .parties
-                .get(&m.party_id)
-                .and_then(|live| live.party.member(&m.role, m.index))
-                .is_some_and(|x| x.attempts == m.attempt && x.status == MemberStatus::Running);
+            let current = self.member_is_current(&run.run_id);
             // Kept while its process may linger after `complete` (a stop must still reach it);
             // a run with no process left (an exit, a pattern run's end) is forgotten.
             if exit.is_some() || (run.status.is_finished() && !self.runner.is_running(&run.run_id))
@@ -369,6 +373,16 @@ impl Loop {
             self.tell_parent(run).await;
             self.write_agent_state(run);
         }
+    }
+
+    /// Whether `run_id` is a party member's current attempt and its party still waits for it.
+    fn member_is_current(&self, run_id: &str) -> bool {
+        self.members.get(run_id).is_some_and(|m| {
+            self.parties
+                .get(&m.party_id)
+                .and_then(|live| live.party.member(&m.role, m.index))
+                .is_some_and(|x| x.attempts == m.attempt && x.status == MemberStatus::Running)
+        })
     }
 
     pub(super) async fn tell_parent(&self, run: &AgentRun) {
