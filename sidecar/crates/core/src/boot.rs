@@ -325,10 +325,10 @@ async fn watch_budgets(ctx: crate::collab::Ctx, mut shutdown: tokio::sync::watch
         if *shutdown.borrow() {
             return;
         }
-        let Ok(runs) = ctx.store.list_runs(None, None, true) else {
+        let Ok(runs) = ctx.store.active_runs_brief() else {
             continue;
         };
-        for run in runs.iter().filter(|r| !r.status.is_finished()) {
+        for run in &runs {
             let timed =
                 serde_json::from_value::<troupe_engine::AgentDefinition>(run.definition.clone())
                     .ok()

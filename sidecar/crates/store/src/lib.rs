@@ -45,7 +45,7 @@ pub use events::EventFilter;
 pub use floor::{FloorFigures, group_commit_floor};
 pub use messages::{PollFilter, SendOutcome};
 pub use retention::{DbSize, Kind as RetentionKind, Swept, WINDOW as RETENTION_WINDOW};
-pub use runs::RunCaller;
+pub use runs::{ActiveRun, RunCaller, RunToComplete};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
     AgentRun, Approval, ApprovalRule, ApprovalStatus, Decision, DecisionRecord, DecisionStatus,

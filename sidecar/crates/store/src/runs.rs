@@ -25,6 +25,22 @@ pub struct RunCaller {
     pub status: RunStatus,
 }
 
+/// A run not ended yet, as its budgets are checked (`Store::active_runs_brief`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveRun {
+    pub run_id: String,
+    pub party_id: Option<String>,
+    pub definition: Value,
+}
+
+/// A run as `complete` checks it (`Store::run_to_complete`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunToComplete {
+    pub run_id: String,
+    pub session_id: String,
+    pub definition: Value,
+}
+
 pub(crate) fn parse_run_status(s: &str) -> Result<RunStatus, StoreError> {
     serde_json::from_value(Value::String(s.to_string())).map_err(StoreError::from)
 }
@@ -447,6 +463,62 @@ impl Store {
                 instance_index,
                 status: parse_run_status(&status)?,
             })
+        })
+    }
+
+    /// The runs not ended yet, each as its budgets are checked: id, party and definition
+    /// (read without prompts or results, through the status index).
+    pub fn active_runs_brief(&self) -> Result<Vec<ActiveRun>, StoreError> {
+        self.read(|conn| {
+            let rows = conn
+                .prepare_cached(
+                    "SELECT id, party_id, definition FROM agent_runs \
+                     WHERE status IN ('pending', 'running') ORDER BY created_at, id",
+                )?
+                .query_map([], |r| {
+                    Ok(ActiveRun {
+                        run_id: r.get(0)?,
+                        party_id: r.get(1)?,
+                        definition: json_col(r, 2)?,
+                    })
+                })?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// What `complete` checks of a run, read without its prompt or result: the run named, or
+    /// else the newest run of `session_id` (`None`: that session runs no agent).
+    pub fn run_to_complete(
+        &self,
+        run_id: Option<&str>,
+        session_id: &str,
+    ) -> Result<Option<RunToComplete>, StoreError> {
+        self.read(|conn| {
+            let row = |r: &Row<'_>| {
+                Ok(RunToComplete {
+                    run_id: r.get(0)?,
+                    session_id: r.get(1)?,
+                    definition: json_col(r, 2)?,
+                })
+            };
+            match run_id {
+                Some(id) => conn
+                    .prepare_cached(
+                        "SELECT id, session_id, definition FROM agent_runs WHERE id = ?1",
+                    )?
+                    .query_row([id], row)
+                    .optional()?
+                    .ok_or_else(|| StoreError::not_found("agent run", id))
+                    .map(Some),
+                None => Ok(conn
+                    .prepare_cached(
+                        "SELECT id, session_id, definition FROM agent_runs WHERE session_id = ?1 \
+                         ORDER BY created_at DESC LIMIT 1",
+                    )?
+                    .query_row([session_id], row)
+                    .optional()?),
+            }
         })
     }
 

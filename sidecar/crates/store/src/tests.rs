@@ -645,6 +645,44 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
         .run_started(run.run_id.clone(), 42, Some(7), Some(42))
         .await
         .unwrap();
+    // What `complete` and the budget watch read of it, without its prompt (kept apart).
+    let to_complete = crate::RunToComplete {
+        run_id: run.run_id.clone(),
+        session_id: session.session_id.clone(),
+        definition: run.definition.clone(),
+    };
+    assert_eq!(
+        store
+            .run_to_complete(None, &session.session_id)
+            .unwrap()
+            .as_ref(),
+        Some(&to_complete)
+    );
+    assert_eq!(
+        store
+            .run_to_complete(Some(&run.run_id), "whoever")
+            .unwrap()
+            .as_ref(),
+        Some(&to_complete),
+        "a named run is read as it is; its caller compares the session"
+    );
+    assert_eq!(
+        store.run_to_complete(None, "no-such-session").unwrap(),
+        None
+    );
+    assert!(matches!(
+        store.run_to_complete(Some("no-such-run"), &session.session_id),
+        Err(StoreError::NotFound { .. })
+    ));
+    let active = store.active_runs_brief().unwrap();
+    assert_eq!(
+        active,
+        [crate::ActiveRun {
+            run_id: run.run_id.clone(),
+            party_id: None,
+            definition: run.definition.clone(),
+        }]
+    );
     let result = serde_json::json!({ "output": "done", "n": 1.5, "list": [1, "two"] });
     let end = store
         .finish_run(
@@ -668,6 +706,11 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
         .unwrap();
     assert!(!again.changed);
     assert_eq!(again.run, end.run);
+    assert_eq!(
+        store.active_runs_brief().unwrap(),
+        [],
+        "an ended run has no budget left to watch"
+    );
     assert!(matches!(
         store.run_caller("no-such-run"),
         Err(StoreError::NotFound { .. })

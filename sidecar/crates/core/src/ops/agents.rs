@@ -260,25 +260,23 @@ fn uuid_like() -> String {
 
 pub async fn complete(d: &Daemon, p: CompleteParams) -> Result<CompleteResult, ApiError> {
     const OP: &str = "complete";
-    let run = match &p.run_id {
-        Some(id) => {
-            let run = d.store.get_run(id)?;
-            if run.session_id != p.session_id {
-                return Err(ApiError::Forbidden(format!(
-                    "run {id} belongs to session {}, not {}",
-                    run.session_id, p.session_id
-                )));
-            }
-            run
-        }
-        None => d.store.run_of_session(&p.session_id)?.ok_or_else(|| {
+    // Read without its prompt: the definition (its completion schema) is what is checked.
+    let run = d
+        .store
+        .run_to_complete(p.run_id.as_deref(), &p.session_id)?
+        .ok_or_else(|| {
             ApiError::invalid(
                 OP,
                 format!("session {} is not running an agent", p.session_id),
             )
-        })?,
-    };
-    let def = parse_definition(OP, run.definition.clone())?;
+        })?;
+    if run.session_id != p.session_id {
+        return Err(ApiError::Forbidden(format!(
+            "run {} belongs to session {}, not {}",
+            run.run_id, run.session_id, p.session_id
+        )));
+    }
+    let def = parse_definition(OP, run.definition)?;
     def.check_completion(&p.artifacts).map_err(|e| {
         ApiError::invalid(
             OP,
@@ -421,7 +419,7 @@ pub async fn route_to(d: &Daemon, p: RouteToParams) -> Result<RouteToResult, Api
             p.session_id
         ))
     })?;
-    let def = parse_definition(OP, run.definition.clone())?;
+    let def = parse_definition(OP, run.definition)?;
     let Some(candidates) = def.route_only else {
         return Err(ApiError::Forbidden(format!(
             "run {} ({}) is not a router's step: only a router chooses with route_to",
