@@ -542,17 +542,37 @@ impl Store {
         party_id: Option<&str>,
         active_only: bool,
     ) -> Result<Vec<AgentRun>, StoreError> {
+        // Only the filters given, so that SQLite can answer through their indexes (parent,
+        // party, the active runs' status): a filter written as `(?1 IS NULL OR …)` made every
+        // listing a walk over every run the store still holds.
+        let mut filters = vec!["1"];
+        if parent_session_id.is_some() {
+            filters.push("parent_session_id = ?1");
+        }
+        if party_id.is_some() {
+            filters.push("party_id = ?2");
+        }
+        if active_only {
+            filters.push("status IN ('pending', 'running')");
+        }
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM agent_runs WHERE {} ORDER BY created_at, id",
+            filters.join(" AND ")
+        );
         self.read(|conn| {
-            let rows = conn
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM agent_runs \
-                     WHERE (?1 IS NULL OR parent_session_id = ?1) AND (?2 IS NULL OR party_id = ?2) \
-                       AND (?3 = 0 OR status IN ('pending', 'running')) \
-                     ORDER BY created_at, id"
-                ))?
-                .query_map(params![parent_session_id, party_id, active_only], run_from_row)?
-                .collect::<Result<_, _>>()?;
-            Ok(rows)
+            let mut stmt = conn.prepare_cached(&sql)?;
+            // Each given filter's parameter, by its number.
+            for (index, value) in [(1, parent_session_id), (2, party_id)] {
+                if let Some(value) = value {
+                    stmt.raw_bind_parameter(index, value)?;
+                }
+            }
+            let mut rows = stmt.raw_query();
+            let mut runs = Vec::new();
+            while let Some(row) = rows.next()? {
+                runs.push(run_from_row(row)?);
+            }
+            Ok(runs)
         })
     }
 

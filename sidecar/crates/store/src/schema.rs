@@ -27,6 +27,7 @@ pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0011_questions.sql")),
     M::up(include_str!("migrations/0012_retention.sql")),
     M::up(include_str!("migrations/0013_run_prompts.sql")),
+    M::up(include_str!("migrations/0014_member_checkouts.sql")),
 ];
 
 /// The schema version a fully migrated database has.

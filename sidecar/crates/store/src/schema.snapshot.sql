@@ -305,6 +305,7 @@ CREATE INDEX idx_ism_inbox ON inter_session_messages(to_session_id, seq);
 CREATE INDEX idx_ism_party ON inter_session_messages(party_id) WHERE party_id IS NOT NULL;
 CREATE INDEX idx_ism_sender ON inter_session_messages(from_session_id, idempotency_key);
 CREATE INDEX idx_parties_project ON parties(project_id, status);
+CREATE INDEX idx_party_members_checkout ON party_members(party_id) WHERE branch_name IS NOT NULL;
 CREATE INDEX idx_questions_pending ON questions(project_id, created_at) WHERE status = 'pending';
 CREATE INDEX idx_questions_run ON questions(run_id) WHERE status = 'pending';
 CREATE UNIQUE INDEX idx_sessions_external ON sessions(project_id, cli, external_id)

@@ -41,7 +41,7 @@ fn schema_snapshot() {
         .unwrap();
     assert_eq!(version as usize, crate::SCHEMA_VERSION);
     assert_eq!(pragmas, "wal synchronous=2 foreign_keys=1 page_size=2048");
-    expect!["idx_agent_runs_flow idx_agent_runs_parent idx_agent_runs_party idx_agent_runs_session idx_agent_runs_status idx_approval_rules_project idx_approvals_key idx_approvals_pending idx_approvals_run idx_decisions_open idx_decisions_party idx_events_party idx_ism_inbox idx_ism_party idx_ism_sender idx_parties_project idx_questions_pending idx_questions_run idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project idx_tasks_party"]
+    expect!["idx_agent_runs_flow idx_agent_runs_parent idx_agent_runs_party idx_agent_runs_session idx_agent_runs_status idx_approval_rules_project idx_approvals_key idx_approvals_pending idx_approvals_run idx_decisions_open idx_decisions_party idx_events_party idx_ism_inbox idx_ism_party idx_ism_sender idx_parties_project idx_party_members_checkout idx_questions_pending idx_questions_run idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project idx_tasks_party"]
     .assert_eq(&index_names(&store));
     // The whole schema, so any change to it is a visible diff in review.
     expect_test::expect_file!["schema.snapshot.sql"].assert_eq(&sql);
@@ -683,6 +683,11 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
             definition: run.definition.clone(),
         }]
     );
+    let ids = |runs: Vec<crate::AgentRun>| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.list_runs(None, None, true).unwrap()),
+        [run.run_id.clone()]
+    );
     let result = serde_json::json!({ "output": "done", "n": 1.5, "list": [1, "two"] });
     let end = store
         .finish_run(
@@ -710,6 +715,30 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
         store.active_runs_brief().unwrap(),
         [],
         "an ended run has no budget left to watch"
+    );
+    // Each filter of a listing, alone and together (each one through its index).
+    assert!(store.list_runs(None, None, true).unwrap().is_empty());
+    assert_eq!(
+        ids(store.list_runs(None, None, false).unwrap()),
+        [run.run_id.clone()]
+    );
+    assert!(
+        store
+            .list_runs(None, Some("no-party"), false)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .list_runs(Some("no-parent"), None, false)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .list_runs(Some("no-parent"), Some("no-party"), true)
+            .unwrap()
+            .is_empty()
     );
     assert!(matches!(
         store.run_caller("no-such-run"),
