@@ -686,7 +686,7 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
     let ids = |runs: Vec<crate::AgentRun>| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
     assert_eq!(
         ids(store.list_runs(None, None, true).unwrap()),
-        [run.run_id.clone()]
+        std::slice::from_ref(&run.run_id)
     );
     let result = serde_json::json!({ "output": "done", "n": 1.5, "list": [1, "two"] });
     let end = store
@@ -720,7 +720,7 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
     assert!(store.list_runs(None, None, true).unwrap().is_empty());
     assert_eq!(
         ids(store.list_runs(None, None, false).unwrap()),
-        [run.run_id.clone()]
+        std::slice::from_ref(&run.run_id)
     );
     assert!(
         store
