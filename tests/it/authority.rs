@@ -224,17 +224,20 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
         .call("get_party_status", json!({ "party_id": party }))
         .await
         .unwrap();
-    let session_of = |role: &str| {
+    let member_field = |role: &str, field: &str| {
         sessions["members"]
             .as_array()
             .unwrap()
             .iter()
             .find(|m| m["role"] == role)
-            .and_then(|m| m["session_id"].as_str())
+            .and_then(|m| m[field].as_str())
             .unwrap()
             .to_string()
     };
-    let (lead_s, dev_s) = (session_of("lead"), session_of("dev"));
+    let (lead_s, dev_s) = (
+        member_field("lead", "session_id"),
+        member_field("dev", "session_id"),
+    );
 
     // A run that has ended: a standalone run that leaves its credential and completes.
     let ended_keys = s.dir().join("ended-keys");
@@ -387,6 +390,30 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
     .unwrap();
     let hello = heard(c, &lead_s, "hello lead").await;
     assert_eq!(hello["from_session_id"], dev_s, "{hello}");
+    // Nor does it end another member's run: naming the lead's run to `complete` is refused
+    // (its session is the caller's own, which the lead's run is not), and the lead runs on.
+    let lead_run = member_field("lead", "run_id");
+    let err = dev
+        .call(
+            "complete",
+            json!({ "run_id": lead_run, "output": "done, on the lead's behalf" }),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&lead_run) && err.contains(&dev_s), "{err}");
+    let now = c
+        .call("get_party_status", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    let lead_now = now["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "lead")
+        .unwrap()
+        .clone();
+    assert_eq!(lead_now["run_status"], "running", "{lead_now}");
 
     // A run that has ended: its credential no longer opens the door.
     let ended = client::connect_with_token(&d.layout, &ended_token).await;

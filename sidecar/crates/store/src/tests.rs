@@ -256,15 +256,16 @@ async fn a_sweep_removes_what_is_old_and_let_go_and_keeps_the_rest() {
         })
         .await
         .unwrap();
-    let ids = |table: &str| -> Vec<String> {
+    let keys = |table: &str, key: &str| -> Vec<String> {
         store
             .read(|c| {
-                let mut s = c.prepare(&format!("SELECT id FROM {table} ORDER BY id"))?;
+                let mut s = c.prepare(&format!("SELECT {key} FROM {table} ORDER BY {key}"))?;
                 let v = s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
                 Ok(v)
             })
             .unwrap()
     };
+    let ids = |table: &str| keys(table, "id");
     let count = |table: &str| -> i64 {
         store
             .read(|c| Ok(c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?))
@@ -314,14 +315,11 @@ async fn a_sweep_removes_what_is_old_and_let_go_and_keeps_the_rest() {
         ["m-new", "m-open", "m-unread"]
     );
     assert_eq!(ids("agent_runs"), ["r-live", "r-member", "r-open"]);
-    let prompts: Vec<String> = store
-        .read(|c| {
-            let mut s = c.prepare("SELECT run_id FROM agent_run_prompts ORDER BY run_id")?;
-            let v = s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-            Ok(v)
-        })
-        .unwrap();
-    assert_eq!(prompts, ["r-live"], "a removed run's prompt goes with it");
+    assert_eq!(
+        keys("agent_run_prompts", "run_id"),
+        ["r-live"],
+        "a removed run's prompt goes with it"
+    );
     assert_eq!(ids("sessions"), ["live", "member", "opener"]);
     assert_eq!(ids("approvals"), ["ap-open", "ap-waiting"]);
     assert_eq!(ids("questions"), ["q-waiting"]);

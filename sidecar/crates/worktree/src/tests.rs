@@ -402,6 +402,7 @@ fn rebase_keeps_a_conflict_resolved_by_merging_as_one_commit() {
         .get()
         .peel_to_commit()
         .unwrap();
+    let a_tip = theirs.id();
     let sig = git2::Signature::now("b", "b@example.com").unwrap();
     repo.commit(
         Some("HEAD"),
@@ -423,12 +424,6 @@ fn rebase_keeps_a_conflict_resolved_by_merging_as_one_commit() {
     let main = Repository::open(&root).unwrap();
     // a's commit already sat on main's tip: it lands as it is (whatever the clock says), so
     // b's merge of it is a merge of what landed.
-    let a_tip = main
-        .find_branch(&a, BranchType::Local)
-        .unwrap()
-        .get()
-        .target()
-        .unwrap();
     assert!(
         matches!(&result.outcomes[0].1, land::BranchOutcome::Integrated { tip, .. } if *tip == a_tip.to_string()),
         "{result:?}"
