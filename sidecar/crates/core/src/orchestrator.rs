@@ -273,6 +273,9 @@ struct Loop {
     /// Runs stopped before they started (a pattern run whose start is still queued, a member
     /// still setting up).
     stopped_early: std::collections::HashSet<String>,
+    /// Runs whose `complete` the loop has handled while their process still ran: their exit
+    /// needs no look at the store (`supervisor::run_exited`).
+    ended: std::collections::HashSet<String>,
     /// Members setting up their checkout: stopping one ends its setup commands.
     setups: std::sync::Mutex<HashMap<String, oneshot::Sender<()>>>,
     /// Projects (id → main checkout) whose `agents.jsonl` is due a rewrite (`SyncMirrors`).
@@ -328,6 +331,7 @@ pub fn create(
         flow_inputs: VecDeque::new(),
         tripped: HashMap::new(),
         stopped_early: std::collections::HashSet::new(),
+        ended: std::collections::HashSet::new(),
         setups: std::sync::Mutex::default(),
         mirrors_due: std::collections::BTreeMap::new(),
         mirror_pause: supervisor::MIRROR_EVERY,
@@ -355,7 +359,10 @@ impl UnstartedLoop {
         state.recover().await?;
         tokio::spawn(async move {
             loop {
+                // Commands first: a run's `RunCompleted` is sent before its process can exit,
+                // so its exit is always heard after it (`Loop::ended`).
                 let event = tokio::select! {
+                    biased;
                     Some(c) = command_rx.recv() => Event::Command(c),
                     Some(e) = exit_rx.recv() => Event::Exit(e),
                     else => break,

@@ -199,34 +199,44 @@ impl Store {
     }
 
     /// Records the run's process (and its process group: `None` for a run inside the daemon).
+    /// `run`: the run as created (its project, session and party name the event).
     pub async fn run_started(
         &self,
-        run_id: String,
+        run: &AgentRun,
         pid: i64,
         pid_start: Option<i64>,
         pgid: Option<i64>,
     ) -> Result<(), StoreError> {
+        let (run_id, project_id, session_id, party_id) = (
+            run.run_id.clone(),
+            run.project_id.clone(),
+            run.session_id.clone(),
+            run.party_id.clone(),
+        );
         self.write(move |conn| {
-            conn.prepare_cached(&format!(
-                "UPDATE agent_runs SET status = 'running', pid = ?2, pid_start = ?3, pgid = ?4, \
-                 started_at = {NOW} WHERE id = ?1 AND status = 'pending'"
-            ))?
-            .execute(params![run_id, pid, pid_start, pgid])?;
-            // What the event names, read without the run's definition and prompt.
-            let (project_id, session_id, party_id) = conn
-                .prepare_cached(
-                    "SELECT project_id, session_id, party_id FROM agent_runs WHERE id = ?1",
-                )?
-                .query_row([&run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()?
-                .ok_or_else(|| StoreError::not_found("agent run", &run_id))?;
+            let started = conn
+                .prepare_cached(&format!(
+                    "UPDATE agent_runs SET status = 'running', pid = ?2, pid_start = ?3, \
+                     pgid = ?4, started_at = {NOW} WHERE id = ?1 AND status = 'pending'"
+                ))?
+                .execute(params![run_id, pid, pid_start, pgid])?;
+            // A run that was not pending (stopped meanwhile) must still exist.
+            if started == 0
+                && conn
+                    .prepare_cached("SELECT 1 FROM agent_runs WHERE id = ?1")?
+                    .query_row([&run_id], |_| Ok(()))
+                    .optional()?
+                    .is_none()
+            {
+                return Err(StoreError::not_found("agent run", &run_id));
+            }
             append_event(
                 conn,
                 &NewEvent {
                     kind: "agent_run_started".into(),
-                    project_id: Some(project_id),
-                    session_id: Some(session_id),
-                    party_id,
+                    project_id: Some(project_id.clone()),
+                    session_id: Some(session_id.clone()),
+                    party_id: party_id.clone(),
                     data: serde_json::json!({ "run_id": run_id, "pid": pid, "pgid": pgid }),
                 },
             )?;

@@ -640,7 +640,7 @@ async fn a_finished_run_is_returned_as_stored_and_its_caller_read_narrowly() {
     assert_eq!(caller.session_id, session.session_id);
     assert_eq!(caller.status, crate::RunStatus::Pending);
     store
-        .run_started(run.run_id.clone(), 42, Some(7), Some(42))
+        .run_started(&run, 42, Some(7), Some(42))
         .await
         .unwrap();
     // What `complete` and the budget watch read of it, without its prompt (kept apart).

@@ -98,7 +98,7 @@ impl Loop {
         let pid = std::process::id();
         self.store
             .run_started(
-                run.run_id.clone(),
+                run,
                 i64::from(pid),
                 crate::runners::process::process_start_time(pid),
                 None,

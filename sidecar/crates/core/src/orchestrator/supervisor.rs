@@ -156,7 +156,7 @@ impl Loop {
         let placed = crate::runners::runner_for(agent).place(&self.runner, launch)?;
         self.store
             .run_started(
-                run.run_id.clone(),
+                run,
                 i64::from(placed.pid),
                 placed.start_time,
                 placed.pgid.map(i64::from),
@@ -262,10 +262,15 @@ impl Loop {
         };
         // The usual end: the process exits after its `complete`, which recorded the run's end
         // and fed its party. Nothing is left to write then, so the run's status is read rather
-        // than the run sent through the writer (an ended run never changes its status again);
-        // unless something still waits for this end, only the loop's own records change.
-        if let Ok(caller) = self.store.run_caller(&exit.run_id)
-            && caller.status.is_finished()
+        // than the run sent through the writer (an ended run never changes its status again),
+        // or not read at all when the loop already handled that `complete`; unless something
+        // still waits for this end, only the loop's own records change.
+        let completed = self.ended.remove(&exit.run_id);
+        if completed
+            || self
+                .store
+                .run_caller(&exit.run_id)
+                .is_ok_and(|caller| caller.status.is_finished())
         {
             if !self.flow_steps.contains_key(&exit.run_id) && !self.member_is_current(&exit.run_id)
             {
@@ -299,6 +304,8 @@ impl Loop {
         self.after_run_end(run, None, true).await;
         // Give the process a moment to exit by itself, then stop it.
         if self.runner.is_running(run_id) {
+            // Its exit is still to come (the runner reports every process it started).
+            self.ended.insert(run_id.clone());
             let runner = self.runner.clone();
             let run_id = run_id.to_string();
             tokio::spawn(async move {
@@ -641,6 +648,20 @@ pub(crate) async fn isolate(
     .map_err(|e| format!("isolation task failed: {e}"))?
 }
 
+/// The PATH members get: the directory of the binary that runs this daemon first, then the
+/// daemon's own PATH. Worked out once (`current_exe` reads `/proc/self/exe`).
+fn member_path() -> Option<&'static str> {
+    static PATH: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))?;
+        let path = std::env::var("PATH").unwrap_or_default();
+        Some(format!("{}:{path}", dir.display()))
+    })
+    .as_deref()
+}
+
 /// The environment a run's process gets: enough to call back with `troupe call …` as the run
 /// (its own credential, `TROUPE_RUN_TOKEN`), never the person's token or where it is kept.
 pub(super) fn member_env(
@@ -686,12 +707,8 @@ pub(super) fn member_env(
         }
     }
     // Members find `troupe` first on their PATH: the binary that runs this daemon.
-    if let Some(dir) = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-    {
-        let path = std::env::var("PATH").unwrap_or_default();
-        env.push(("PATH".into(), format!("{}:{path}", dir.display())));
+    if let Some(path) = member_path() {
+        env.push(("PATH".into(), path.to_string()));
     }
     for (k, v) in &agent.env {
         env.push((k.clone(), v.clone()));

@@ -271,11 +271,21 @@ impl RunTable {
         if let Some(file) = logs.get(name) {
             return file.try_clone();
         }
-        std::fs::create_dir_all(&self.inner.log_dir)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.inner.log_dir.join(format!("{name}.log")))?;
+        let path = self.inner.log_dir.join(format!("{name}.log"));
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+        };
+        // The directory is made by the first log (or again, if it was removed since).
+        let file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.inner.log_dir)?;
+                open()?
+            }
+            opened => opened?,
+        };
         let handle = file.try_clone()?;
         logs.insert(name.to_string(), file);
         Ok(handle)
@@ -471,16 +481,33 @@ pub(crate) async fn end_remnants(run_id: &str, pgid: u32, since: Option<i64>) {
 
 /// The process's start time (clock ticks since boot, /proc/<pid>/stat field 22).
 pub fn process_start_time(pid: u32) -> Option<i64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = proc_stat(pid)?;
     let rest = stat.rsplit_once(')')?.1;
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// `/proc/<pid>/stat`, in one `read` (the kernel writes the whole line at the first read;
+/// `read_to_string` would also ask for the file's size and read three times, once per run
+/// start). `None` when the process is gone.
+fn proc_stat(pid: u32) -> Option<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    // 52 fields of at most 20 digits and a name of at most 64 bytes: well under 2 KiB.
+    let mut buf = [0u8; 2048];
+    let n = file.read(&mut buf).ok()?;
+    if n == buf.len() {
+        // Longer than any stat line: read it whole after all.
+        let mut rest = buf.to_vec();
+        file.read_to_end(&mut rest).ok()?;
+        return String::from_utf8(rest).ok();
+    }
+    String::from_utf8(buf[..n].to_vec()).ok()
+}
+
 /// Whether `pid` is alive and (when known) is the same process that started at `start`.
 pub fn is_alive(pid: u32, start: Option<i64>) -> bool {
-    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat,
-        Err(_) => return false,
+    let Some(stat) = proc_stat(pid) else {
+        return false;
     };
     let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
         return false;

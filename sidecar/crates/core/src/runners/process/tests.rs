@@ -98,3 +98,35 @@ async fn a_process_leads_a_session_of_its_own_and_is_reported_when_it_exits() {
         exit.exit
     );
 }
+
+#[test]
+fn a_start_time_is_the_stat_lines_22nd_field_even_when_the_name_has_spaces_and_parens() {
+    // A name with a space and a `)` in it: the fields are counted after the last `)`.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("odd) name");
+    std::fs::copy("/bin/sleep", &exe).unwrap();
+    let mut child = std::process::Command::new(&exe).arg("30").spawn().unwrap();
+    let pid = child.id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    assert!(stat.contains("(odd) name)"), "{stat}");
+    let expected: i64 = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let start = super::process_start_time(pid);
+    assert_eq!(start, Some(expected));
+    assert!(super::is_alive(pid, start));
+    assert!(
+        !super::is_alive(pid, Some(expected + 1)),
+        "another start is another process"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!super::is_alive(pid, start), "a reaped process is gone");
+    assert_eq!(super::process_start_time(pid), None);
+}
