@@ -106,27 +106,58 @@ pub(crate) fn load_active_session(conn: &Connection, id: &str) -> Result<Session
     Ok(session)
 }
 
+/// The listing's SQL, with only the filters given, so that SQLite answers through their
+/// indexes (project, party, parent): written as `(?1 IS NULL OR …)`, every listing (a
+/// party's broadcast, a member's siblings) walked every session the store holds.
+pub(crate) fn listing_sql(filter: &SessionFilter) -> String {
+    let mut filters = vec!["1"];
+    if filter.project_id.is_some() {
+        filters.push("project_id = ?1");
+    }
+    if filter.status.is_some() {
+        filters.push("status = ?2");
+    }
+    if filter.party_id.is_some() {
+        filters.push("party_id = ?3");
+    }
+    if filter.parent_session_id.is_some() {
+        filters.push("parent_session_id = ?4");
+    }
+    format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE {} ORDER BY created_at, id",
+        filters.join(" AND ")
+    )
+}
+
 pub(crate) fn list_sessions_in(
     conn: &Connection,
     filter: &SessionFilter,
 ) -> Result<Vec<Session>, StoreError> {
-    let sql = format!(
-        "SELECT {SESSION_COLUMNS} FROM sessions \
-         WHERE (?1 IS NULL OR project_id = ?1) AND (?2 IS NULL OR status = ?2) \
-           AND (?3 IS NULL OR party_id = ?3) AND (?4 IS NULL OR parent_session_id = ?4) \
-         ORDER BY created_at, id"
-    );
+    let sql = listing_sql(filter);
+    // Each given filter's value, by its parameter's number in `listing_sql`.
+    let mut values: Vec<(usize, &dyn rusqlite::ToSql)> = Vec::new();
+    if let Some(project) = &filter.project_id {
+        values.push((1, project));
+    }
+    if let Some(status) = &filter.status {
+        values.push((2, status));
+    }
+    if let Some(party) = &filter.party_id {
+        values.push((3, party));
+    }
+    if let Some(parent) = &filter.parent_session_id {
+        values.push((4, parent));
+    }
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(
-        params![
-            filter.project_id,
-            filter.status,
-            filter.party_id,
-            filter.parent_session_id
-        ],
-        session_from_row,
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    for (index, value) in values {
+        stmt.raw_bind_parameter(index, value)?;
+    }
+    let mut rows = stmt.raw_query();
+    let mut sessions = Vec::new();
+    while let Some(row) = rows.next()? {
+        sessions.push(session_from_row(row)?);
+    }
+    Ok(sessions)
 }
 
 fn upsert_project(conn: &Connection, root: &str, name: &str) -> Result<Project, StoreError> {

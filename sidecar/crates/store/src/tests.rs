@@ -836,3 +836,137 @@ async fn a_send_checks_its_sessions_and_names_what_is_wrong() {
     let e = refused(parent.session_id.clone(), Recipients::Parent).await;
     assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
 }
+
+/// Listing sessions: each filter (and each pair) gives exactly its sessions, and a filter on
+/// a project, a party or a parent goes through that column's index, not a walk over every
+/// session the store holds.
+#[tokio::test]
+async fn a_session_listing_gives_each_filters_sessions_through_its_index() {
+    use crate::{SessionFilter, SessionStatus};
+    let (dir, store) = open();
+    let register = |new: NewSession| {
+        let store = store.clone();
+        async move { store.register_session(new).await.unwrap().session }
+    };
+    let lead = register(new_session("lead")).await;
+    let member = |cli: &'static str| NewSession {
+        parent_session_id: Some(lead.session_id.clone()),
+        party_id: Some("party-1".into()),
+        ..new_session(cli)
+    };
+    let a = register(member("a")).await;
+    let b = register(member("b")).await;
+    let other = register(NewSession {
+        cwd: "/q".into(),
+        project_root: "/q".into(),
+        project_name: "q".into(),
+        ..new_session("other")
+    })
+    .await;
+    store.end_session(b.session_id.clone()).await.unwrap();
+    let listed = |filter: SessionFilter| {
+        let mut ids: Vec<String> = store
+            .list_sessions(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.session_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let sorted = |ids: &[&crate::Session]| {
+        let mut ids: Vec<String> = ids.iter().map(|s| s.session_id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        listed(SessionFilter::default()),
+        sorted(&[&lead, &a, &b, &other])
+    );
+    assert_eq!(
+        listed(SessionFilter {
+            project_id: Some(lead.project_id.clone()),
+            ..SessionFilter::default()
+        }),
+        sorted(&[&lead, &a, &b])
+    );
+    assert_eq!(
+        listed(SessionFilter {
+            party_id: Some("party-1".into()),
+            status: Some(SessionStatus::Active),
+            ..SessionFilter::default()
+        }),
+        sorted(&[&a])
+    );
+    assert_eq!(
+        listed(SessionFilter {
+            parent_session_id: Some(lead.session_id.clone()),
+            ..SessionFilter::default()
+        }),
+        sorted(&[&a, &b])
+    );
+    assert_eq!(
+        listed(SessionFilter {
+            status: Some(SessionStatus::Ended),
+            ..SessionFilter::default()
+        }),
+        sorted(&[&b])
+    );
+    assert!(
+        listed(SessionFilter {
+            project_id: Some(other.project_id.clone()),
+            party_id: Some("party-1".into()),
+            ..SessionFilter::default()
+        })
+        .is_empty()
+    );
+    // The plans SQLite makes of the listings a broadcast and a member's siblings send.
+    let conn = rusqlite::Connection::open(dir.path().join("t.db")).unwrap();
+    let plan = |filter: SessionFilter| {
+        let mut stmt = conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                crate::sessions::listing_sql(&filter)
+            ))
+            .unwrap();
+        let count = stmt.parameter_count();
+        let params: Vec<&str> = vec!["x"; count];
+        stmt.query_map(rusqlite::params_from_iter(params), |r| {
+            r.get::<_, String>(3)
+        })
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap()
+        .join("; ")
+    };
+    for (filter, index) in [
+        (
+            SessionFilter {
+                project_id: Some("p".into()),
+                party_id: Some("x".into()),
+                status: Some(SessionStatus::Active),
+                ..SessionFilter::default()
+            },
+            "idx_sessions_",
+        ),
+        (
+            SessionFilter {
+                parent_session_id: Some("x".into()),
+                status: Some(SessionStatus::Active),
+                ..SessionFilter::default()
+            },
+            "idx_sessions_parent",
+        ),
+        (
+            SessionFilter {
+                project_id: Some("p".into()),
+                ..SessionFilter::default()
+            },
+            "idx_sessions_project",
+        ),
+    ] {
+        let plan = plan(filter);
+        assert!(plan.contains(index), "{plan}");
+        assert!(!plan.contains("SCAN sessions"), "{plan}");
+    }
+}
