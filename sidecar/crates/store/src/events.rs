@@ -77,26 +77,31 @@ impl Store {
     }
 
     pub fn list_events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
+        // Only the filters given: a party's events go through the party index (`party_id,
+        // seq`), not a walk along the whole timeline from `since` until `limit` of them turn up.
+        let since = filter.since.unwrap_or(0);
+        let mut filters = crate::filters::Filters::default();
+        filters
+            .given("seq > ?1", 1, Some(&since))
+            .given("session_id = ?2", 2, filter.session_id.as_ref())
+            .given("party_id = ?3", 3, filter.party_id.as_ref())
+            .given("kind = ?4", 4, filter.kind.as_ref())
+            .given("project_id = ?6", 6, filter.project_id.as_ref());
+        let sql = format!(
+            "SELECT seq, at, kind, project_id, session_id, party_id, data FROM events \
+             WHERE {} ORDER BY seq LIMIT ?5",
+            filters.sql()
+        );
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, at, kind, project_id, session_id, party_id, data FROM events \
-                 WHERE seq > ?1 AND (?2 IS NULL OR session_id = ?2) \
-                   AND (?3 IS NULL OR party_id = ?3) AND (?4 IS NULL OR kind = ?4) \
-                   AND (?6 IS NULL OR project_id = ?6) \
-                 ORDER BY seq LIMIT ?5",
-            )?;
-            let rows = stmt.query_map(
-                params![
-                    filter.since.unwrap_or(0),
-                    filter.session_id,
-                    filter.party_id,
-                    filter.kind,
-                    filter.limit,
-                    filter.project_id
-                ],
-                event_columns,
-            )?;
-            events_of(rows)
+            let mut stmt = conn.prepare_cached(&sql)?;
+            filters.bind(&mut stmt)?;
+            stmt.raw_bind_parameter(5, filter.limit)?;
+            let mut rows = stmt.raw_query();
+            let mut columns = Vec::new();
+            while let Some(row) = rows.next()? {
+                columns.push(event_columns(row)?);
+            }
+            events_of(columns.into_iter().map(Ok))
         })
     }
 

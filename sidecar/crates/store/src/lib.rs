@@ -16,6 +16,7 @@ mod columns;
 mod definitions;
 mod error;
 mod events;
+mod filters;
 mod floor;
 mod landing;
 mod messages;

@@ -552,31 +552,20 @@ impl Store {
         party_id: Option<&str>,
         active_only: bool,
     ) -> Result<Vec<AgentRun>, StoreError> {
-        // Only the filters given, so that SQLite can answer through their indexes (parent,
-        // party, the active runs' status): a filter written as `(?1 IS NULL OR …)` made every
-        // listing a walk over every run the store still holds.
-        let mut filters = vec!["1"];
-        if parent_session_id.is_some() {
-            filters.push("parent_session_id = ?1");
-        }
-        if party_id.is_some() {
-            filters.push("party_id = ?2");
-        }
-        if active_only {
-            filters.push("status IN ('pending', 'running')");
-        }
+        // Only the filters given, so that SQLite answers through their indexes (parent, party,
+        // the active runs' status), not a walk over every run the store still holds.
+        let mut filters = crate::filters::Filters::default();
+        filters
+            .given("parent_session_id = ?1", 1, parent_session_id.as_ref())
+            .given("party_id = ?2", 2, party_id.as_ref())
+            .when("status IN ('pending', 'running')", active_only);
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM agent_runs WHERE {} ORDER BY created_at, id",
-            filters.join(" AND ")
+            filters.sql()
         );
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
-            // Each given filter's parameter, by its number.
-            for (index, value) in [(1, parent_session_id), (2, party_id)] {
-                if let Some(value) = value {
-                    stmt.raw_bind_parameter(index, value)?;
-                }
-            }
+            filters.bind(&mut stmt)?;
             let mut rows = stmt.raw_query();
             let mut runs = Vec::new();
             while let Some(row) = rows.next()? {

@@ -106,26 +106,28 @@ pub(crate) fn load_active_session(conn: &Connection, id: &str) -> Result<Session
     Ok(session)
 }
 
-/// The listing's SQL, with only the filters given, so that SQLite answers through their
-/// indexes (project, party, parent): written as `(?1 IS NULL OR …)`, every listing (a
-/// party's broadcast, a member's siblings) walked every session the store holds.
-pub(crate) fn listing_sql(filter: &SessionFilter) -> String {
-    let mut filters = vec!["1"];
-    if filter.project_id.is_some() {
-        filters.push("project_id = ?1");
-    }
-    if filter.status.is_some() {
-        filters.push("status = ?2");
-    }
-    if filter.party_id.is_some() {
-        filters.push("party_id = ?3");
-    }
-    if filter.parent_session_id.is_some() {
-        filters.push("parent_session_id = ?4");
-    }
+/// The listing's filters: only those given, so that SQLite answers through their indexes
+/// (project, party, parent); a party's broadcast and a member's siblings walked every session
+/// the store holds when they were written as `(?1 IS NULL OR …)`.
+pub(crate) fn listing_filters(filter: &SessionFilter) -> crate::filters::Filters<'_> {
+    let mut filters = crate::filters::Filters::default();
+    filters
+        .given("project_id = ?1", 1, filter.project_id.as_ref())
+        .given("status = ?2", 2, filter.status.as_ref())
+        .given("party_id = ?3", 3, filter.party_id.as_ref())
+        .given(
+            "parent_session_id = ?4",
+            4,
+            filter.parent_session_id.as_ref(),
+        );
+    filters
+}
+
+/// The listing's SQL (`listing_filters` binds its values).
+pub(crate) fn listing_sql(filters: &crate::filters::Filters<'_>) -> String {
     format!(
         "SELECT {SESSION_COLUMNS} FROM sessions WHERE {} ORDER BY created_at, id",
-        filters.join(" AND ")
+        filters.sql()
     )
 }
 
@@ -133,25 +135,9 @@ pub(crate) fn list_sessions_in(
     conn: &Connection,
     filter: &SessionFilter,
 ) -> Result<Vec<Session>, StoreError> {
-    let sql = listing_sql(filter);
-    // Each given filter's value, by its parameter's number in `listing_sql`.
-    let mut values: Vec<(usize, &dyn rusqlite::ToSql)> = Vec::new();
-    if let Some(project) = &filter.project_id {
-        values.push((1, project));
-    }
-    if let Some(status) = &filter.status {
-        values.push((2, status));
-    }
-    if let Some(party) = &filter.party_id {
-        values.push((3, party));
-    }
-    if let Some(parent) = &filter.parent_session_id {
-        values.push((4, parent));
-    }
-    let mut stmt = conn.prepare_cached(&sql)?;
-    for (index, value) in values {
-        stmt.raw_bind_parameter(index, value)?;
-    }
+    let filters = listing_filters(filter);
+    let mut stmt = conn.prepare_cached(&listing_sql(&filters))?;
+    filters.bind(&mut stmt)?;
     let mut rows = stmt.raw_query();
     let mut sessions = Vec::new();
     while let Some(row) = rows.next()? {

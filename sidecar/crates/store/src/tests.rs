@@ -926,7 +926,7 @@ async fn a_session_listing_gives_each_filters_sessions_through_its_index() {
         let mut stmt = conn
             .prepare(&format!(
                 "EXPLAIN QUERY PLAN {}",
-                crate::sessions::listing_sql(&filter)
+                crate::sessions::listing_sql(&crate::sessions::listing_filters(&filter))
             ))
             .unwrap();
         let count = stmt.parameter_count();
@@ -969,4 +969,81 @@ async fn a_session_listing_gives_each_filters_sessions_through_its_index() {
         assert!(plan.contains(index), "{plan}");
         assert!(!plan.contains("SCAN sessions"), "{plan}");
     }
+}
+
+/// Listing the timeline: each filter gives exactly its events, after `since`, oldest first,
+/// at most `limit` of them.
+#[tokio::test]
+async fn a_timeline_listing_gives_each_filters_events_in_order() {
+    use crate::{EventFilter, NewEvent};
+    let (_dir, store) = open();
+    let mut seqs = Vec::new();
+    for i in 0..12 {
+        let party = ["p1", "p2", "none"][i % 3];
+        let seq = store
+            .append_event(NewEvent {
+                kind: if i % 2 == 0 { "even" } else { "odd" }.into(),
+                project_id: Some(format!("proj{}", i % 2)),
+                session_id: Some(format!("s{}", i % 4)),
+                party_id: (party != "none").then(|| party.to_string()),
+                data: serde_json::json!({ "i": i }),
+            })
+            .await
+            .unwrap();
+        seqs.push(seq);
+    }
+    let listed = |filter: EventFilter| -> Vec<i64> {
+        store
+            .list_events(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.data["i"].as_i64().unwrap())
+            .collect()
+    };
+    let all = EventFilter {
+        limit: 100,
+        ..EventFilter::default()
+    };
+    assert_eq!(listed(all.clone()), (0..12).collect::<Vec<_>>());
+    let party = |p: &str| EventFilter {
+        party_id: Some(p.into()),
+        ..all.clone()
+    };
+    assert_eq!(listed(party("p1")), [0, 3, 6, 9]);
+    assert_eq!(
+        listed(EventFilter {
+            since: Some(seqs[3]),
+            ..party("p1")
+        }),
+        [6, 9]
+    );
+    assert_eq!(
+        listed(EventFilter {
+            limit: 2,
+            ..party("p2")
+        }),
+        [1, 4]
+    );
+    assert_eq!(
+        listed(EventFilter {
+            kind: Some("odd".into()),
+            ..party("p2")
+        }),
+        [1, 7]
+    );
+    assert_eq!(
+        listed(EventFilter {
+            session_id: Some("s2".into()),
+            ..all.clone()
+        }),
+        [2, 6, 10]
+    );
+    assert_eq!(
+        listed(EventFilter {
+            project_id: Some("proj1".into()),
+            kind: Some("even".into()),
+            ..all.clone()
+        }),
+        Vec::<i64>::new()
+    );
 }
