@@ -94,13 +94,8 @@ impl Store {
         );
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
-            filters.bind(&mut stmt)?;
             stmt.raw_bind_parameter(5, filter.limit)?;
-            let mut rows = stmt.raw_query();
-            let mut columns = Vec::new();
-            while let Some(row) = rows.next()? {
-                columns.push(event_columns(row)?);
-            }
+            let columns = filters.collect(&mut stmt, event_columns)?;
             events_of(columns.into_iter().map(Ok))
         })
     }

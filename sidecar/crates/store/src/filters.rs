@@ -3,7 +3,7 @@
 //! written that way walks its whole table whatever it is asked; written with only the given
 //! filters, it goes through the index of the column it is filtered on.
 
-use rusqlite::{Statement, ToSql};
+use rusqlite::{Row, Statement, ToSql};
 
 /// The conditions of one listing and the values they bind.
 #[derive(Default)]
@@ -50,5 +50,20 @@ impl<'a> Filters<'a> {
             stmt.raw_bind_parameter(*index, value)?;
         }
         Ok(())
+    }
+
+    /// Binds the given values to `stmt`, runs it and maps each row with `f`.
+    pub(crate) fn collect<T, E: From<rusqlite::Error>>(
+        &self,
+        stmt: &mut Statement<'_>,
+        mut f: impl FnMut(&Row<'_>) -> Result<T, E>,
+    ) -> Result<Vec<T>, E> {
+        self.bind(stmt)?;
+        let mut rows = stmt.raw_query();
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(f(row)?);
+        }
+        Ok(out)
     }
 }

@@ -260,15 +260,16 @@ impl Store {
         project_id: Option<&str>,
         status: Option<PartyStatus>,
     ) -> Result<Vec<PartyRow>, StoreError> {
+        let mut filters = crate::filters::Filters::default();
+        filters
+            .given("project_id = ?1", 1, project_id.as_ref())
+            .given("status = ?2", 2, status.as_ref());
         self.read(|conn| {
-            let rows = conn
-                .prepare_cached(&format!(
-                    "SELECT {columns} FROM parties WHERE (?1 IS NULL OR project_id = ?1) \
-                     AND (?2 IS NULL OR status = ?2) ORDER BY created_at DESC, id"
-                ))?
-                .query_map(params![project_id, status], party_from_row)?
-                .collect::<Result<_, _>>()?;
-            Ok(rows)
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {columns} FROM parties WHERE {} ORDER BY created_at DESC, id",
+                filters.sql()
+            ))?;
+            Ok(filters.collect(&mut stmt, party_from_row)?)
         })
     }
 }

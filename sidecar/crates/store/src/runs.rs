@@ -565,13 +565,7 @@ impl Store {
         );
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
-            filters.bind(&mut stmt)?;
-            let mut rows = stmt.raw_query();
-            let mut runs = Vec::new();
-            while let Some(row) = rows.next()? {
-                runs.push(run_from_row(row)?);
-            }
-            Ok(runs)
+            Ok(filters.collect(&mut stmt, run_from_row)?)
         })
     }
 

@@ -137,13 +137,7 @@ pub(crate) fn list_sessions_in(
 ) -> Result<Vec<Session>, StoreError> {
     let filters = listing_filters(filter);
     let mut stmt = conn.prepare_cached(&listing_sql(&filters))?;
-    filters.bind(&mut stmt)?;
-    let mut rows = stmt.raw_query();
-    let mut sessions = Vec::new();
-    while let Some(row) = rows.next()? {
-        sessions.push(session_from_row(row)?);
-    }
-    Ok(sessions)
+    Ok(filters.collect(&mut stmt, session_from_row)?)
 }
 
 fn upsert_project(conn: &Connection, root: &str, name: &str) -> Result<Project, StoreError> {

@@ -116,15 +116,15 @@ impl Store {
     }
 
     pub fn list_tasks(&self, party_id: Option<&str>) -> Result<Vec<Task>, StoreError> {
+        // A party's tasks through the party index, not a walk over every party's.
+        let mut filters = crate::filters::Filters::default();
+        filters.given("party_id = ?1", 1, party_id.as_ref());
         self.read(|conn| {
-            let rows = conn
-                .prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks WHERE (?1 IS NULL OR party_id = ?1) \
-                     ORDER BY created_at, id"
-                ))?
-                .query_map([party_id], task_from_row)?
-                .collect::<Result<_, _>>()?;
-            Ok(rows)
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE {} ORDER BY created_at, id",
+                filters.sql()
+            ))?;
+            Ok(filters.collect(&mut stmt, task_from_row)?)
         })
     }
 
