@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use troupe::client::{self, Client};
 
 use crate::scenario::Scenario;
-use crate::support::{TestDaemon, define, executable, launch, register, repo, wait_for};
+use crate::support::{TestDaemon, define, executable, item, launch, register, repo, wait_for};
 
 /// A member that leaves its run's credential in `$KEYS/<role>.tok` (and its environment in
 /// `$KEYS/<role>.env`), then stays until `$KEYS/release` appears.
@@ -225,12 +225,8 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
         .await
         .unwrap();
     let member_field = |role: &str, field: &str| {
-        sessions["members"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["role"] == role)
-            .and_then(|m| m[field].as_str())
+        item(&sessions, "members", "role", role)[field]
+            .as_str()
             .unwrap()
             .to_string()
     };
@@ -406,13 +402,7 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
         .call("get_party_status", json!({ "party_id": party }))
         .await
         .unwrap();
-    let lead_now = now["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "lead")
-        .unwrap()
-        .clone();
+    let lead_now = item(&now, "members", "role", "lead");
     assert_eq!(lead_now["run_status"], "running", "{lead_now}");
 
     // A run that has ended: its credential no longer opens the door.

@@ -13,7 +13,7 @@ use troupe::client::Client;
 use crate::mock_llm::{MockLlm, Reply};
 use crate::plugins::{grant_mock, install};
 use crate::scenario::Scenario;
-use crate::support::{define, git, refused, register, wait_for};
+use crate::support::{define, git, item, refused, register, wait_for};
 
 /// A member that stays until a message tells it to finish (the test speaks for it, as the MCP
 /// door speaks for an agent: with its session).
@@ -569,13 +569,7 @@ async fn a_team_plans_executes_reviews_hands_off_and_records_a_decision_as_an_ad
         .call("get_plan", json!({ "party_id": party }))
         .await
         .unwrap();
-    let test_step = view["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["step_id"] == "test")
-        .unwrap()
-        .clone();
+    let test_step = item(&view, "steps", "step_id", "test");
     assert_eq!(test_step["state"], "in_progress", "{test_step}");
 
     // A decision the person votes on: tied, then the leader chooses; ADR 0002.

@@ -225,13 +225,7 @@ async fn the_person_follows_a_party_and_answers_its_approval_from_the_dashboard(
         .call("get_party_status", json!({ "party_id": party }))
         .await
         .unwrap();
-    let writer = status["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "writer")
-        .unwrap()
-        .clone();
+    let writer = crate::support::item(&status, "members", "role", "writer");
     assert_eq!(writer["output"], "approved", "{status:#}");
     let approvals = c
         .call("list_approvals", json!({ "status": "approved" }))

@@ -425,6 +425,15 @@ pub async fn launch(c: &Client, name: &str, cwd: &str) -> String {
     r["party_id"].as_str().unwrap().to_string()
 }
 
+/// The item of `value[list]` whose `key` is `equals`; panics naming what it looked for.
+pub fn item(value: &Value, list: &str, key: &str, equals: &str) -> Value {
+    value[list]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i[key] == equals))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {list} item with {key} = {equals:?} in {value}"))
+}
+
 /// Waits for a pending permission request; the oldest.
 /// The inbox of the project of directory `project`, as `list_inbox` gives it.
 pub async fn inbox(c: &Client, project: &str) -> Vec<Value> {

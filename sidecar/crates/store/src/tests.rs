@@ -22,6 +22,21 @@ fn new_session(cli: &str) -> NewSession {
     }
 }
 
+/// A session of another project (`/q`).
+fn elsewhere(cli: &str) -> NewSession {
+    NewSession {
+        cwd: "/q".into(),
+        project_root: "/q".into(),
+        project_name: "q".into(),
+        ..new_session(cli)
+    }
+}
+
+/// Registers a session; the session.
+async fn registered(store: &Store, new: NewSession) -> crate::Session {
+    store.register_session(new).await.unwrap().session
+}
+
 #[test]
 fn schema_snapshot() {
     let (_dir, store) = open();
@@ -767,23 +782,14 @@ async fn send_one(
 #[tokio::test]
 async fn a_send_checks_its_sessions_and_names_what_is_wrong() {
     let (_dir, store) = open();
-    let register = |new: NewSession| {
-        let store = store.clone();
-        async move { store.register_session(new).await.unwrap().session }
-    };
+    let register = |new: NewSession| registered(&store, new);
     let parent = register(new_session("parent")).await;
     let child = register(NewSession {
         parent_session_id: Some(parent.session_id.clone()),
         ..new_session("child")
     })
     .await;
-    let stranger = register(NewSession {
-        cwd: "/q".into(),
-        project_root: "/q".into(),
-        project_name: "q".into(),
-        ..new_session("stranger")
-    })
-    .await;
+    let stranger = register(elsewhere("stranger")).await;
     let ended = register(new_session("ended")).await;
     store.end_session(ended.session_id.clone()).await.unwrap();
     let session = |s: &crate::Session| Recipients::Session(s.session_id.clone());
@@ -844,10 +850,7 @@ async fn a_send_checks_its_sessions_and_names_what_is_wrong() {
 async fn a_session_listing_gives_each_filters_sessions_through_its_index() {
     use crate::{SessionFilter, SessionStatus};
     let (dir, store) = open();
-    let register = |new: NewSession| {
-        let store = store.clone();
-        async move { store.register_session(new).await.unwrap().session }
-    };
+    let register = |new: NewSession| registered(&store, new);
     let lead = register(new_session("lead")).await;
     let member = |cli: &'static str| NewSession {
         parent_session_id: Some(lead.session_id.clone()),
@@ -856,13 +859,7 @@ async fn a_session_listing_gives_each_filters_sessions_through_its_index() {
     };
     let a = register(member("a")).await;
     let b = register(member("b")).await;
-    let other = register(NewSession {
-        cwd: "/q".into(),
-        project_root: "/q".into(),
-        project_name: "q".into(),
-        ..new_session("other")
-    })
-    .await;
+    let other = register(elsewhere("other")).await;
     store.end_session(b.session_id.clone()).await.unwrap();
     let listed = |filter: SessionFilter| {
         let mut ids: Vec<String> = store
