@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{Connection, Transaction};
+use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::StoreError;
@@ -30,7 +30,7 @@ const QUEUE_DEPTH: usize = 16 * 1024;
 trait Job: Send {
     /// Runs the job; returns whether it succeeded. With `isolated`, it runs in its own savepoint
     /// so a failure undoes only its own changes.
-    fn attempt(&mut self, tx: &mut Transaction<'_>, isolated: bool) -> bool;
+    fn attempt(&mut self, conn: &Connection, isolated: bool) -> bool;
     fn finish(self: Box<Self>, commit: Result<(), &StoreError>);
 }
 
@@ -45,11 +45,11 @@ where
     F: Fn(&Connection) -> Result<R, StoreError> + Send + 'static,
     R: Send + 'static,
 {
-    fn attempt(&mut self, tx: &mut Transaction<'_>, isolated: bool) -> bool {
+    fn attempt(&mut self, conn: &Connection, isolated: bool) -> bool {
         let result = if isolated {
-            run_in_savepoint(tx, &self.f)
+            run_in_savepoint(conn, &self.f)
         } else {
-            guard(|| (self.f)(tx))
+            guard(|| (self.f)(conn))
         };
         let ok = result.is_ok();
         self.result = Some(result);
@@ -200,18 +200,26 @@ impl WriterHandle {
     }
 }
 
+/// Runs one of the writer's transaction statements (`BEGIN`, `COMMIT`, `SAVEPOINT job`…) from
+/// the connection's statement cache: `Connection::transaction` parses its `BEGIN` and `COMMIT`
+/// anew at every group.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 fn run_in_savepoint<R>(
-    tx: &mut Transaction<'_>,
+    conn: &Connection,
     f: impl Fn(&Connection) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
-    let mut sp = tx.savepoint()?;
-    match guard(|| f(&sp)) {
+    exec(conn, "SAVEPOINT job")?;
+    match guard(|| f(conn)) {
         Ok(value) => {
-            sp.commit()?;
+            exec(conn, "RELEASE job")?;
             Ok(value)
         }
         Err(e) => {
-            sp.rollback()?;
+            exec(conn, "ROLLBACK TO job")?;
+            exec(conn, "RELEASE job")?;
             Err(e)
         }
     }
@@ -259,7 +267,7 @@ fn run(
             }
         }
         if !group.is_empty() {
-            commit_group(&mut conn, &mut group, &announce.topics);
+            commit_group(&conn, &mut group, &announce.topics);
         }
         if let Some(work) = exclusive {
             work(&mut conn);
@@ -358,25 +366,32 @@ pub(crate) fn checkpointer(conn: Connection, wake: std::sync::mpsc::Receiver<()>
 ///
 /// The topics the group's jobs marked (`changes`) are announced after the commit and before
 /// any caller hears back; a failed job's marks are dropped with its changes.
-fn commit_group(conn: &mut Connection, group: &mut Vec<Box<dyn Job>>, topics: &Announcer) {
+fn commit_group(conn: &Connection, group: &mut Vec<Box<dyn Job>>, topics: &Announcer) {
     let size = group.len();
     changes::reset_to(0);
     let committed = (|| {
-        let mut tx = conn.transaction()?;
-        if !group.iter_mut().all(|job| job.attempt(&mut tx, false)) {
-            tx.rollback()?;
+        exec(conn, "BEGIN")?;
+        if !group.iter_mut().all(|job| job.attempt(conn, false)) {
+            exec(conn, "ROLLBACK")?;
             changes::reset_to(0);
-            tx = conn.transaction()?;
+            exec(conn, "BEGIN")?;
             for job in group.iter_mut() {
                 let before = changes::marked();
-                if !job.attempt(&mut tx, true) {
+                if !job.attempt(conn, true) {
                     changes::reset_to(before);
                 }
             }
         }
-        tx.commit()
+        exec(conn, "COMMIT")
     })()
     .map_err(StoreError::from);
+    // A group that failed part-way leaves no transaction open for the next one.
+    if committed.is_err()
+        && !conn.is_autocommit()
+        && let Err(e) = exec(conn, "ROLLBACK")
+    {
+        tracing::error!(error = %e, "rolling back a failed group failed");
+    }
     let marks = changes::take();
     match &committed {
         Ok(()) => topics.announce(marks),

@@ -442,18 +442,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => {
-                crate::serve::serve(
-                    Config {
-                        layout,
-                        ws_addr: args.ws_addr,
-                        allow_non_loopback: args.allow_non_loopback,
-                        max_message_bytes: args.max_message_bytes,
-                    },
-                    args.nats,
-                )
-                .await
-            }
+            // On a worker, not on this thread: a connection accepted there starts on the same
+            // worker, where this thread would wake a worker (and be woken) for each one.
+            Command::Serve(args) => tokio::spawn(crate::serve::serve(
+                Config {
+                    layout,
+                    ws_addr: args.ws_addr,
+                    allow_non_loopback: args.allow_non_loopback,
+                    max_message_bytes: args.max_message_bytes,
+                },
+                args.nats,
+            ))
+            .await
+            .context("the daemon's task failed")?,
             Command::Stop { leave_running } => stop(&layout, leave_running, cli.json).await,
             Command::Status => status(&layout, cli.json).await,
             Command::Gc(args) => gc::run(&layout, args, cli.json).await,

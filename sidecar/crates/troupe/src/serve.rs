@@ -104,6 +104,8 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     let (stop_handle, server_handle) = stop_channel();
     let mut connections = JoinSet::new();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // Made once: `ctrl_c()` in the loop would register a listener at every connection.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     loop {
         tokio::select! {
             accepted = unix.accept() => match accepted {
@@ -132,7 +134,7 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             _ = shutdown_rx.changed() => break,
             _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break }
-            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: stopping"); break }
+            _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break }
         }
     }
 

@@ -177,6 +177,9 @@ async fn measure(
         "daemon_cpu_ms_per_member",
         "floor_spawn_cpu_ms",
         "cpu_over_floor",
+        "writer_cpu_ms_per_member",
+        "workers_cpu_ms_per_member",
+        "call_cpu_ms",
         "engine_us_per_step",
         "daemon_peak_rss_mib",
     ];
@@ -230,6 +233,16 @@ fn report(
             med("floor_spawn_cpu_ms"),
             med("cpu_over_floor")
         );
+        println!(
+            "    of the daemon's CPU   {:>9.3} ms on the store's writer thread, {:.3} ms on the async workers (per member)",
+            med("writer_cpu_ms_per_member"),
+            med("workers_cpu_ms_per_member")
+        );
+        println!(
+            "  one call alone          {:>9.3} ms daemon CPU per authenticated call on a fresh connection (as a member's `complete` makes; same run) → {:.2}× the floor",
+            med("call_cpu_ms"),
+            med("call_cpu_ms") / med("floor_spawn_cpu_ms")
+        );
     }
     println!(
         "  engine alone            {:>9.2} µs per scheduling step",
@@ -258,6 +271,7 @@ async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
     .await?;
     c.call("create_party_definition", json!({ "definition": def }))
         .await?;
+    let threads_before = thread_cpu_ns(pid)?;
     let cpu_before = cpu_ticks(pid)?;
     let launched = c
         .call(
@@ -285,6 +299,12 @@ async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
         }
     }
     let cpu_ms = (cpu_ticks(pid)? - cpu_before) as f64 * 1000.0 / ticks_per_second();
+    let threads = thread_cpu_ns(pid)?;
+    let spent = |name: &str| {
+        let ns = |m: &BTreeMap<String, u64>| m.get(name).copied().unwrap_or(0);
+        ns(&threads).saturating_sub(ns(&threads_before)) as f64 / 1e6
+    };
+    let (writer_ms, workers_ms) = (spent("troupe-store-wr"), spent("tokio-rt-worker"));
     let peak = std::fs::read_to_string(format!("/proc/{pid}/status"))?
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -295,6 +315,7 @@ async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
         .await?;
     let runs_json = c.call("list_agents", json!({ "party_id": party })).await?;
     let runs = runs_json["runs"].as_array().cloned().unwrap_or_default();
+    let call_ms = call_cost(&layout, pid).await?;
     let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
     let _reaped = daemon.0.wait();
 
@@ -339,6 +360,9 @@ async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
         ("daemon_cpu_ms_per_member", cpu_ms / n),
         ("floor_spawn_cpu_ms", floor),
         ("cpu_over_floor", cpu_ms / n / floor.max(1e-6)),
+        ("writer_cpu_ms_per_member", writer_ms / n),
+        ("workers_cpu_ms_per_member", workers_ms / n),
+        ("call_cpu_ms", call_ms),
         ("engine_us_per_step", engine_us),
         ("daemon_peak_rss_mib", peak / 1024.0),
     ]))
@@ -371,23 +395,46 @@ async fn spawn_floor(exe: &str, scratch: &std::path::Path, count: usize) -> anyh
     Ok(own_cpu_ns()?.saturating_sub(before) as f64 / 1e6 / count as f64)
 }
 
-/// This process's CPU time in nanoseconds: the sum over its threads of the time the scheduler
-/// ran them (`/proc/self/task/*/schedstat`, first field). The bench's threads live as long as it.
-fn own_cpu_ns() -> anyhow::Result<u64> {
-    let mut total = 0u64;
-    for task in std::fs::read_dir("/proc/self/task")? {
-        let path = task?.path().join("schedstat");
-        // A thread that ended meanwhile has no file left to read.
-        let Ok(text) = std::fs::read_to_string(&path) else {
+/// The daemon's CPU (ms) per call of a light operation (`list_plugins`), each on a fresh
+/// connection in one HTTP request, as a member's `troupe call complete` makes it: what the
+/// door alone costs a member (connection, request, credential, dispatch, answer).
+async fn call_cost(layout: &troupe_api::layout::Layout, pid: u32) -> anyhow::Result<f64> {
+    const CALLS: usize = 300;
+    let before = thread_cpu_ns(pid)?.values().sum::<u64>();
+    for _ in 0..CALLS {
+        troupe::client::call_once(layout, false, "list_plugins", json!({})).await?;
+    }
+    let after = thread_cpu_ns(pid)?.values().sum::<u64>();
+    Ok(after.saturating_sub(before) as f64 / 1e6 / CALLS as f64)
+}
+
+/// A process's CPU time in nanoseconds per thread name (`/proc/<pid>/task/*/comm` and the
+/// first field of `schedstat`): threads of one name (the async workers) are summed.
+fn thread_cpu_ns(pid: u32) -> anyhow::Result<BTreeMap<String, u64>> {
+    let mut by_name = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let dir = task?.path();
+        // A thread that ended meanwhile has no files left to read.
+        let (Ok(name), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("schedstat")),
+        ) else {
             continue;
         };
-        total += text
+        let ns = stat
             .split_whitespace()
             .next()
             .and_then(|ns| ns.parse::<u64>().ok())
             .context("bad schedstat")?;
+        *by_name.entry(name.trim().to_string()).or_insert(0) += ns;
     }
-    Ok(total)
+    Ok(by_name)
+}
+
+/// This process's CPU time in nanoseconds: the sum over its threads of the time the scheduler
+/// ran them. The bench's threads live as long as it.
+fn own_cpu_ns() -> anyhow::Result<u64> {
+    Ok(thread_cpu_ns(std::process::id())?.values().sum())
 }
 
 /// Milliseconds since the epoch of a UTC timestamp as the store writes them
