@@ -315,7 +315,7 @@ async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
         .await?;
     let runs_json = c.call("list_agents", json!({ "party_id": party })).await?;
     let runs = runs_json["runs"].as_array().cloned().unwrap_or_default();
-    let call_ms = call_cost(&layout, pid).await?;
+    let call_ms = call_cost(&layout, pid, &project).await?;
     let _answer_or_hangup = c.call("shutdown_daemon", json!({})).await;
     let _reaped = daemon.0.wait();
 
@@ -395,14 +395,20 @@ async fn spawn_floor(exe: &str, scratch: &std::path::Path, count: usize) -> anyh
     Ok(own_cpu_ns()?.saturating_sub(before) as f64 / 1e6 / count as f64)
 }
 
-/// The daemon's CPU (ms) per call of a light operation (`list_plugins`), each on a fresh
-/// connection in one HTTP request, as a member's `troupe call complete` makes it: what the
-/// door alone costs a member (connection, request, credential, dispatch, answer).
-async fn call_cost(layout: &troupe_api::layout::Layout, pid: u32) -> anyhow::Result<f64> {
+/// The daemon's CPU (ms) per call of a light operation (the project's parties: one indexed
+/// read), each on a fresh connection in one HTTP request, as a member's `troupe call complete`
+/// makes it: what the door alone costs a member (connection, request, credential, dispatch,
+/// answer).
+async fn call_cost(
+    layout: &troupe_api::layout::Layout,
+    pid: u32,
+    project: &std::path::Path,
+) -> anyhow::Result<f64> {
     const CALLS: usize = 300;
+    let args = json!({ "cwd": project.display().to_string() });
     let before = thread_cpu_ns(pid)?.values().sum::<u64>();
     for _ in 0..CALLS {
-        troupe::client::call_once(layout, false, "list_plugins", json!({})).await?;
+        troupe::client::call_once(layout, false, "list_parties", args.clone()).await?;
     }
     let after = thread_cpu_ns(pid)?.values().sum::<u64>();
     Ok(after.saturating_sub(before) as f64 / 1e6 / CALLS as f64)
