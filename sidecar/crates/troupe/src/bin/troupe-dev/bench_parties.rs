@@ -12,7 +12,7 @@ use troupe_engine::{Action, Input, Party, PartyDefinition};
 
 use clap::Args;
 
-use crate::harness::{cpu_ticks, median, start_daemon, ticks_per_second};
+use crate::harness::{cpu_ns, cpu_ticks, median, start_daemon, thread_cpu_ns, ticks_per_second};
 
 #[derive(Debug, Args)]
 pub struct PartiesArgs {
@@ -374,7 +374,7 @@ async fn one_run(def: &Value) -> anyhow::Result<BTreeMap<&'static str, f64>> {
 async fn spawn_floor(exe: &str, scratch: &std::path::Path, count: usize) -> anyhow::Result<f64> {
     // In nanoseconds (the scheduler's clock of each thread), not in 10 ms ticks: 300 spawns of
     // ~0.2 ms are 6 ticks, and the floor moved by a sixth from one run to the next.
-    let before = own_cpu_ns()?;
+    let before = cpu_ns(std::process::id())?;
     for _ in 0..count {
         let status = tokio::process::Command::new(exe)
             .arg("--data-dir")
@@ -392,7 +392,7 @@ async fn spawn_floor(exe: &str, scratch: &std::path::Path, count: usize) -> anyh
             .await?;
         let _ended_either_way = status;
     }
-    Ok(own_cpu_ns()?.saturating_sub(before) as f64 / 1e6 / count as f64)
+    Ok(cpu_ns(std::process::id())?.saturating_sub(before) as f64 / 1e6 / count as f64)
 }
 
 /// The daemon's CPU (ms) per call of a light operation (the project's parties: one indexed
@@ -406,41 +406,11 @@ async fn call_cost(
 ) -> anyhow::Result<f64> {
     const CALLS: usize = 300;
     let args = json!({ "cwd": project.display().to_string() });
-    let before = thread_cpu_ns(pid)?.values().sum::<u64>();
+    let before = cpu_ns(pid)?;
     for _ in 0..CALLS {
         troupe::client::call_once(layout, false, "list_parties", args.clone()).await?;
     }
-    let after = thread_cpu_ns(pid)?.values().sum::<u64>();
-    Ok(after.saturating_sub(before) as f64 / 1e6 / CALLS as f64)
-}
-
-/// A process's CPU time in nanoseconds per thread name (`/proc/<pid>/task/*/comm` and the
-/// first field of `schedstat`): threads of one name (the async workers) are summed.
-fn thread_cpu_ns(pid: u32) -> anyhow::Result<BTreeMap<String, u64>> {
-    let mut by_name = BTreeMap::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-        let dir = task?.path();
-        // A thread that ended meanwhile has no files left to read.
-        let (Ok(name), Ok(stat)) = (
-            std::fs::read_to_string(dir.join("comm")),
-            std::fs::read_to_string(dir.join("schedstat")),
-        ) else {
-            continue;
-        };
-        let ns = stat
-            .split_whitespace()
-            .next()
-            .and_then(|ns| ns.parse::<u64>().ok())
-            .context("bad schedstat")?;
-        *by_name.entry(name.trim().to_string()).or_insert(0) += ns;
-    }
-    Ok(by_name)
-}
-
-/// This process's CPU time in nanoseconds: the sum over its threads of the time the scheduler
-/// ran them. The bench's threads live as long as it.
-fn own_cpu_ns() -> anyhow::Result<u64> {
-    Ok(thread_cpu_ns(std::process::id())?.values().sum())
+    Ok(cpu_ns(pid)?.saturating_sub(before) as f64 / 1e6 / CALLS as f64)
 }
 
 /// Milliseconds since the epoch of a UTC timestamp as the store writes them

@@ -13,7 +13,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::harness::{cpu_ticks, median, register, scratch_layout, start_daemon, ticks_per_second};
+use crate::harness::{cpu_ns, median, register, scratch_layout, start_daemon};
 
 #[derive(Debug, Args)]
 pub struct PatternArgs {
@@ -222,28 +222,6 @@ where
         cpu_ms: (cpu_ns(pid)? - cpu) as f64 / 1e6,
         agents_ms,
     })
-}
-
-/// The daemon's CPU time in ns: the sum over its threads of `/proc/<pid>/task/*/schedstat`
-/// (clock ticks from `/proc/<pid>/stat` when schedstat is missing). Threads that ended are not
-/// counted: the daemon's threads live as long as it does.
-fn cpu_ns(pid: u32) -> anyhow::Result<u64> {
-    let mut total = 0u64;
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))?;
-    for task in tasks {
-        let path = task?.path().join("schedstat");
-        match std::fs::read_to_string(&path) {
-            Ok(s) => {
-                total += s
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .context("bad schedstat")?;
-            }
-            Err(_) => return Ok((cpu_ticks(pid)? as f64 * 1e9 / ticks_per_second()) as u64),
-        }
-    }
-    Ok(total)
 }
 
 /// Milliseconds of a stored timestamp (`2026-11-24T14:35:26.752Z`) since the day began.

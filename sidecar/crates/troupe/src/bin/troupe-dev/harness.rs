@@ -114,6 +114,41 @@ pub(crate) fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
     Ok(field(11)? + field(12)?)
 }
 
+/// A process's CPU time in nanoseconds per thread name (`/proc/<pid>/task/*/comm` and the
+/// first field of `schedstat`, the time the scheduler ran it): threads of one name are summed
+/// (`tokio-rt-worker`: the async workers, and tokio's blocking threads, which share the name).
+/// A thread that ended is not counted.
+pub(crate) fn thread_cpu_ns(pid: u32) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    let mut by_name = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let dir = task?.path();
+        // A thread that ended meanwhile has no files left to read.
+        let (Ok(name), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("schedstat")),
+        ) else {
+            continue;
+        };
+        let ns = stat
+            .split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse::<u64>().ok())
+            .context("bad schedstat")?;
+        *by_name.entry(name.trim().to_string()).or_insert(0) += ns;
+    }
+    Ok(by_name)
+}
+
+/// A process's CPU time in nanoseconds: the sum over its threads (`thread_cpu_ns`), or its
+/// clock ticks (`/proc/<pid>/stat`, 10 ms each) on a kernel without `schedstat`.
+pub(crate) fn cpu_ns(pid: u32) -> anyhow::Result<u64> {
+    let threads = thread_cpu_ns(pid)?;
+    if threads.is_empty() {
+        return Ok((cpu_ticks(pid)? as f64 * 1e9 / ticks_per_second()) as u64);
+    }
+    Ok(threads.values().sum())
+}
+
 pub(crate) fn ticks_per_second() -> f64 {
     rustix::param::clock_ticks_per_second() as f64
 }
