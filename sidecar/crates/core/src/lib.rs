@@ -12,6 +12,7 @@ pub mod builtin;
 pub mod collab;
 pub mod context;
 pub mod daemon;
+pub mod egress;
 mod datadir;
 pub mod feeds;
 pub mod guardrails;

@@ -386,6 +386,7 @@ pub async fn daemon_status(d: &Daemon, _: NoParams) -> Result<DaemonStatus, ApiE
         messages,
         events,
         sandbox: d.sandbox.status().to_string(),
+        sandbox_layer: d.sandbox.layer().as_str().to_string(),
     })
 }
 

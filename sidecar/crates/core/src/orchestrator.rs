@@ -35,8 +35,8 @@ use crate::runners::process::{Exit, RunExit, RunTable};
 use troupe_api::ApiError;
 use troupe_api::layout::Layout;
 
-pub(crate) use supervisor::isolate;
 use supervisor::*;
+pub(crate) use supervisor::{carried_out, isolate};
 
 /// Why a pattern run stopped before its first step ended as it did.
 const STOPPED_EARLY: &str = "stopped before it started";
@@ -258,6 +258,8 @@ struct Loop {
     run_key: crate::authority::RunKey,
     /// Wraps the processes of runs (`crate::sandbox`).
     sandbox: crate::sandbox::Sandbox,
+    /// The egress proxies of boxed runs whose processes may still run, by run id.
+    boxes: std::sync::Mutex<HashMap<String, crate::egress::Endpoint>>,
     runner: RunTable,
     parties: HashMap<String, LiveParty>,
     /// Runs of live parties, by run id.
@@ -322,6 +324,7 @@ pub fn create(
         layout,
         run_key,
         sandbox,
+        boxes: std::sync::Mutex::default(),
         runner,
         parties: HashMap::new(),
         members: HashMap::new(),

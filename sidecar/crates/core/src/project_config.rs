@@ -56,6 +56,18 @@ impl ProjectConfig {
             .unwrap_or(false)
     }
 
+    /// `[sandbox]`'s additions to its members' boxes (paths to write or hide, hosts to reach);
+    /// an unreadable one adds nothing.
+    pub fn sandbox(&self) -> crate::sandbox::plan::ProjectBox {
+        match self.table.get("sandbox") {
+            Some(section) => section.clone().try_into().unwrap_or_else(|e| {
+                tracing::warn!(file = %self.path.display(), error = %e, "[sandbox] is unreadable: it adds nothing to the box");
+                crate::sandbox::plan::ProjectBox::default()
+            }),
+            None => crate::sandbox::plan::ProjectBox::default(),
+        }
+    }
+
     /// `[parties.<name>]`, checked as a definition (its agents are checked at launch).
     pub fn party(&self, name: &str) -> Result<Option<PartyDefinition>, String> {
         self.definition("parties", name)

@@ -70,7 +70,16 @@ pub async fn run(
     tail: usize,
     sandbox: &crate::sandbox::Sandbox,
 ) -> ShellRun {
-    let argv = sandbox.argv(vec!["sh".into(), "-c".into(), command.into()], dir);
+    let argv = match sandbox.argv(vec!["sh".into(), "-c".into(), command.into()], dir) {
+        Ok(argv) => argv,
+        Err(why) => {
+            return ShellRun {
+                passed: false,
+                exit_code: None,
+                output: why,
+            };
+        }
+    };
     let Some((program, args)) = argv.split_first() else {
         return ShellRun {
             passed: false,

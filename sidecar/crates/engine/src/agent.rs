@@ -152,6 +152,10 @@ pub struct AgentDefinition {
     /// clone), whose code travels as git bundles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
+    /// What its box lets through beyond the defaults: more paths to write or hide, hosts its
+    /// egress may reach (the core's `sandbox`).
+    #[serde(default, skip_serializing_if = "BoxSettings::is_empty")]
+    pub sandbox: BoxSettings,
     /// Set by the daemon on a router's step (its only tool is `route_to`, with these
     /// candidates); never in a stored definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +164,34 @@ pub struct AgentDefinition {
     /// `conclude_team`); never in a stored definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team_seat: Option<String>,
+}
+
+/// What a member's box lets through beyond its defaults. Paths may start with `~/` (the
+/// member's home). Only the person's definitions and config set these; a member's overrides of
+/// its subagent cannot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoxSettings {
+    /// More paths it may write (created when missing), beyond its checkout, its private temp
+    /// dir and its CLI's state dirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
+    /// Default state dirs it does not get to write (e.g. `~/.claude`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_writable: Vec<String>,
+    /// More paths it may not read, beyond the default secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
+    /// Hosts its egress may reach beyond its CLI's model API hosts: `host`, `host:port`,
+    /// `*.domain`, `127.0.0.1:PORT` (a loopback service, such as a local model server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
+}
+
+impl BoxSettings {
+    pub fn is_empty(&self) -> bool {
+        self == &BoxSettings::default()
+    }
 }
 
 /// Limits on what one run (or one plan step) may spend. A budget that trips pauses the member:

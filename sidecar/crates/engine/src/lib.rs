@@ -12,7 +12,8 @@ pub mod pattern;
 pub mod spec;
 
 pub use agent::{
-    AcpOptions, AgentDefinition, AgentOverrides, Budget, Isolation, LandOptions, LandStrategy,
+    AcpOptions, AgentDefinition, AgentOverrides, BoxSettings, Budget, Isolation, LandOptions,
+    LandStrategy,
     RouterSpec, Spent, TeamSpec, Termination, Workflow, acp_default_command,
 };
 pub use party::{

@@ -179,6 +179,17 @@ pub enum Command {
     /// The process the built-in demo agents run (inside a party).
     #[command(hide = true)]
     DemoMember,
+    /// What the daemon starts a member's command with inside its box: Landlock's rules, or the
+    /// egress relay of a bubblewrap box (`troupe_core::sandbox::inside`).
+    #[command(hide = true)]
+    BoxExec {
+        /// The box, as JSON.
+        #[arg(long)]
+        spec: String,
+        /// The command.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -208,7 +219,8 @@ pub struct WorkerArgs {
     /// The pool whose runs this worker takes (agents name it in `pool`).
     #[arg(long)]
     pub pool: String,
-    /// Its name on the timeline (default: host name and pid).
+    /// Its name on the timeline and in its NATS subjects (letters, digits, '-' and '_';
+    /// default: host name and pid).
     #[arg(long)]
     pub name: Option<String>,
     /// Runs at once.
@@ -387,6 +399,11 @@ fn print_line(args: std::fmt::Arguments<'_>) {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::BoxExec { spec, argv } = &cli.command {
+        // Before anything else starts a thread: Landlock binds the thread that asks.
+        let code = troupe_core::sandbox::inside::main(spec, argv);
+        return ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1));
+    }
     // The dashboard owns the terminal: its warnings would tear the screen.
     if !matches!(cli.command, Command::Ui { .. }) {
         init_tracing(matches!(cli.command, Command::Serve(_)));
@@ -533,6 +550,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Ok(())
             }
             Command::DemoMember => crate::demo_member::run().await,
+            Command::BoxExec { .. } => Ok(()), // handled in `main`, before the runtime
             Command::Completions { shell } => {
                 let mut out = Vec::new();
                 clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "troupe", &mut out);

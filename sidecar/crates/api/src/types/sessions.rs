@@ -263,9 +263,13 @@ pub struct DaemonStatus {
     pub active_sessions: i64,
     pub messages: i64,
     pub events: i64,
-    /// Whether members run in the sandbox that hides the data dir from them, and why not.
+    /// What the members' box is and what it keeps them from, or why members cannot start.
     #[serde(default)]
     pub sandbox: String,
+    /// The layer that makes the box: `bubblewrap`, `landlock`, `off` (the person's choice) or
+    /// `unavailable` (members do not start).
+    #[serde(default)]
+    pub sandbox_layer: String,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
@@ -297,7 +301,8 @@ pub struct GcParams {
     #[serde(default)]
     pub dry_run: bool,
     /// Rows, logs and checkouts older than this many days may go (default: `[retention]
-    /// max_age_days` of the data dir's `config.toml`, else 30; 0: whatever their age).
+    /// max_age_days` of the data dir's `config.toml`, else 30; 0: whatever their age; at most
+    /// 36500, a hundred years).
     #[serde(default)]
     pub max_age_days: Option<f64>,
 }

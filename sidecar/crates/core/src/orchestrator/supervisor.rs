@@ -109,15 +109,16 @@ impl Loop {
                 })
                 .map_err(|_| "the daemon is shutting down".to_string());
         }
+        let env = member_env(
+            &self.layout,
+            &self.run_key,
+            run,
+            agent,
+            self.parties.get(run.party_id.as_deref().unwrap_or("")),
+        );
+        let sandbox = self.box_for(run, agent, &env);
         if super::setup::needed(run, agent) {
             // Off the loop: the loop hears back with `SetupDone` and comes here again.
-            let env = member_env(
-                &self.layout,
-                &self.run_key,
-                run,
-                agent,
-                self.parties.get(run.party_id.as_deref().unwrap_or("")),
-            );
             let (stop, stopped) = tokio::sync::oneshot::channel();
             self.setups
                 .lock()
@@ -129,7 +130,7 @@ impl Loop {
                 run.clone(),
                 agent.clone(),
                 env,
-                self.sandbox.clone(),
+                sandbox,
                 stopped,
             ));
             return Ok(());
@@ -138,20 +139,14 @@ impl Loop {
             run: run.clone(),
             agent: agent.clone(),
             workdir: PathBuf::from(run.workdir.clone().unwrap_or_else(|| ".".into())),
-            env: member_env(
-                &self.layout,
-                &self.run_key,
-                run,
-                agent,
-                self.parties.get(run.party_id.as_deref().unwrap_or("")),
-            ),
+            env,
             // Each run its own log (`get_run_log`), closed when it ends.
             log: run.run_id.clone(),
             timeout: agent
                 .timeout_secs
                 .and_then(|s| Duration::try_from_secs_f64(s).ok()),
             host: self.daemon.get().cloned(),
-            sandbox: self.sandbox.clone(),
+            sandbox,
         };
         let placed = crate::runners::runner_for(agent).place(&self.runner, launch)?;
         self.store
@@ -250,7 +245,103 @@ impl Loop {
         }
     }
 
+    /// The box run `run` starts in: its paths and its egress proxy, opened now and closed when
+    /// its processes have exited (`run_exited`). A run whose proxy cannot open has no network.
+    fn box_for(
+        &self,
+        run: &AgentRun,
+        agent: &AgentDefinition,
+        env: &[(String, String)],
+    ) -> crate::sandbox::Sandbox {
+        use crate::sandbox::plan;
+        if !self.sandbox.is_on() {
+            return self.sandbox.clone();
+        }
+        let root = run
+            .party_id
+            .as_deref()
+            .and_then(|p| self.parties.get(p))
+            .map(|live| PathBuf::from(&live.row.repo_root));
+        let project = root.as_deref().and_then(|root| {
+            crate::project_config::ProjectConfig::load(root)
+                .ok()
+                .flatten()
+                .map(|c| c.sandbox())
+        });
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("troupe"));
+        let mut planned = plan::plan(
+            self.sandbox.base(),
+            plan::PlanInput {
+                run_id: &run.run_id,
+                agent,
+                env,
+                project: project.as_ref(),
+                troupe_exe: &exe,
+                project_root: root.as_deref(),
+            },
+        );
+        if let Some(endpoint) = self
+            .boxes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&run.run_id)
+        {
+            // Opened already (the run set up its checkout first): the same proxy goes on.
+            planned.egress = Some(plan::Egress {
+                socket: endpoint.socket.clone(),
+                tcp_port: endpoint.tcp_port,
+                forwards: crate::egress::loopback_ports(&planned.allow_hosts),
+            });
+            return self.sandbox.for_run(planned);
+        }
+        let gate = crate::egress::Gate::new(
+            run.run_id.clone(),
+            run.session_id.clone(),
+            Some(run.project_id.clone()),
+            run.party_id.clone(),
+            agent.name.clone(),
+            planned.allow_hosts.clone(),
+            Duration::from_secs_f64(agent.approval_timeout_secs.unwrap_or(300.0).clamp(1.0, 3600.0)),
+            self.store.clone(),
+            self.daemon.get().cloned(),
+        );
+        let forwards = crate::egress::loopback_ports(&planned.allow_hosts);
+        let landlock = self.sandbox.layer() == crate::sandbox::LayerKind::Landlock;
+        match crate::egress::open(
+            std::sync::Arc::new(gate),
+            &planned.box_dir.join("egress.sock"),
+            landlock,
+        ) {
+            Ok(endpoint) => {
+                planned.egress = Some(plan::Egress {
+                    socket: endpoint.socket.clone(),
+                    tcp_port: endpoint.tcp_port,
+                    forwards,
+                });
+                self.boxes
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .insert(run.run_id.clone(), endpoint);
+            }
+            Err(e) => {
+                tracing::warn!(run = %run.run_id, error = %e, "the run's egress proxy cannot open: it has no network");
+            }
+        }
+        self.sandbox.for_run(planned)
+    }
+
     pub(super) async fn run_exited(&mut self, exit: RunExit) {
+        let endpoint = self
+            .boxes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&exit.run_id);
+        if endpoint.is_some() {
+            let dir = self.layout.data_dir.join("boxes").join(&exit.run_id);
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::debug!(dir = %dir.display(), error = %e, "a run's box dir was not removed");
+            }
+        }
         let status = match exit.exit {
             Exit::TimedOut => RunStatus::Timeout,
             Exit::Stopped => RunStatus::Cancelled,
@@ -611,7 +702,19 @@ pub(super) fn write_mirror(dir: &Path, file: &str, text: &str) -> std::io::Resul
     std::fs::rename(tmp, dir.join(file))
 }
 
-/// The member's working directory: the project itself, a worktree, or a clone.
+/// How a member's checkout is made, given what its definition asks. With members sandboxed, a
+/// worktree is made a borrowing clone (`troupe_worktree::ensure_clone`): a linked worktree's refs
+/// and objects are the person's repository's, which its member could then rewrite; a clone's are
+/// its own. Unsandboxed (a member can write the person's files anyway), worktrees stay.
+pub(crate) fn carried_out(isolation: Isolation, sandbox: &crate::sandbox::Sandbox) -> Isolation {
+    match isolation {
+        Isolation::Worktree if sandbox.is_on() => Isolation::Clone,
+        other => other,
+    }
+}
+
+/// The member's working directory: the project itself, a worktree, or a clone (what `isolation`
+/// says: `carried_out` gives a member's).
 pub(crate) async fn isolate(
     layout: &Layout,
     repo_root: &Path,

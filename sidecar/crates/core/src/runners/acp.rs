@@ -77,7 +77,7 @@ pub fn spawn(
         .command
         .clone()
         .unwrap_or_else(|| troupe_engine::acp_default_command(name));
-    let argv = sandbox.argv(argv, workdir);
+    let argv = sandbox.argv(argv, workdir).map_err(std::io::Error::other)?;
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("empty command"))?;
@@ -1323,7 +1323,7 @@ impl ClientSide for Member {
         // In the agent's sandbox, like the agent itself: the command sees neither the person's
         // token nor the database. The sandbox enters the run's checkout; a shell then enters
         // the asked directory (inside it) and runs the command.
-        if self.sandbox.is_on() {
+        if self.sandbox.layer() != crate::sandbox::LayerKind::Off {
             let mut argv = vec![
                 "sh".to_string(),
                 "-c".to_string(),
@@ -1332,7 +1332,7 @@ impl ClientSide for Member {
                 std::mem::take(&mut spec.command),
             ];
             argv.append(&mut spec.args);
-            let mut wrapped = self.sandbox.argv(argv, &self.workdir).into_iter();
+            let mut wrapped = self.sandbox.argv(argv, &self.workdir)?.into_iter();
             spec.command = wrapped.next().unwrap_or_default();
             spec.args = wrapped.collect();
         }

@@ -537,7 +537,7 @@ impl super::Runner for ProcessRunner {
             .command
             .clone()
             .ok_or_else(|| format!("agent {} has no command", launch.agent.name))?;
-        let argv = launch.sandbox.argv(argv, &launch.workdir);
+        let argv = launch.sandbox.argv(argv, &launch.workdir)?;
         let (pid, start_time) = table
             .spawn(SpawnSpec {
                 run_id: launch.run.run_id.clone(),

@@ -859,7 +859,7 @@ async fn run_command(
         .min(MAX_COMMAND_SECS);
     // In the member sandbox (the person's token and the database out of sight), marked with
     // the run: a daemon started after a kill -9 ends what it left.
-    let argv = sandbox.argv(vec!["sh".into(), "-c".into(), command.into()], workdir);
+    let argv = sandbox.argv(vec!["sh".into(), "-c".into(), command.into()], workdir)?;
     let (program, args) = argv.split_first().ok_or("no command")?;
     let mut child = crate::spawn::command(program, crate::spawn::Group::Own, Some(run_id))
         .args(args)
