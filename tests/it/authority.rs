@@ -614,7 +614,8 @@ troupe call complete '{{"output":"worked"}}' > /dev/null 2> "$OUT/complete.err"
 "#,
             token = token_path.display(),
             db = db.display(),
-            worktrees = d.layout.data_dir.join("worktrees").display(),
+            // Where sandboxed members' checkouts are (borrowing clones, worktrees or not).
+            worktrees = d.layout.data_dir.join("clones").display(),
         ),
     );
     one_dev_party(
@@ -660,9 +661,11 @@ troupe call complete '{{"output":"worked"}}' > /dev/null 2> "$OUT/complete.err"
     assert!(String::from_utf8_lossy(&log.stdout).contains("work"));
 }
 
-/// A project may let a sandboxed member's edits inside its own checkout through without asking
-/// (`[sandbox] approve_own_checkout_edits = true`): the same party run asks the person four times
-/// without it, once with it (the command that leaves the checkout).
+/// Inside the box a member's edits in its own checkout and its commands that stay there go
+/// through without asking, unless the project says otherwise (`[sandbox]
+/// approve_own_checkout_edits = false`, `approve_in_box_commands = false`): the same party run
+/// asks the person five times with both off, once by default (the command that reads outside
+/// its checkout).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(troupe_test_tools),
@@ -688,19 +691,20 @@ ask() {
 for f in a.txt src/b.txt c.txt; do
   ask "{\"tool_name\":\"Write\",\"input\":{\"file_path\":\"$PWD/$f\",\"content\":\"x\"},\"file_path\":\"$PWD/$f\",\"wait_ms\":20000}"
 done
+ask '{"tool_name":"Bash","input":{"command":"make test"},"wait_ms":20000}'
 ask '{"tool_name":"Bash","input":{"command":"cat ~/.ssh/config"},"wait_ms":20000}'
 troupe call complete '{"output":"asked"}' > /dev/null
 "#,
     );
     one_dev_party(&c, "editor", script, json!({})).await;
     let mut prompts = Vec::new();
-    for (name, allow) in [("plain", false), ("trusting", true)] {
+    for (name, allow) in [("asking", false), ("boxed", true)] {
         let project = repo(&d.dir.path().join(name));
-        if allow {
+        if !allow {
             std::fs::create_dir_all(Path::new(&project).join(".troupe")).unwrap();
             std::fs::write(
                 Path::new(&project).join(".troupe/config.toml"),
-                "[sandbox]\napprove_own_checkout_edits = true\n",
+                "[sandbox]\napprove_own_checkout_edits = false\napprove_in_box_commands = false\n",
             )
             .unwrap();
         }
@@ -755,7 +759,7 @@ troupe call complete '{"output":"asked"}' > /dev/null
     }
     assert_eq!(
         prompts,
-        [("plain", 4, 0), ("trusting", 1, 3)],
-        "prompts to the person, and edits let through by the sandbox"
+        [("asking", 5, 0), ("boxed", 1, 4)],
+        "prompts to the person, and requests let through by the box"
     );
 }

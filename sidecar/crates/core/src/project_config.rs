@@ -47,13 +47,24 @@ impl ProjectConfig {
         self.table.get(section)?.get(key)?.as_str()
     }
 
-    /// `[sandbox] approve_own_checkout_edits`.
+    /// `[sandbox] approve_own_checkout_edits`: a boxed member's edits inside its own checkout
+    /// go through without asking (true unless set false).
     pub fn approve_own_checkout_edits(&self) -> bool {
+        self.sandbox_flag("approve_own_checkout_edits")
+    }
+
+    /// `[sandbox] approve_in_box_commands`: a boxed member's commands whose words stay in its
+    /// checkout go through without asking (true unless set false).
+    pub fn approve_in_box_commands(&self) -> bool {
+        self.sandbox_flag("approve_in_box_commands")
+    }
+
+    fn sandbox_flag(&self, key: &str) -> bool {
         self.table
             .get("sandbox")
-            .and_then(|s| s.get("approve_own_checkout_edits"))
+            .and_then(|s| s.get(key))
             .and_then(toml::Value::as_bool)
-            .unwrap_or(false)
+            .unwrap_or(true)
     }
 
     /// `[sandbox]`'s additions to its members' boxes (paths to write or hide, hosts to reach);

@@ -168,18 +168,23 @@ fn examine(
 /// that lets those through (recorded as the request's rule).
 pub const SANDBOX_RULE: &str = "sandbox:own-checkout";
 
-/// Whether a request is a file edit inside the asking member's own checkout (a worktree or
-/// clone, not the project), the member runs in the sandbox (the data dir is not there for
-/// it), and the project lets those through: `.troupe/config.toml` `[sandbox]
-/// approve_own_checkout_edits = true`. Then only what leaves the checkout reaches the person
-/// (a path outside it, a sensitive path or a large diff escalated before this is asked).
+/// Whether a request's effects stay in the asking member's box: a file edit inside its own
+/// checkout (a clone of its own, not the project), or a command whose words stay there (no
+/// path outside it, nothing expanded), while the member runs in the box (it can write nothing
+/// else, reach no network but its proxy, read none of the person's secrets). Then the project's
+/// `.troupe/config.toml` `[sandbox] approve_own_checkout_edits` and `approve_in_box_commands`
+/// (both true unless set false) let it through, and only what leaves the box reaches the
+/// person: a path outside, a sensitive path or a large diff (escalated before this is asked), a
+/// new host (the egress proxy asks).
 fn sandboxed_worktree_edit(
     d: &Daemon,
     run: Option<&AgentRun>,
     project_id: &str,
     seen: &Subject,
 ) -> bool {
-    if !d.sandbox.is_on() || !matches!(seen, Subject::Path(Some(_))) {
+    let edit = matches!(seen, Subject::Path(Some(_)));
+    let command = matches!(seen, Subject::Command(Some(_)));
+    if !d.sandbox.is_on() || !(edit || command) {
         return false;
     }
     let Some(workdir) = run.and_then(|r| r.workdir.as_deref()).map(Path::new) else {
@@ -193,10 +198,12 @@ fn sandboxed_worktree_edit(
     if canonical(workdir) == canonical(root) {
         return false;
     }
-    crate::project_config::ProjectConfig::load(root)
-        .ok()
-        .flatten()
-        .is_some_and(|c| c.approve_own_checkout_edits())
+    match crate::project_config::ProjectConfig::load(root) {
+        Ok(Some(c)) if edit => c.approve_own_checkout_edits(),
+        Ok(Some(c)) => c.approve_in_box_commands(),
+        Ok(None) => true,
+        Err(_) => false,
+    }
 }
 
 /// Where a request's relative paths start, and the checkout they are matched from.

@@ -688,10 +688,13 @@ pub fn landlock_argv(
             (tmp, Vec::new())
         }
     };
+    // Landlock cannot hide a path inside a writable one: what lies in a home of the agent's
+    // own (its `env` named it) is the agent's, not the person's.
     let hidden: Vec<PathBuf> = base
         .hidden
         .iter()
         .chain(run.map(|r| r.hidden.as_slice()).unwrap_or_default())
+        .filter(|h| !writable.iter().any(|w| h.starts_with(w)))
         .cloned()
         .collect();
     let proxy = run.and_then(|r| r.egress.as_ref()).and_then(|e| e.tcp_port);

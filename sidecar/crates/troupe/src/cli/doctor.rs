@@ -107,13 +107,14 @@ fn checks(layout: &Layout) -> Vec<Check> {
             needed: true,
         });
     }
-    // The member sandbox.
+    // The member box: which layer makes it (bubblewrap, else Landlock); without one members do
+    // not start, unless the person turned it off.
     let sandbox = troupe_core::sandbox::Sandbox::detect(layout);
     out.push(Check {
-        what: "member sandbox",
+        what: "member box",
         ok: sandbox.is_on(),
-        note: sandbox.status().to_string(),
-        needed: false,
+        note: format!("layer {}: {}", sandbox.layer().as_str(), sandbox.status()),
+        needed: sandbox.layer() == troupe_core::sandbox::LayerKind::Unavailable,
     });
     // The editors' pieces.
     out.push(match on_path("code") {

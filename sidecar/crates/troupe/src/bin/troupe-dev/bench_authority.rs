@@ -182,7 +182,9 @@ async fn one_run(args: &AuthorityArgs) -> anyhow::Result<Figures> {
     let starts = 200.min(n);
     let plain_start_ms = start_ms(&["true".to_string()], starts)?;
     let sandboxed_start_ms = start_ms(
-        &sandbox.argv(vec!["true".to_string()], scratch.path()),
+        &sandbox
+            .argv(vec!["true".to_string()], scratch.path())
+            .map_err(anyhow::Error::msg)?,
         starts,
     )?;
     Ok(Figures {
