@@ -44,6 +44,7 @@ mod remote;
 mod retention;
 mod rounds;
 mod run_logs;
+mod sandbox;
 mod snapshots;
 mod team_brain;
 mod terminal;
