@@ -62,11 +62,13 @@ async fn the_person_overrides_a_subagent_and_a_member_may_only_narrow_its_own() 
         .call("get_session", json!({ "session_id": run["session_id"] }))
         .await
         .unwrap();
+    // A checkout of its own (sandboxed, a worktree is carried out as a borrowing clone).
+    let base = crate::support::worktree_base(c).await;
     assert!(
         session["session"]["cwd"]
             .as_str()
             .unwrap()
-            .contains("/worktrees/"),
+            .contains(&format!("/{base}/")),
         "{session}"
     );
     // An override that makes no agent is named.

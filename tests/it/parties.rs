@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, git, launch, register, wait_for};
+use crate::support::{TestDaemon, git, launch, register, shares, wait_for};
 
 /// Writes an executable shell script and returns its path.
 fn script(dir: &Path, name: &str, body: &str) -> String {
@@ -91,7 +91,7 @@ async fn seed_verification_crud_launch_parallelism_leader_status() {
     let c = daemon.client().await;
     let dir = daemon.dir.path();
     let project = daemon.project("repo");
-    let barrier = dir.join("barrier");
+    let barrier = daemon.shared().join("barrier");
     std::fs::create_dir_all(&barrier).unwrap();
     // Each developer marks that it started, then waits for the other: only parallel
     // developers get past this (sequential ones would time out and crash).
@@ -112,8 +112,10 @@ async fn seed_verification_crud_launch_parallelism_leader_status() {
         ),
     );
     let done = script(dir, "done.sh", COMPLETE);
-    agent(&c, "dev", &dev, json!({})).await;
-    agent(&c, "qa", &qa, json!({})).await;
+    // Both see the barrier (the host's /tmp is not in their box); the developers write it.
+    let barrier_box = shares(json!({}), &[&barrier]);
+    agent(&c, "dev", &dev, barrier_box.clone()).await;
+    agent(&c, "qa", &qa, barrier_box).await;
     agent(&c, "lead", &done, json!({})).await;
 
     // 2. Definition CRUD: create → get → matches.
@@ -544,6 +546,8 @@ async fn worktrees_per_member_mirrors_and_safe_cleanup() {
     let s = wait_party(&c, &party, "completed").await;
 
     let label = format!("iso-{}", &party[..8]);
+    // Sandboxed, a worktree is carried out as a borrowing clone.
+    let base = crate::support::worktree_base(&c).await;
     for (i, m) in members(&s, "dev").iter().enumerate() {
         let workdir = Path::new(m["workdir"].as_str().unwrap());
         assert_eq!(
@@ -551,7 +555,7 @@ async fn worktrees_per_member_mirrors_and_safe_cleanup() {
             daemon
                 .layout
                 .data_dir
-                .join(format!("worktrees/{label}/dev-{i}"))
+                .join(format!("{base}/{label}/dev-{i}"))
         );
         assert_eq!(m["branch"], format!("troupe/{label}/dev-{i}"));
         assert!(workdir.join(format!("work-{i}.txt")).exists());
@@ -568,6 +572,11 @@ async fn worktrees_per_member_mirrors_and_safe_cleanup() {
     }
     let qa = members(&s, "qa")[0];
     assert!(qa["workdir"].as_str().unwrap().contains("/clones/"), "{qa}");
+    if base == "clones" {
+        // Repositories of their own: none is a worktree of the project's repository.
+        let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+        assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
+    }
     // The mirror is rewritten at most once a second after runs end: wait for it.
     let mirror_path = repo.join(".troupe/agents.jsonl");
     let mirror = wait_for("the agents mirror to list the 3 isolated runs", 30, || {
@@ -612,7 +621,7 @@ async fn worktrees_per_member_mirrors_and_safe_cleanup() {
         !daemon
             .layout
             .data_dir
-            .join(format!("worktrees/{label}/dev-0"))
+            .join(format!("{base}/{label}/dev-0"))
             .exists()
     );
 
@@ -827,8 +836,10 @@ async fn kill_9_mid_party_resumes_without_rerunning_or_double_spawning() {
     let mut daemon = TestDaemon::start();
     let dir = daemon.dir.path().to_path_buf();
     let project = daemon.project("repo");
-    let go = dir.join("go");
-    let die = dir.join("die");
+    let go = daemon.shared().join("go");
+    let die = daemon.shared().join("die");
+    // The files the test touches while the daemon is down, seen in the members' boxes.
+    let sees_shared = shares(json!({}), &[&daemon.shared()]);
     let waiter = script(
         &dir,
         "wait.sh",
@@ -849,8 +860,8 @@ async fn kill_9_mid_party_resumes_without_rerunning_or_double_spawning() {
     {
         let c = daemon.client().await;
         agent(&c, "quick", &done, json!({})).await;
-        agent(&c, "waiter", &waiter, json!({})).await;
-        agent(&c, "dier", &dier, json!({})).await;
+        agent(&c, "waiter", &waiter, sees_shared.clone()).await;
+        agent(&c, "dier", &dier, sees_shared).await;
         party_def(
             &c,
             json!({
@@ -1097,7 +1108,7 @@ async fn a_signal_release_survives_a_kill_9() {
     let mut daemon = TestDaemon::start();
     let c = daemon.client().await;
     let dir = daemon.dir.path().to_path_buf();
-    let go = dir.join("go");
+    let go = daemon.shared().join("go");
     let leader = script(
         &dir,
         "leader.sh",
@@ -1117,7 +1128,8 @@ troupe call complete '{"output":"developers done"}' >/dev/null"#,
         ),
     );
     agent(&c, "signal-leader", &leader, json!({})).await;
-    agent(&c, "prep", &prep, json!({})).await;
+    // `prep` waits for a file the test writes: its box is given the shared dir to see it.
+    agent(&c, "prep", &prep, shares(json!({}), &[&daemon.shared()])).await;
     agent(
         &c,
         "worker",

@@ -5,7 +5,9 @@
 //! branches the merge queue lands; a worker killed with -9 mid-run loses its lease and the member
 //! is restarted on the other worker, and the killed worker, started again, ends what it left
 //! running; a pool without a worker keeps its run queued until the run's timeout; an unreachable
-//! NATS is a clear error at start.
+//! NATS is a clear error at start. Over TLS with a user per pool (`SecureNats`), a pool's user
+//! may publish only on its own pool's subjects, and the hub takes a call or an exit about a run
+//! only from the worker of its pool holding it.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use troupe::client::Client;
+use troupe::remote::CallReply;
 
 use crate::support::{BIN, TestDaemon, define, executable, party_end, repo, wait_for};
 
@@ -808,7 +811,7 @@ troupe call complete '{"output":"tried"}' > /dev/null
 }
 
 /// A NATS server with TLS (certificates made here with the openssl CLI) and a user for the hub
-/// and one for the worker pool, whose permissions keep it off the hub's subjects.
+/// and one for each worker pool (`gpu`, `cpu`), whose permissions keep it to its pool's subjects.
 struct SecureNats {
     child: Child,
     url: String,
@@ -907,11 +910,13 @@ tls {{ cert_file: "{d}/server.pem", key_file: "{d}/server.key", ca_file: "{d}/ca
 authorization {{
   users = [
     {{ user: hub, password: hub-secret }}
-    {{ user: gpu-pool, password: pool-secret,
-       permissions: {{ publish: {{ deny: ["troupe.hub.up", "troupe.pool.*.runs"] }} }} }}
+    {gpu}
+    {cpu}
   ]
 }}
-"#
+"#,
+                gpu = pool_user("gpu", "pool-secret"),
+                cpu = pool_user("cpu", "cpu-secret"),
             ),
         )
         .unwrap();
@@ -952,11 +957,91 @@ authorization {{
             self.dir.join("ca.pem").display()
         )
     }
+
+    /// A client logged in as `user` (its replies coming to `inbox`, as a worker's do), and what
+    /// the server tells it went wrong (permissions violations).
+    async fn client(
+        &self,
+        user: &str,
+        password: &str,
+        inbox: Option<&str>,
+    ) -> (
+        async_nats::Client,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut options =
+            async_nats::ConnectOptions::with_user_and_password(user.into(), password.into());
+        if let Some(inbox) = inbox {
+            options = options.custom_inbox_prefix(inbox);
+        }
+        let client = options
+            .add_root_certificates(self.dir.join("ca.pem"))
+            .require_tls(true)
+            .event_callback(move |event| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(event.to_string());
+                }
+            })
+            .connect(&self.url)
+            .await
+            .unwrap();
+        (client, rx)
+    }
+
+    /// A worker of `pool` logged in as `user`, on its own (private) data dir under `dir`.
+    fn worker(&self, dir: &Path, pool: &str, name: &str, user: &str, password: &str) -> Worker {
+        use std::os::unix::fs::DirBuilderExt;
+        let data = dir.join(name);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create(&data)
+            .unwrap();
+        std::fs::write(data.join("config.toml"), self.config(user, password)).unwrap();
+        Worker::start(&data, &self.url, pool, name)
+    }
 }
 
-/// Remote workers authenticated end to end: over TLS with the hub's and the pool's own users, a
-/// remote member runs; a worker without credentials, or with credentials in its URL, cannot
-/// start; the pool's user cannot publish on the hub's subjects.
+/// The user of a worker pool: it may publish its own workers' calls and exits, its own runs'
+/// leases and code, and take runs off its own pool's queue, nothing else; it hears the hub's
+/// (re)starts, its own runs' stops and the replies to its own pool's workers (their inboxes).
+/// docs/security.md shows this (for pool gpu).
+fn pool_user(pool: &str, password: &str) -> String {
+    format!(
+        r#"{{ user: {pool}-pool, password: {password},
+       permissions: {{
+         publish: {{ allow: [
+           "troupe.worker.{pool}.>", "$KV.troupe_leases.{pool}.>", "$O.troupe_code_{pool}.>",
+           "$JS.API.CONSUMER.INFO.TROUPE_RUNS.pool-{pool}",
+           "$JS.API.CONSUMER.CREATE.TROUPE_RUNS.pool-{pool}.troupe.pool.{pool}.runs",
+           "$JS.API.CONSUMER.MSG.NEXT.TROUPE_RUNS.pool-{pool}", "$JS.ACK.TROUPE_RUNS.pool-{pool}.>",
+           "$JS.API.DIRECT.GET.KV_troupe_leases.$KV.troupe_leases.{pool}.>",
+           "$JS.API.STREAM.MSG.GET.OBJ_troupe_code_{pool}", "$JS.API.CONSUMER.CREATE.OBJ_troupe_code_{pool}",
+           "$JS.API.STREAM.INFO.TROUPE_RUNS", "$JS.API.STREAM.CREATE.TROUPE_RUNS",
+           "$JS.API.STREAM.INFO.TROUPE_EXITS", "$JS.API.STREAM.CREATE.TROUPE_EXITS",
+           "$JS.API.STREAM.INFO.KV_troupe_leases", "$JS.API.STREAM.CREATE.KV_troupe_leases",
+           "$JS.API.STREAM.CREATE.OBJ_troupe_code_{pool}" ] }}
+         subscribe: {{ allow: ["_INBOX.troupe.{pool}.>", "troupe.hub.up", "troupe.hub.stop.{pool}.>"] }}
+       }} }}"#
+    )
+}
+
+/// Waits for the server to refuse something of a client's (`events`, from `SecureNats::client`)
+/// and says what it refused.
+async fn violation(events: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> String {
+    wait_for("the server to refuse it", 30, || {
+        let event = events.try_recv().ok();
+        async move { event.filter(|e| e.to_lowercase().contains("permissions violation")) }
+    })
+    .await
+}
+
+/// Remote workers authenticated end to end: over TLS with the hub's and the pool's own users (the
+/// pool's kept to its own subjects), a remote member runs and its commit comes back; a worker
+/// without credentials, or with credentials in its URL, cannot start; the pool's user cannot
+/// publish on the hub's subjects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(troupe_test_tools),
@@ -1002,53 +1087,219 @@ async fn workers_need_credentials_and_tls_and_their_user_stays_off_the_hubs_subj
         "{err}"
     );
 
-    // The pool's own user over TLS: a remote member runs and completes.
-    let w = scratch.path().join("w1");
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .recursive(true)
-            .create(&w)
-            .unwrap();
-    }
-    std::fs::write(
-        w.join("config.toml"),
-        nats.config("gpu-pool", "pool-secret"),
-    )
-    .unwrap();
-    let _w1 = Worker::start(&w, &nats.url, "gpu", "w1");
-    let party = one_remote_member(
-        &c,
-        d.dir.path(),
-        "#!/bin/sh\ntroupe call complete '{\"output\":\"over tls\"}' >/dev/null\n",
-        json!({}),
-    )
-    .await;
+    // The pool's own user over TLS, with no more than its pool's subjects: a remote member
+    // runs, its commit comes back, and it completes on its first attempt.
+    let _w1 = nats.worker(scratch.path(), "gpu", "w1", "gpu-pool", "pool-secret");
+    let party = one_remote_member(&c, d.dir.path(), COMMITS, json!({})).await;
     let end = party_end(&c, &party, 120).await;
-    assert_eq!(end["members"][0]["output"], "over tls", "{end}");
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    assert_eq!(end["members"][0]["output"], "over tls", "{end:#}");
+    assert_eq!(end["members"][0]["attempts"], 1, "{end:#}");
+    let branch = end["members"][0]["branch"].as_str().unwrap_or_default();
+    let log = Command::new("git")
+        .args(["log", "--format=%s", branch])
+        .current_dir(d.dir.path().join("proj"))
+        .output()
+        .unwrap();
+    let subjects = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        subjects.lines().any(|s| s == "made remotely"),
+        "{branch}: {subjects}{}\n{end:#}",
+        String::from_utf8_lossy(&log.stderr)
+    );
 
     // The pool's user cannot announce itself as the hub.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let pool =
-        async_nats::ConnectOptions::with_user_and_password("gpu-pool".into(), "pool-secret".into())
-            .add_root_certificates(nats.dir.join("ca.pem"))
-            .require_tls(true)
-            .event_callback(move |event| {
-                let tx = tx.clone();
-                async move {
-                    let _ = tx.send(event.to_string());
-                }
-            })
-            .connect(&nats.url)
-            .await
-            .unwrap();
+    let (pool, mut refused) = nats
+        .client("gpu-pool", "pool-secret", Some("_INBOX.troupe.gpu.w2"))
+        .await;
     pool.publish("troupe.hub.up", "".into()).await.unwrap();
     pool.flush().await.unwrap();
-    let violation = wait_for("the server to refuse the publish", 30, || {
-        let event = rx.try_recv().ok();
-        async move { event.filter(|e| e.to_lowercase().contains("permissions violation")) }
+    let violation = violation(&mut refused).await;
+    assert!(violation.contains("troupe.hub.up"), "{violation}");
+}
+
+/// A remote member that commits a file and completes.
+const COMMITS: &str = r#"#!/bin/sh
+set -e
+echo remote > remote.txt
+git add -A && git -c user.name=remote -c user.email=remote@example.com commit -qm "made remotely"
+troupe call complete '{"output":"over tls"}' >/dev/null
+"#;
+
+/// What the hub answers a call sent on `subject`.
+async fn hub_answer(client: &async_nats::Client, subject: String, call: &Value) -> CallReply {
+    let reply = client
+        .request(subject, call.to_string().into())
+        .await
+        .unwrap();
+    serde_json::from_slice(&reply.payload).unwrap()
+}
+
+/// A pool's user publishes only on its own pool's subjects: the server refuses the rest (another
+/// pool's calls, exits, stops, leases, code and queue, the hub's), and listening to another
+/// pool's calls or replies. On
+/// its own subjects, the hub takes a call or an exit about a run only from the run's pool and
+/// the worker holding it: pool cpu's user, even with a gpu run's secret, and a second worker of
+/// pool gpu are refused, and the timeline says so; the run goes on, and completes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
+async fn a_worker_speaks_only_for_the_runs_it_holds_in_its_own_pool() {
+    let scratch = tempfile::tempdir().unwrap();
+    let nats = SecureNats::start(&scratch.path().join("nats"));
+    let d = TestDaemon::start_with_config(
+        &["--nats", &nats.url],
+        &[("TROUPE_LEASE_SECS", LEASE_SECS)],
+        &nats.config("hub", "hub-secret"),
+    );
+    let c = d.client().await;
+    let _w1 = nats.worker(scratch.path(), "gpu", "w1", "gpu-pool", "pool-secret");
+    let flag = d.dir.path().join("flag");
+    let env = json!({ "FLAG": flag.display().to_string() });
+    let party = one_remote_member(&c, d.dir.path(), WAITS_FOR_FLAG, env).await;
+    let started = wait_for("the member to run on w1", 60, || async {
+        events(&c, "remote_started").await.first().cloned()
     })
     .await;
-    assert!(violation.contains("troupe.hub.up"), "{violation}");
+    assert_eq!(started["data"]["worker"], "w1", "{started}");
+    let run = started["data"]["run_id"].as_str().unwrap().to_string();
+    // The worst case: the run's secret leaked (here, read from the hub's private record).
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(d.layout.data_dir.join(format!("remote/{run}.json"))).unwrap(),
+    )
+    .unwrap();
+    let call = json!({ "run_id": run, "secret": record["secret"], "op": "complete",
+                       "params": { "session_id": started["session_id"], "output": "forged" } });
+    let exit = json!({ "run_id": run, "worker": "w1", "code": 0, "signal": null, "error": null });
+
+    // Pool cpu's user: the server refuses its publishes on pool gpu's and the hub's subjects,
+    // and listening to pool gpu's calls and replies (or anyone's).
+    let (cpu, mut refused) = nats
+        .client("cpu-pool", "cpu-secret", Some("_INBOX.troupe.cpu.mallory"))
+        .await;
+    for subject in [
+        format!("troupe.worker.gpu.w1.exit.{run}"),
+        format!("troupe.worker.gpu.w1.call.{run}"),
+        format!("troupe.hub.stop.gpu.{run}"),
+        format!("$KV.troupe_leases.gpu.{run}"),
+        "$O.troupe_code_gpu.M.x".to_string(),
+        "troupe.pool.gpu.runs".to_string(),
+        troupe::remote::OLD_CALLS.to_string(),
+        "$JS.API.CONSUMER.MSG.NEXT.TROUPE_RUNS.pool-gpu".to_string(),
+        "$JS.API.CONSUMER.MSG.NEXT.TROUPE_EXITS.hub".to_string(),
+        "$JS.API.STREAM.PURGE.OBJ_troupe_code_gpu".to_string(),
+    ] {
+        cpu.publish(subject.clone(), exit.to_string().into())
+            .await
+            .unwrap();
+        cpu.flush().await.unwrap();
+        let violation = violation(&mut refused).await;
+        assert!(violation.contains(&subject), "{subject}: {violation}");
+    }
+    let mut listening = Vec::new();
+    for subject in ["troupe.worker.gpu.>", "_INBOX.>", "_INBOX.troupe.gpu.>"] {
+        listening.push(cpu.subscribe(subject).await.unwrap());
+        cpu.flush().await.unwrap();
+        let violation = violation(&mut refused).await;
+        assert!(violation.contains(subject), "{subject}: {violation}");
+    }
+
+    // On its own subjects: the hub refuses its call as the gpu run (with the run's secret) and
+    // drops its exit, which the exits stream took (with a real exit's id: to no avail).
+    let answer = hub_answer(&cpu, format!("troupe.worker.cpu.mallory.call.{run}"), &call).await;
+    assert!(
+        matches!(&answer, CallReply::Error { code, message, .. }
+            if *code == troupe_api::error::codes::FORBIDDEN
+                && message.contains("went to pool gpu, not to pool cpu")),
+        "{answer:?}"
+    );
+    let js = async_nats::jetstream::new(cpu.clone());
+    js.send_publish(
+        format!("troupe.worker.cpu.mallory.exit.{run}"),
+        async_nats::jetstream::message::PublishMessage::build()
+            .payload(exit.to_string().into())
+            .message_id(format!("{run}:exit")),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    // Another worker of pool gpu (its user may be shared): the run is not its to speak for.
+    let (gpu, _) = nats
+        .client("gpu-pool", "pool-secret", Some("_INBOX.troupe.gpu.w2"))
+        .await;
+    let answer = hub_answer(&gpu, format!("troupe.worker.gpu.w2.call.{run}"), &call).await;
+    assert!(
+        matches!(&answer, CallReply::Error { code, message, .. }
+            if *code == troupe_api::error::codes::FORBIDDEN
+                && message.contains("held by worker w1, not by w2")),
+        "{answer:?}"
+    );
+    async_nats::jetstream::new(gpu.clone())
+        .publish(
+            format!("troupe.worker.gpu.w2.exit.{run}"),
+            exit.to_string().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    // Each refusal is on the run's timeline (the exits once the hub has dropped them).
+    let told = wait_for("the refusals on the timeline", 30, || async {
+        let mut told: Vec<String> = events(&c, "remote_refused")
+            .await
+            .iter()
+            .map(|e| {
+                let d = &e["data"];
+                assert_eq!(d["run_id"], run.as_str(), "{e}");
+                format!(
+                    "{} {}/{}",
+                    d["what"].as_str().unwrap(),
+                    d["pool"].as_str().unwrap(),
+                    d["worker"].as_str().unwrap()
+                )
+            })
+            .collect();
+        told.sort();
+        (told.len() >= 4).then_some(told)
+    })
+    .await;
+    assert_eq!(
+        told,
+        [
+            "call cpu/mallory",
+            "call gpu/w2",
+            "exit cpu/mallory",
+            "exit gpu/w2"
+        ],
+        "{told:?}"
+    );
+    // The run was not ended by them: it still runs on w1, and completes there, once.
+    let runs = c
+        .call("list_agents", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    assert_eq!(runs["runs"][0]["status"], "running", "{runs:#}");
+    assert!(crate::support::group_alive(
+        member_group(&scratch.path().join("w1")).await
+    ));
+    std::fs::write(&flag, "go").unwrap();
+    let end = party_end(&c, &party, 120).await;
+    assert_eq!(end["party"]["status"], "completed", "{end:#}");
+    assert_eq!(end["members"][0]["output"], "attempt 1 on w1", "{end:#}");
+    assert_eq!(end["members"][0]["attempts"], 1, "{end:#}");
+    assert!(events(&c, "remote_lease_lapsed").await.is_empty());
+    assert_eq!(events(&c, "agent_run_finished").await.len(), 1);
+
+    // A worker of an older Troupe (calling where protocol 1 did) is told to upgrade.
+    let (hub_user, _) = nats.client("hub", "hub-secret", None).await;
+    let answer = hub_answer(&hub_user, troupe::remote::OLD_CALLS.into(), &call).await;
+    assert!(
+        matches!(&answer, CallReply::Error { message, .. }
+            if message.contains("remote protocol 2") && message.contains("same Troupe version")),
+        "{answer:?}"
+    );
 }

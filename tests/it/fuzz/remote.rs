@@ -1,18 +1,22 @@
 //! Fuzz target for remote workers over NATS: arbitrary and message-shaped payloads on the
 //! subjects a hub (`troupe serve --nats`) and a `troupe worker` read, sent through a real
-//! nats-server (Debian's, as `remote.rs` starts it): remote calls on `troupe.hub.call` (run ids
-//! the hub waits for or not, wrong secrets, any op and params), exits on the exits stream, runs
-//! on the pool's work queue, and `troupe.hub.up`. Each is refused cleanly: a call gets an error
-//! with a typed code, a bad exit and a run that cannot be taken are logged and dropped (the
-//! queues drain: nothing comes back for ever), nothing panics, both processes live on, the hub
-//! serves a real member's call after every case, and a real remote run completes at the end.
+//! nats-server (Debian's, as `remote.rs` starts it): remote calls on a worker's call subjects
+//! (as the worker holding the run or another, run ids the hub waits for or not, wrong secrets,
+//! any op and params), exits on the exits stream (from the run's worker or another), runs on
+//! the pool's work queue, calls where workers of protocol 1 sent them, and `troupe.hub.up`. Each
+//! is refused cleanly: a call gets an error with a typed code, a bad exit and a run that cannot
+//! be taken are logged and dropped (the queues drain: nothing comes back for ever), nothing
+//! panics, both processes live on, the hub serves a real member's call after every case, and a
+//! real remote run completes at the end.
 
 use std::path::Path;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use troupe::remote::{CALLS, CallReply, EXITS_STREAM, HUB_UP, RUNS_STREAM};
+use troupe::remote::{
+    CallReply, EXITS_STREAM, HUB_UP, OLD_CALLS, PROTOCOL, RUNS_STREAM, call_subject, exit_subject,
+};
 use troupe_api::error::codes;
 use troupe_fuzz::proptest;
 
@@ -29,6 +33,7 @@ const QUICK: &str = "#!/bin/sh\ntroupe call complete '{\"output\":\"remote done\
 
 /// The codes a refused remote call may carry (an internal error fails the case).
 const TYPED: &[i32] = &[
+    codes::INVALID_REQUEST,
     codes::INVALID_PARAMS,
     codes::NOT_FOUND,
     codes::UNAUTHORIZED,
@@ -39,10 +44,13 @@ const TYPED: &[i32] = &[
 
 #[derive(Debug, Clone)]
 enum Msg {
-    /// A request on `CALLS` (answered by the hub).
-    Call(Vec<u8>),
-    /// On the exits stream, as `troupe.run.<run>.exit`.
-    Exit(String, Vec<u8>),
+    /// A request on the call subject of a worker (the probe's, `w1`, or another) for a run
+    /// (answered by the hub).
+    Call(String, String, Vec<u8>),
+    /// A request where workers of protocol 1 called.
+    OldCall(Vec<u8>),
+    /// On the exits stream, as worker `.0` of pool gpu's exit of run `.1`.
+    Exit(String, String, Vec<u8>),
     /// On the pool's work queue.
     Run(Vec<u8>),
     /// `troupe.hub.up`: a hub (re)started.
@@ -64,12 +72,13 @@ fn call_schema() -> Value {
 fn spec_schema() -> Value {
     let s = json!({ "type": "string" });
     json!({ "type": "object", "properties": {
+        "protocol": { "const": PROTOCOL },
         "run_id": s, "session_id": s, "pool": { "enum": ["gpu", "cpu"] },
         "command": { "type": "array", "items": s },
         "env": { "type": "array", "items": { "type": "array", "items": s } },
         "branch": s, "base": s, "bundle": s, "secret": s, "workdir": s },
-        "required": ["run_id", "session_id", "pool", "command", "env", "branch", "base",
-                     "bundle", "secret", "workdir"] })
+        "required": ["protocol", "run_id", "session_id", "pool", "command", "env", "branch",
+                     "base", "bundle", "secret", "workdir"] })
 }
 
 fn exit_schema() -> Value {
@@ -89,8 +98,9 @@ fn payload(schema: Value, pool: Vec<String>) -> BoxedStrategy<Vec<u8>> {
     .boxed()
 }
 
-/// `probe` is the run the hub waits for: calls may name it (never with its secret), exits and
-/// runs never do (an exit with its id would end it; that is a worker's to say).
+/// `probe` is the run the hub waits for, held by worker `w1`: calls may name it (never with its
+/// secret), exits and runs never do as `w1` (an exit with its id would end it; that is its
+/// worker's to say), an exit of another worker may (it is refused).
 fn msg(probe: &str) -> BoxedStrategy<Msg> {
     let others = vec![
         "0198a3c2-7f4e-7b1a-9c3d-1e2f3a4b5c6d".to_string(),
@@ -109,10 +119,26 @@ fn msg(probe: &str) -> BoxedStrategy<Msg> {
         Just("0198a3c2-7f4e-7b1a-9c3d-1e2f3a4b5c6d".to_string()),
         "[a-zA-Z0-9_-]{1,40}",
     ];
+    let worker = prop_oneof![Just("w1".to_string()), "[a-zA-Z0-9_-]{1,20}"];
+    let run = prop_oneof![Just(probe.to_string()), token.clone()];
+    let exit = prop_oneof![
+        (
+            Just("w1".to_string()),
+            token,
+            payload(exit_schema(), others.clone())
+        ),
+        (
+            "[a-zA-Z0-9_-]{1,20}".prop_filter("not w1", |w| w != "w1"),
+            Just(probe.to_string()),
+            payload(exit_schema(), with_probe.clone()),
+        ),
+    ];
     prop_oneof![
-        5 => payload(call_schema(), with_probe).prop_map(Msg::Call),
-        3 => payload(spec_schema(), others.clone()).prop_map(Msg::Run),
-        2 => (token, payload(exit_schema(), others)).prop_map(|(t, p)| Msg::Exit(t, p)),
+        5 => (worker, run, payload(call_schema(), with_probe.clone()))
+            .prop_map(|(w, r, p)| Msg::Call(w, r, p)),
+        1 => payload(call_schema(), with_probe).prop_map(Msg::OldCall),
+        3 => payload(spec_schema(), others).prop_map(Msg::Run),
+        2 => exit.prop_map(|(w, r, p)| Msg::Exit(w, r, p)),
         1 => troupe_fuzz::bytes().prop_map(Msg::HubUp),
     ]
     .boxed()
@@ -159,19 +185,30 @@ impl Remote {
             TestCaseError::fail(format!("{what} not sent: {e}"))
         };
         match m {
-            Msg::Call(body) => {
+            Msg::Call(worker, run, body) => {
                 let request = async_nats::Request::new()
                     .payload(body.clone().into())
                     .timeout(Some(HANG));
                 let reply = self
                     .nats
-                    .send_request(CALLS, request)
+                    .send_request(call_subject("gpu", worker, run), request)
                     .await
                     .map_err(|e| failed("a call", &e))?;
                 check_reply(body, &reply.payload)
             }
-            Msg::Exit(run, body) => {
-                let subject = troupe::remote::exit_subject(run);
+            Msg::OldCall(body) => {
+                let request = async_nats::Request::new()
+                    .payload(body.clone().into())
+                    .timeout(Some(HANG));
+                let reply = self
+                    .nats
+                    .send_request(OLD_CALLS, request)
+                    .await
+                    .map_err(|e| failed("an old call", &e))?;
+                check_reply(body, &reply.payload)
+            }
+            Msg::Exit(worker, run, body) => {
+                let subject = exit_subject("gpu", worker, run);
                 self.js
                     .publish(subject, body.clone().into())
                     .await
@@ -256,7 +293,7 @@ impl Remote {
             .timeout(Some(HANG));
         let reply = self
             .nats
-            .send_request(CALLS, request)
+            .send_request(call_subject("gpu", "w1", run), request)
             .await
             .map_err(|e| TestCaseError::fail(format!("the probe call: {e}")))?;
         match serde_json::from_slice::<CallReply>(&reply.payload) {

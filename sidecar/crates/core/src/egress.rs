@@ -166,7 +166,10 @@ impl Gate {
 
 /// Whether `allow` names `host:port`.
 pub fn listed(allow: &[String], host: &str, port: u16) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
     let loopback = is_loopback_name(&host);
     allow.iter().any(|entry| {
         let entry = entry.trim().to_ascii_lowercase();
@@ -219,7 +222,9 @@ fn is_loopback_name(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host == "localhost"
         || host.ends_with(".localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
+        || host
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
 }
 
 /// A run's open egress: closed (its listeners stopped, its socket removed) when dropped.
@@ -324,14 +329,17 @@ fn parse(head: &[u8]) -> Result<Request, String> {
         let port = port.ok_or_else(|| format!("CONNECT {target} names no port"))?;
         return Ok(Request {
             connect: true,
-            host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
             port,
             head: Vec::new(),
         });
     }
-    let after = target
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("only http:// requests and CONNECT tunnels go through the proxy, not {target:?}"))?;
+    let after = target.strip_prefix("http://").ok_or_else(|| {
+        format!("only http:// requests and CONNECT tunnels go through the proxy, not {target:?}")
+    })?;
     let (authority, path) = match after.find('/') {
         Some(i) => (&after[..i], &after[i..]),
         None => (after, "/"),
@@ -340,7 +348,10 @@ fn parse(head: &[u8]) -> Result<Request, String> {
     let head = format!("{method} {path} {version}\r\n{rest}").into_bytes();
     Ok(Request {
         connect: false,
-        host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
         port: port.unwrap_or(80),
         head,
     })
@@ -359,7 +370,9 @@ async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<(Vec<u8>,
         }
         let n = s.read(&mut chunk).await?;
         if n == 0 {
-            return Err(std::io::Error::other("the client closed before its request"));
+            return Err(std::io::Error::other(
+                "the client closed before its request",
+            ));
         }
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -380,7 +393,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(gate: Arc<Gate>, mut conn: S) 
     let (head, rest) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut conn)).await {
         Ok(Ok(h)) => h,
         Ok(Err(e)) => {
-            answer(&mut conn, "400 Bad Request", &format!("troupe egress: {e}\n")).await;
+            answer(
+                &mut conn,
+                "400 Bad Request",
+                &format!("troupe egress: {e}\n"),
+            )
+            .await;
             return;
         }
         Err(_) => return,
@@ -388,7 +406,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(gate: Arc<Gate>, mut conn: S) 
     let req = match parse(&head) {
         Ok(r) => r,
         Err(e) => {
-            answer(&mut conn, "400 Bad Request", &format!("troupe egress: {e}\n")).await;
+            answer(
+                &mut conn,
+                "400 Bad Request",
+                &format!("troupe egress: {e}\n"),
+            )
+            .await;
             return;
         }
     };

@@ -31,7 +31,7 @@ mod picks;
 mod rework;
 
 pub use checkouts::{
-    Checkout, checkout_of, checkouts, measure, measure_with, sync_branch, try_sync_branch,
+    Checkout, checkout_of, checkouts, kind_of, measure, measure_with, sync_branch, try_sync_branch,
 };
 pub use integration::{
     check_integration_of, integration_left, integration_of, remove_integration_of,

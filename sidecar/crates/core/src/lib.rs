@@ -12,8 +12,8 @@ pub mod builtin;
 pub mod collab;
 pub mod context;
 pub mod daemon;
-pub mod egress;
 mod datadir;
+pub mod egress;
 pub mod feeds;
 pub mod guardrails;
 #[cfg(test)]

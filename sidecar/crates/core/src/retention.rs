@@ -23,11 +23,16 @@ use crate::daemon::Daemon;
 pub const PASS_EVERY: Duration = Duration::from_secs(3600);
 /// How often the logs of running runs are looked at for rotation.
 pub const ROTATE_EVERY: Duration = Duration::from_secs(1);
+/// The largest `max_age_days` (of `gc` and of `[retention]`): a hundred years, older than any
+/// row. The store takes the cutoff with SQLite's date arithmetic, which has no date before the
+/// year 0: a larger age gave a malformed cutoff, and past about 2,460,000 days none (NULL, an
+/// untyped store failure).
+pub const MAX_AGE_DAYS: f64 = 36_500.0;
 
 /// The retention rules: `[retention]` of `<data dir>/config.toml`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rules {
-    /// Rows, logs and checkouts older than this may go.
+    /// Rows, logs and checkouts older than this may go (at most `MAX_AGE_DAYS`).
     pub max_age_days: f64,
     /// Past this size (the pages rows use), the age is lowered until the database is under it
     /// (0: no limit).
@@ -89,6 +94,13 @@ impl Rules {
                     ));
                 }
             };
+            if key == "max_age_days" && *slot > MAX_AGE_DAYS {
+                return Err(format!(
+                    "{}: [retention] max_age_days must be between 0 and {MAX_AGE_DAYS} (100 \
+                     years), not {value}",
+                    path.display()
+                ));
+            }
         }
         Ok(rules)
     }
@@ -103,10 +115,10 @@ pub async fn gc(d: &Daemon, p: GcParams) -> Result<GcResult, ApiError> {
     const OP: &str = "gc";
     let rules = Rules::load(&d.layout.data_dir).map_err(|e| ApiError::invalid(OP, e))?;
     let age = p.max_age_days.unwrap_or(rules.max_age_days);
-    if !age.is_finite() || age < 0.0 {
+    if !(age.is_finite() && (0.0..=MAX_AGE_DAYS).contains(&age)) {
         return Err(ApiError::invalid(
             OP,
-            format!("max_age_days must be a number of at least 0, not {age}"),
+            format!("max_age_days must be between 0 and {MAX_AGE_DAYS} (100 years), not {age}"),
         ));
     }
     pass(d, &rules, age, p.dry_run, true).await

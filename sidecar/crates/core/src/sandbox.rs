@@ -4,7 +4,7 @@
 //! command) runs in it, whichever vendor's CLI it is. Inside, the whole filesystem is read-only
 //! but for the run's own checkout, a private `/tmp` and the state dirs its agent declares; the
 //! person's secrets (`plan::DEFAULT_SECRETS`, other vendors' credentials, the data dir) are not
-//! there at all; and there is no network but the daemon's egress proxy (`crate::egress`),
+//! there at all; and there is no network but the daemon's egress proxy (the `egress` module),
 //! reached through a relay inside the box (`inside`).
 //!
 //! Two layers make it: bubblewrap (Debian's `bwrap`; mount, pid, ipc and network namespaces),
@@ -158,13 +158,13 @@ impl Sandbox {
                 run: None,
             };
         }
-        let force = force.or_else(|| {
-            match std::env::var("TROUPE_SANDBOX_LAYER").ok().as_deref() {
+        let force = force.or_else(
+            || match std::env::var("TROUPE_SANDBOX_LAYER").ok().as_deref() {
                 Some("bubblewrap") => Some(LayerKind::Bubblewrap),
                 Some("landlock") => Some(LayerKind::Landlock),
                 _ => None,
-            }
-        });
+            },
+        );
         let exe = Arc::new(canonical(troupe_exe));
         let mut misses = Vec::new();
         if force != Some(LayerKind::Landlock) {

@@ -5,6 +5,7 @@
 //! parsers. A dev-dependency only.
 
 use std::fmt::Debug;
+use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -15,9 +16,12 @@ pub use proptest;
 
 /// The environment variable that turns a target's `cargo test` run into a timed fuzz pass.
 pub const FUZZ_SECS: &str = "TROUPE_FUZZ_SECS";
+/// The timed pass's seed (`scripts/fuzz` draws one per run and prints it); without it, a fresh
+/// one. The same seed draws the same batches again.
+pub const FUZZ_SEED: &str = "TROUPE_FUZZ_SEED";
 
-/// Cases per batch in a timed pass (a fresh seed each batch; the budget is checked between
-/// batches, so a slow target overshoots it by at most one batch).
+/// Cases per batch in a timed pass (each batch its own seed, derived from the pass's; once the
+/// budget has passed, the rest of the batch is drawn but not run).
 const BATCH: u32 = 64;
 
 /// Runs `test` on inputs drawn from `strategy` and prints `fuzz <target>: <n> cases, <f>
@@ -25,8 +29,11 @@ const BATCH: u32 = 64;
 ///
 /// Under `cargo test` it runs `ci_cases` cases (or `PROPTEST_CASES`) from a seed fixed per
 /// target (or `PROPTEST_RNG_SEED`), so CI always runs the same short corpus. With
-/// `TROUPE_FUZZ_SECS=<s>` (what `scripts/fuzz` sets) it runs batches with fresh seeds until that
-/// many seconds have passed. A failure is shrunk to a minimal input and the test panics with it.
+/// `TROUPE_FUZZ_SECS=<s>` (what `scripts/fuzz` sets) it runs batches of fresh cases for that
+/// many seconds, from the seed `TROUPE_FUZZ_SEED` (else a random one), which it prints first:
+/// `fuzz <target>: seed <n>`. A failure is shrunk to a minimal input and the test panics with
+/// it, naming the seed of the pass and of its batch (`PROPTEST_RNG_SEED=<batch seed>
+/// PROPTEST_CASES=64` runs that batch alone).
 pub fn run<S>(target: &str, ci_cases: u32, strategy: S, test: impl Fn(S::Value) -> TestCaseResult)
 where
     S: Strategy,
@@ -44,21 +51,35 @@ where
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or_else(|| seed_of(target));
+    let pass_seed = budget.map(|_| {
+        let seed = std::env::var(FUZZ_SEED)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(fresh_seed);
+        println!("fuzz {target}: seed {seed} ({FUZZ_SEED}={seed} draws these cases again)");
+        seed
+    });
     let started = Instant::now();
+    let spent = || budget.is_some_and(|b| started.elapsed() >= b);
     let cases = std::cell::Cell::new(0u64);
     let counted = |v: S::Value| {
+        // A timed pass stops at its budget, not at the end of a batch.
+        if spent() {
+            return Ok(());
+        }
         cases.set(cases.get() + 1);
         test(v)
     };
-    loop {
+    for batch in 0u64.. {
+        // Each target its own cases from the same pass seed.
+        let seed = match pass_seed {
+            Some(pass) => mix(pass ^ seed_of(target), batch),
+            None => fixed_seed,
+        };
         let config = Config {
             cases: if budget.is_some() { BATCH } else { ci_cases },
             failure_persistence: None,
-            rng_seed: if budget.is_some() {
-                RngSeed::Random
-            } else {
-                RngSeed::Fixed(fixed_seed)
-            },
+            rng_seed: RngSeed::Fixed(seed),
             max_shrink_time: 120_000,
             max_shrink_iters: 2_000,
             max_global_rejects: 100_000,
@@ -72,16 +93,22 @@ where
                 cases.get(),
                 started.elapsed().as_secs_f64()
             );
+            let again = match pass_seed {
+                Some(pass) => format!(
+                    "{FUZZ_SEED}={pass} (batch {batch}; alone: PROPTEST_RNG_SEED={seed} \
+                     PROPTEST_CASES={BATCH})"
+                ),
+                None => format!("PROPTEST_RNG_SEED={seed}"),
+            };
             match e {
                 TestError::Fail(why, input) => {
-                    panic!("fuzz {target} failed: {why}\nminimal input: {input:#?}")
+                    panic!("fuzz {target} failed: {why}\nseed: {again}\nminimal input: {input:#?}")
                 }
-                TestError::Abort(why) => panic!("fuzz {target} aborted: {why}"),
+                TestError::Abort(why) => panic!("fuzz {target} aborted: {why}\nseed: {again}"),
             }
         }
-        match budget {
-            Some(b) if started.elapsed() < b => continue,
-            _ => break,
+        if budget.is_none() || spent() {
+            break;
         }
     }
     println!(
@@ -96,6 +123,25 @@ fn seed_of(target: &str) -> u64 {
     target.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+/// The seed of batch `n` of a pass seeded `seed` (SplitMix64's finalizer over their sum).
+fn mix(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add(n.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A seed no earlier pass had: the process's random hash keys and the time.
+fn fresh_seed() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 /// Strings that tend to break parsers and handlers: empty, blank, huge, control characters,

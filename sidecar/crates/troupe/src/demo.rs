@@ -357,9 +357,9 @@ async fn run_party(
     }
     let mirror = std::fs::read_to_string(repo.join(".troupe/agents.jsonl")).unwrap_or_default();
     println!(
-        "\n  .troupe/agents.jsonl has one line per isolated agent run ({} lines); worktrees live under {}",
+        "\n  .troupe/agents.jsonl has one line per isolated agent run ({} lines); their checkouts live under {} (worktrees/, and clones/: a sandboxed member's worktree is a clone of its own)",
         mirror.lines().count(),
-        layout.data_dir.join("worktrees").display()
+        layout.data_dir.display()
     );
     let cleanup = client
         .call("cleanup_party", json!({ "party_id": party }))

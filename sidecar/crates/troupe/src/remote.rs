@@ -4,8 +4,14 @@
 //! share what is here: the subjects, streams and buckets, the messages, the connection, and the
 //! git bundles code travels as. SQLite on the hub stays the source of truth; NATS only carries.
 //! The streams are `TROUPE_RUNS` (a work queue) and `TROUPE_EXITS`; the buckets `troupe_leases`
-//! (key-value, its stream made by hand for nats-server 2.9) and `troupe_code` (objects). A data
-//! dir's `config.toml` may name the NATS server (`nats = "…"`) for `serve` and `worker`.
+//! (key-value, its stream made by hand for nats-server 2.9) and one `troupe_code_<pool>` per pool
+//! (objects). A data dir's `config.toml` may name the NATS server (`nats = "…"`) for `serve` and
+//! `worker`.
+//!
+//! What a worker publishes names its pool and itself (`troupe.worker.<pool>.<worker>.…`), as do
+//! its leases (`<pool>.<run>`) and its pool's code bucket, so that a NATS server's per-user
+//! permissions can keep a pool's user to its own pool's subjects (docs/security.md); the hub
+//! takes a call or an exit only from the pool it sent the run to, and from the worker holding it.
 
 pub mod hub;
 pub mod worker;
@@ -19,17 +25,28 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
+/// The hub's and workers' protocol: the subjects and messages here. A worker refuses a run of a
+/// hub of another protocol (`RunSpec::protocol`), and a hub answers the calls of a protocol-1
+/// worker (`OLD_CALLS`) with an error saying to upgrade it.
+pub const PROTOCOL: u32 = 2;
 /// The work queue of every pool (`troupe.pool.<pool>.runs`): a run is taken by one worker.
 pub const RUNS_STREAM: &str = "TROUPE_RUNS";
-/// How runs ended (`troupe.run.<run>.exit`), kept until the hub read them; a retried publish is
-/// stored once (`Nats-Msg-Id`).
+/// How runs ended (`troupe.worker.<pool>.<worker>.exit.<run>`), kept until the hub read them; a
+/// retried publish is stored once (`Nats-Msg-Id`).
 pub const EXITS_STREAM: &str = "TROUPE_EXITS";
-/// Leases: a worker's claim on a run, renewed by heartbeat; one that lapses is the run's crash.
+/// Leases (`<pool>.<run>`): a worker's claim on a run, renewed by heartbeat; one that lapses is
+/// the run's crash.
 pub const LEASES: &str = "troupe_leases";
-/// Code: the base of a member's branch going out, its commits coming back (git bundles).
+/// Code: the base of a member's branch going out, its commits coming back (git bundles), in a
+/// bucket per pool (`code_bucket`).
 pub const CODE: &str = "troupe_code";
-/// Calls of remote members to the hub's operations (request/reply, a queue group).
-pub const CALLS: &str = "troupe.hub.call";
+/// Calls of remote members to the hub's operations (request/reply, a queue group): every
+/// worker's, as the hub subscribes to them.
+pub const CALLS: &str = "troupe.worker.*.*.call.*";
+/// Every worker's exits, as the exits stream holds them.
+pub const EXITS: &str = "troupe.worker.*.*.exit.*";
+/// Where the workers of protocol 1 sent their calls (any run's, under any name).
+pub const OLD_CALLS: &str = "troupe.hub.call";
 /// A hub (re)started: published before it serves calls, so that workers fail the calls the
 /// hub before it took and died with (they would wait out their grace) rather than wait.
 pub const HUB_UP: &str = "troupe.hub.up";
@@ -128,21 +145,74 @@ pub fn lease_beat() -> Duration {
     (lease_ttl() / 4).max(Duration::from_millis(200))
 }
 
+/// The pool's work queue (the hub publishes, its workers take).
 pub fn runs_subject(pool: &str) -> String {
     format!("troupe.pool.{pool}.runs")
 }
 
-pub fn exit_subject(run_id: &str) -> String {
-    format!("troupe.run.{run_id}.exit")
+/// Where worker `worker` of `pool` calls the hub as run `run_id`.
+pub fn call_subject(pool: &str, worker: &str, run_id: &str) -> String {
+    format!("troupe.worker.{pool}.{worker}.call.{run_id}")
 }
 
-pub fn stop_subject(run_id: &str) -> String {
-    format!("troupe.run.{run_id}.stop")
+/// Where worker `worker` of `pool` says how run `run_id` ended.
+pub fn exit_subject(pool: &str, worker: &str, run_id: &str) -> String {
+    format!("troupe.worker.{pool}.{worker}.exit.{run_id}")
+}
+
+/// Where the hub tells the workers of `pool` to stop run `run_id`.
+pub fn stop_subject(pool: &str, run_id: &str) -> String {
+    format!("troupe.hub.stop.{pool}.{run_id}")
+}
+
+/// A run's lease in `LEASES` (its subject `$KV.troupe_leases.<pool>.<run>`).
+pub fn lease_key(pool: &str, run_id: &str) -> String {
+    format!("{pool}.{run_id}")
+}
+
+/// The code bucket of `pool` (its stream `OBJ_troupe_code_<pool>`).
+pub fn code_bucket_name(pool: &str) -> String {
+    format!("{CODE}_{pool}")
+}
+
+/// Who a message on a worker's subject comes from: the pool and the worker its subject names
+/// (what the NATS server let that user publish on), and the run it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    pub pool: String,
+    pub worker: String,
+    pub run_id: String,
+}
+
+/// The sender of a message on `subject`, a worker's subject of `kind` (`call`, `exit`); none
+/// when the subject is another, or one of its names is not one a hub or worker makes.
+pub fn sender(subject: &str, kind: &str) -> Option<Sender> {
+    let mut tokens = subject.split('.');
+    let (Some("troupe"), Some("worker"), Some(pool), Some(worker), Some(k), Some(run), None) = (
+        tokens.next(),
+        tokens.next(),
+        tokens.next(),
+        tokens.next(),
+        tokens.next(),
+        tokens.next(),
+        tokens.next(),
+    ) else {
+        return None;
+    };
+    let safe = troupe_engine::spec::is_safe_name;
+    (k == kind && safe(pool) && safe(worker) && safe(run)).then(|| Sender {
+        pool: pool.into(),
+        worker: worker.into(),
+        run_id: run.into(),
+    })
 }
 
 /// A run sent to a pool.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunSpec {
+    /// The hub's `PROTOCOL` (absent: a hub of protocol 1).
+    #[serde(default)]
+    pub protocol: u32,
     pub run_id: String,
     pub session_id: String,
     pub pool: String,
@@ -207,11 +277,18 @@ pub fn read_call(payload: &[u8]) -> Result<CallRequest, CallReply> {
 }
 
 /// A run as a worker reads it off its pool's queue; why it is dropped when it cannot be read,
-/// or names a run no hub makes: a run id is a lease key and a directory name (a hub's are
-/// UUIDs), one that is neither would be taken again and again, never run.
+/// comes from a hub of another protocol, or names a run no hub makes: a run id is part of a
+/// lease key, of subjects and a directory name (a hub's are UUIDs), one that cannot be would be
+/// taken again and again, never run.
 pub fn read_run(payload: &[u8]) -> Result<RunSpec, String> {
     let spec: RunSpec =
         serde_json::from_slice(payload).map_err(|e| format!("an unreadable run: {e}"))?;
+    if spec.protocol != PROTOCOL {
+        return Err(format!(
+            "a run from a hub of remote protocol {}, and this worker speaks {PROTOCOL}: run the same Troupe version on the hub and its workers",
+            spec.protocol.max(1)
+        ));
+    }
     if !troupe_engine::spec::is_safe_name(&spec.run_id) {
         return Err(format!(
             "run id {:?} is not one a hub makes",
@@ -226,8 +303,19 @@ pub fn read_exit(payload: &[u8]) -> Result<RunExit, String> {
     serde_json::from_slice(payload).map_err(|e| format!("an unreadable exit: {e}"))
 }
 
-/// Connects to NATS; a clear error when it cannot be reached.
-pub async fn connect(url: &str, auth: &NatsAuth) -> anyhow::Result<async_nats::Client> {
+/// Where the replies to worker `worker` of `pool` come (its requests' and JetStream's): its own
+/// inbox, so that its user may be kept from listening to other pools' (`_INBOX.>`).
+pub fn inbox_prefix(pool: &str, worker: &str) -> String {
+    format!("_INBOX.troupe.{pool}.{worker}")
+}
+
+/// Connects to NATS, its replies coming to `inbox` if given (else `_INBOX`); a clear error when
+/// it cannot be reached.
+pub async fn connect(
+    url: &str,
+    auth: &NatsAuth,
+    inbox: Option<String>,
+) -> anyhow::Result<async_nats::Client> {
     let read = |p: &Path| {
         std::fs::read_to_string(p)
             .map(|t| t.trim().to_string())
@@ -256,6 +344,9 @@ pub async fn connect(url: &str, auth: &NatsAuth) -> anyhow::Result<async_nats::C
     if let (Some(cert), Some(key)) = (&auth.tls_cert, &auth.tls_key) {
         options = options.add_client_certificate(cert.clone(), key.clone());
     }
+    if let Some(inbox) = inbox {
+        options = options.custom_inbox_prefix(inbox);
+    }
     options
         .connection_timeout(Duration::from_secs(5))
         .name("troupe")
@@ -266,11 +357,10 @@ pub async fn connect(url: &str, auth: &NatsAuth) -> anyhow::Result<async_nats::C
         })
 }
 
-/// The streams and buckets, made if missing (so either end may start first).
+/// The streams and the leases bucket, made if missing (so either end may start first).
 pub struct Jet {
     pub js: jetstream::Context,
     pub leases: kv::Store,
-    pub code: object_store::ObjectStore,
 }
 
 pub async fn jet(client: &async_nats::Client) -> anyhow::Result<Jet> {
@@ -285,16 +375,24 @@ pub async fn jet(client: &async_nats::Client) -> anyhow::Result<Jet> {
     })
     .await
     .context("cannot make the runs stream (is JetStream enabled: nats-server -js?)")?;
-    js.get_or_create_stream(stream::Config {
+    let exits = stream::Config {
         name: EXITS_STREAM.into(),
-        subjects: vec!["troupe.run.*.exit".into()],
+        subjects: vec![EXITS.into()],
         retention: stream::RetentionPolicy::WorkQueue,
         storage: stream::StorageType::File,
         duplicate_window: Duration::from_secs(120),
         ..Default::default()
-    })
-    .await
-    .context("cannot make the exits stream")?;
+    };
+    let made = js
+        .get_or_create_stream(exits.clone())
+        .await
+        .context("cannot make the exits stream")?;
+    // Made by a Troupe of protocol 1 (`troupe.run.<run>.exit`): its subjects become ours.
+    if made.cached_info().config.subjects != exits.subjects {
+        js.update_stream(&exits).await.context(
+            "the exits stream has the subjects of an older Troupe and cannot be updated (start the hub once: its NATS user may)",
+        )?;
+    }
     // The key-value bucket's own stream, made by hand: async-nats 0.50's create_key_value asks
     // for account fields nats-server 2.9 does not send.
     js.get_or_create_stream(stream::Config {
@@ -312,15 +410,22 @@ pub async fn jet(client: &async_nats::Client) -> anyhow::Result<Jet> {
     .await
     .context("cannot make the leases bucket")?;
     let leases = js.get_key_value(LEASES).await?;
-    let code = js
-        .create_object_store(object_store::Config {
-            bucket: CODE.into(),
-            storage: stream::StorageType::File,
-            ..Default::default()
-        })
-        .await
-        .context("cannot make the code bucket")?;
-    Ok(Jet { js, leases, code })
+    Ok(Jet { js, leases })
+}
+
+/// The code bucket of `pool`, made if missing: a pool's code is in its own bucket, so a NATS
+/// user kept to its pool's subjects reads and writes no other pool's.
+pub async fn code_bucket(
+    js: &jetstream::Context,
+    pool: &str,
+) -> anyhow::Result<object_store::ObjectStore> {
+    js.create_object_store(object_store::Config {
+        bucket: code_bucket_name(pool),
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .with_context(|| format!("cannot make the code bucket of pool {pool}"))
 }
 
 /// Runs git in `dir`; its output, or an error naming the command and what git said.
@@ -353,10 +458,16 @@ pub async fn upload(
     file: &Path,
 ) -> anyhow::Result<()> {
     let mut f = tokio::fs::File::open(file).await?;
-    code.put(name, &mut f)
-        .await
-        .with_context(|| format!("cannot store {name} in NATS"))?;
-    Ok(())
+    match code.put(name, &mut f).await {
+        Ok(_) => Ok(()),
+        // Stored; only the chunks of an earlier object of that name are left (a worker's user
+        // may not purge, and the hub deletes what it read).
+        Err(e) if e.kind() == object_store::PutErrorKind::PurgeOldChunks => {
+            tracing::debug!(error = %e, "an earlier {name}'s chunks not purged");
+            Ok(())
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot store {name} in NATS")),
+    }
 }
 
 /// Fetches `name` from the code bucket into `file`, trying again (three times) when NATS

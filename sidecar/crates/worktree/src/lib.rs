@@ -1,6 +1,8 @@
-//! Git isolation for party members and agents: a linked worktree on its own branch, or a local
-//! clone, created under the daemon's data dir. The only crate that touches git. Cleanup never
-//! throws away uncommitted or unmerged work unless forced. Names are checked, never escaped.
+//! Git isolation for party members and agents: a linked worktree on its own branch, or a
+//! borrowing clone (a repository of its own that reads the main repository's objects through
+//! `objects/info/alternates` and writes nothing there), created under the daemon's data dir. The
+//! only crate that touches git. Cleanup never throws away uncommitted or unmerged work unless
+//! forced. Names are checked, never escaped.
 //! Reviewing a branch (`review`), landing branches (`land`) and predicting their conflicts
 //! (`radar`) each have their own room.
 
@@ -202,27 +204,132 @@ pub fn ensure_worktree(
     Ok(checkout)
 }
 
-/// Creates (or reuses) a local clone for the member with its branch checked out.
+/// Creates (or reuses, after a restart) the member's own repository: a *borrowing clone* of the
+/// main one (what `git clone --shared` makes). Its `.git` is its own — refs, index, config,
+/// hooks, and an object dir for the objects it makes — and it reads the main repository's
+/// objects through `objects/info/alternates`: nothing is hardlinked, nothing copied, and nothing
+/// it does writes the main repository. Its branch is checked out, starting where the main
+/// repository's copy of it is (brought over earlier), else at the main checkout's HEAD;
+/// `origin` is the main repository and `origin/<branch>` the branch the main checkout has out.
+/// The daemon brings its branch over (`land::import_clone_branch`) to review and land it.
 pub fn ensure_clone(
     repo_root: &Path,
     base: &Path,
     name: MemberName<'_>,
 ) -> Result<Checkout, WorktreeError> {
     let (checkout, fresh) = prepare(repo_root, base, name)?;
-    if fresh.is_none() {
+    let Some((main, head)) = fresh else {
         return Ok(checkout);
+    };
+    // Made aside and moved in whole: a clone made halfway (a crash) is never taken for one to
+    // reuse.
+    let staging = checkout
+        .path
+        .with_file_name(format!(".{}-{}.new", safe(name.role)?, name.index));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging)?;
     }
-    let url = repo_root.to_string_lossy().into_owned();
-    let clone = git2::build::RepoBuilder::new().clone(&url, &checkout.path)?;
-    let head = clone.head()?.peel_to_commit()?;
-    let local = clone.branch(&checkout.branch, &head, false)?;
+    let start = match main.find_branch(&checkout.branch, BranchType::Local) {
+        Ok(b) => b.get().peel_to_commit()?.id(),
+        Err(_) => head,
+    };
+    if let Err(e) = borrow(&main, repo_root, &staging, &checkout.branch, start) {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    std::fs::rename(&staging, &checkout.path)?;
+    Ok(checkout)
+}
+
+/// Makes the borrowing clone at `dir` with `branch` checked out at `start` (see `ensure_clone`).
+fn borrow(
+    main: &Repository,
+    repo_root: &Path,
+    dir: &Path,
+    branch: &str,
+    start: git2::Oid,
+) -> Result<(), WorktreeError> {
+    use std::os::unix::ffi::OsStrExt;
+    // The common dir's: right also when the main checkout is itself a linked worktree.
+    let common = main.commondir().canonicalize()?;
+    let objects = common.join("objects");
+    // `alternates` is a list of lines.
+    if objects.as_os_str().as_bytes().contains(&b'\n') {
+        return Err(WorktreeError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} has a line break in its path: it cannot be borrowed from",
+                objects.display()
+            ),
+        )));
+    }
+    let made = Repository::init(dir)?;
+    let git_dir = made.path().to_path_buf();
+    drop(made);
+    let info = git_dir.join("objects").join("info");
+    std::fs::create_dir_all(&info)?;
+    let mut line = objects.as_os_str().as_bytes().to_vec();
+    line.push(b'\n');
+    std::fs::write(info.join("alternates"), line)?;
+    // What the person's git ignores here (`info/exclude`) it ignores in the clone too: a
+    // member's build output is not work to keep or commit.
+    let exclude = common.join("info").join("exclude");
+    if exclude.is_file() {
+        std::fs::create_dir_all(git_dir.join("info"))?;
+        std::fs::copy(&exclude, git_dir.join("info").join("exclude"))?;
+    }
+    // Opened again: its object database now reads the main repository's objects.
+    let clone = Repository::open(dir)?;
+    {
+        let mut config = clone.config()?;
+        // Who commits, when the person set it for this repository only.
+        if let Ok(local) = main
+            .config()
+            .and_then(|c| c.open_level(git2::ConfigLevel::Local))
+        {
+            for key in ["user.name", "user.email"] {
+                if let Ok(value) = local.get_string(key) {
+                    config.set_str(key, &value)?;
+                }
+            }
+        }
+    }
+    clone.remote("origin", &repo_root.to_string_lossy())?;
+    if let Ok(head) = main.head()
+        && head.is_branch()
+        && let (Some(current), Ok(tip)) = (head.shorthand(), head.peel_to_commit())
+    {
+        let tracking = format!("refs/remotes/origin/{current}");
+        clone.reference(
+            &tracking,
+            tip.id(),
+            true,
+            "troupe: the main checkout's branch",
+        )?;
+        clone.reference_symbolic(
+            "refs/remotes/origin/HEAD",
+            &tracking,
+            true,
+            "troupe: the main checkout's branch",
+        )?;
+    }
+    let local = clone.branch(branch, &clone.find_commit(start)?, true)?;
     let refname = local
         .get()
         .name()
-        .ok_or_else(|| WorktreeError::BadName(checkout.branch.clone()))?
+        .ok_or_else(|| WorktreeError::BadName(branch.to_string()))?
         .to_string();
     clone.set_head(&refname)?;
-    Ok(checkout)
+    clone.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))?;
+    Ok(())
+}
+
+/// Whether the checkout at `path` is a repository of its own (a clone: its `.git` is a
+/// directory), not a linked worktree of the main repository (whose `.git` is a file). A
+/// checkout's record says where it is; this says what it is, whatever the daemon that made it
+/// was set to.
+pub fn is_own_repo(path: &Path) -> bool {
+    std::fs::symlink_metadata(path.join(".git")).is_ok_and(|m| m.is_dir())
 }
 
 /// Whether the checkout has uncommitted changes (untracked files count; ignored ones do not).

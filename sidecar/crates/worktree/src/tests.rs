@@ -775,3 +775,180 @@ fn a_check_says_what_a_removal_would_do_and_changes_nothing() {
         Err(WorktreeError::Dirty { .. })
     ));
 }
+
+/// Every file under `dir`, by path relative to it, with its bytes (`with_bytes`) or nothing.
+fn files_under(dir: &Path, with_bytes: bool) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut left = vec![dir.to_path_buf()];
+    while let Some(d) = left.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                left.push(path);
+            } else {
+                let bytes = if with_bytes {
+                    std::fs::read(&path).unwrap()
+                } else {
+                    Vec::new()
+                };
+                out.push((path.strip_prefix(dir).unwrap().to_path_buf(), bytes));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What a member could harm in the main repository: its refs and HEAD, the listing of its
+/// objects, its config, hooks and info.
+fn main_repo_state(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let git = root.join(".git");
+    let mut state = files_under(&git.join("objects"), false);
+    for dir in ["refs", "hooks", "info", "logs"] {
+        state.extend(files_under(&git.join(dir), true));
+    }
+    for file in ["HEAD", "config", "packed-refs"] {
+        state.push((
+            file.into(),
+            std::fs::read(git.join(file)).unwrap_or_default(),
+        ));
+    }
+    state
+}
+
+/// A member's clone is a repository of its own that borrows the main repository's objects
+/// (`objects/info/alternates`): no object file is hardlinked or otherwise shared, and what the
+/// member does there (commits, branches, tags, config, hooks) leaves the main repository as it
+/// was, until the daemon brings its branch over.
+#[test]
+fn a_borrowing_clone_shares_no_file_with_the_main_repository_and_writes_nothing_there() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = landing_repo(tmp.path());
+    let main = Repository::open(&root).unwrap();
+    // The person's own settings for this repository, and a file their git ignores.
+    main.config()
+        .unwrap()
+        .set_str("user.email", "person@example.com")
+        .unwrap();
+    std::fs::create_dir_all(root.join(".git/info")).unwrap();
+    std::fs::write(root.join(".git/info/exclude"), "*.log\n").unwrap();
+    let before = main_repo_state(&root);
+    let base = tmp.path().join("clones");
+    let co = ensure_clone(&root, &base, CLONE).unwrap();
+    let main_head = head_of(&root);
+
+    // Its own repository, borrowing the main one's objects.
+    assert!(is_own_repo(&co.path));
+    let dot_git = co.path.join(".git");
+    let alternates = std::fs::read_to_string(dot_git.join("objects/info/alternates")).unwrap();
+    assert_eq!(
+        alternates,
+        format!(
+            "{}\n",
+            root.join(".git/objects").canonicalize().unwrap().display()
+        )
+    );
+    let clone = Repository::open(&co.path).unwrap();
+    assert_eq!(clone.head().unwrap().shorthand(), Some(co.branch.as_str()));
+    assert_eq!(head_of(&co.path), main_head);
+    assert_eq!(
+        clone.find_remote("origin").unwrap().url(),
+        Some(root.to_string_lossy().as_ref())
+    );
+    assert_eq!(
+        clone.refname_to_id("refs/remotes/origin/main").unwrap(),
+        main_head
+    );
+    assert_eq!(
+        clone.config().unwrap().get_string("user.email").unwrap(),
+        "person@example.com"
+    );
+    std::fs::write(co.path.join("build.log"), "ignored\n").unwrap();
+    assert!(!is_dirty(&co.path).unwrap(), "info/exclude is the person's");
+    // Reused as it is.
+    assert_eq!(ensure_clone(&root, &base, CLONE).unwrap(), co);
+
+    // What a member does in its clone: commit, branch, tag, its own config and hooks, a gc.
+    std::fs::write(co.path.join("work.txt"), "work\n").unwrap();
+    commit_all(&co.path, "work").unwrap();
+    let work = head_of(&co.path);
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&co.path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    std::fs::write(co.path.join("more.txt"), "more\n").unwrap();
+    git(&["add", "more.txt"]);
+    git(&["-c", "user.name=m", "commit", "-qm", "more"]);
+    let more = head_of(&co.path);
+    git(&["branch", "side"]);
+    git(&["tag", "v1"]);
+    git(&["config", "core.hooksPath", "/nowhere"]);
+    std::fs::write(dot_git.join("hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    git(&["gc", "--quiet", "--prune=now"]);
+    // git reads the main repository's objects through the alternates.
+    git(&["log", "--oneline", "origin/main..HEAD"]);
+    git(&["fsck", "--no-progress"]);
+
+    // Nothing of the clone's objects is a hardlink, nor any file of the main repository's.
+    let main_inodes: std::collections::HashSet<(u64, u64)> =
+        files_under(&root.join(".git/objects"), false)
+            .iter()
+            .map(|(p, _)| {
+                let m = std::fs::metadata(root.join(".git/objects").join(p)).unwrap();
+                (m.dev(), m.ino())
+            })
+            .collect();
+    let own = files_under(&dot_git.join("objects"), false);
+    assert!(own.len() > 1, "{own:?}");
+    for (p, _) in &own {
+        let m = std::fs::metadata(dot_git.join("objects").join(p)).unwrap();
+        assert_eq!(m.nlink(), 1, "{} is hardlinked", p.display());
+        assert!(
+            !main_inodes.contains(&(m.dev(), m.ino())),
+            "{} is the main repository's file",
+            p.display()
+        );
+    }
+    // The main repository is as it was: refs, objects, config, hooks; it lacks the commits.
+    assert_eq!(main_repo_state(&root), before);
+    assert!(main.find_commit(work).is_err());
+    assert!(matches!(
+        review::branch_state(&root, &co.branch, None),
+        Err(WorktreeError::NoBranch(_))
+    ));
+
+    // The daemon brings the branch over, with its commits.
+    land::import_clone_branch(&root, &co.path, &co.branch).unwrap();
+    let state = review::branch_state(&root, &co.branch, None).unwrap();
+    assert_eq!((state.head, state.ahead), (more.to_string(), 2));
+    assert_eq!(main.find_commit(work).unwrap().summary(), Some("work"));
+    assert!(main.find_branch("side", BranchType::Local).is_err());
+    assert!(main.find_reference("refs/tags/v1").is_err());
+    assert_eq!(head_of(&root), main_head);
+
+    // A clone of a linked worktree of the main repository borrows the main one's objects.
+    let wt = ensure_worktree(&root, &tmp.path().join("wt"), NAME).unwrap();
+    let other = MemberName {
+        party: "p4",
+        role: "dev",
+        index: 0,
+    };
+    let of_wt = ensure_clone(&wt.path, &base, other).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(of_wt.path.join(".git/objects/info/alternates")).unwrap(),
+        alternates
+    );
+    assert!(!is_own_repo(&wt.path));
+    assert_eq!(head_of(&of_wt.path), head_of(&wt.path));
+
+    // A clone made again (its folder deleted) goes on from the branch brought over.
+    std::fs::remove_dir_all(&co.path).unwrap();
+    let again = ensure_clone(&root, &base, CLONE).unwrap();
+    assert_eq!(head_of(&again.path), more);
+    assert!(!base.join("p2/.dev-0.new").exists());
+}

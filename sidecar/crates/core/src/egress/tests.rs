@@ -15,7 +15,12 @@ fn list(entries: &[&str]) -> Vec<String> {
 
 #[test]
 fn an_allow_list_names_hosts_ports_and_subdomains_and_loopback_only_with_its_port() {
-    let allow = list(&["api.anthropic.com", "example.com:8443", "*.googleapis.com", "127.0.0.1:4010"]);
+    let allow = list(&[
+        "api.anthropic.com",
+        "example.com:8443",
+        "*.googleapis.com",
+        "127.0.0.1:4010",
+    ]);
     assert!(listed(&allow, "api.anthropic.com", 443));
     assert!(listed(&allow, "API.Anthropic.com", 80));
     assert!(!listed(&allow, "evil-api.anthropic.com", 443));
@@ -26,7 +31,10 @@ fn an_allow_list_names_hosts_ports_and_subdomains_and_loopback_only_with_its_por
     assert!(listed(&allow, "127.0.0.1", 4010));
     assert!(listed(&allow, "localhost", 4010));
     assert!(!listed(&allow, "127.0.0.1", 22));
-    assert!(!listed(&list(&["localhost"]), "127.0.0.1", 5432), "loopback needs a port");
+    assert!(
+        !listed(&list(&["localhost"]), "127.0.0.1", 5432),
+        "loopback needs a port"
+    );
     assert!(!listed(&list(&["*.localhost"]), "db.localhost", 5432));
     assert_eq!(loopback_ports(&allow), vec![4010]);
 }
@@ -39,7 +47,9 @@ fn requests_parse_as_tunnels_or_origin_form() {
     let r = parse(b"GET http://example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\n\r\n").unwrap();
     assert!(!r.connect);
     assert_eq!((r.host.as_str(), r.port), ("example.com", 80));
-    assert!(String::from_utf8_lossy(&r.head).starts_with("GET /a?b=1 HTTP/1.1\r\nHost: example.com"));
+    assert!(
+        String::from_utf8_lossy(&r.head).starts_with("GET /a?b=1 HTTP/1.1\r\nHost: example.com")
+    );
     assert!(parse(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
     assert!(parse(b"CONNECT noport HTTP/1.1\r\n\r\n").is_err());
     assert!(parse(b"garbage\r\n\r\n").is_err());
@@ -102,16 +112,34 @@ async fn the_proxy_tunnels_to_a_listed_service_and_refuses_the_rest_on_the_recor
     let endpoint = open(Arc::new(gate), &socket, true).unwrap();
     assert!(endpoint.tcp_port.is_some());
 
-    let ok = through(&socket, &format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n")).await;
+    let ok = through(
+        &socket,
+        &format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"),
+    )
+    .await;
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
     assert!(ok.ends_with("ping"), "{ok}");
 
-    let refused = through(&socket, &format!("CONNECT 127.0.0.1:{other_port} HTTP/1.1\r\n\r\n")).await;
+    let refused = through(
+        &socket,
+        &format!("CONNECT 127.0.0.1:{other_port} HTTP/1.1\r\n\r\n"),
+    )
+    .await;
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
-    assert!(refused.contains("service on the person's own machine"), "{refused}");
-    let refused = through(&socket, "GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n").await;
+    assert!(
+        refused.contains("service on the person's own machine"),
+        "{refused}"
+    );
+    let refused = through(
+        &socket,
+        "GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n",
+    )
+    .await;
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
-    assert!(refused.contains("not in agent dev's allow list"), "{refused}");
+    assert!(
+        refused.contains("not in agent dev's allow list"),
+        "{refused}"
+    );
     let bad = through(&socket, "NONSENSE\r\n\r\n").await;
     assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
 

@@ -57,6 +57,30 @@ fn role_order(party: &PartyView) -> Vec<String> {
     done
 }
 
+/// What a member's checkout is, read from the checkout itself: a clone (a repository of its
+/// own: `.git` is a directory) or a linked worktree (`.git` is a file); when it is gone, the data
+/// dir's folder it was made in (`clones/`, `worktrees/`). A sandboxed member whose definition
+/// asks for a worktree gets a clone (`orchestrator::carried_out`), and a checkout outlives the
+/// daemon, and the setting, that made it: the definition (`defined`) has the last word only
+/// where the checkout says nothing.
+pub fn kind_of(workdir: &Path, defined: Isolation) -> Isolation {
+    if troupe_worktree::is_own_repo(workdir) {
+        return Isolation::Clone;
+    }
+    if std::fs::symlink_metadata(workdir.join(".git")).is_ok() {
+        return Isolation::Worktree;
+    }
+    let made_in = workdir
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name);
+    match made_in.and_then(|n| n.to_str()) {
+        Some("clones") => Isolation::Clone,
+        Some("worktrees") => Isolation::Worktree,
+        _ => defined,
+    }
+}
+
 /// The party's members that have a branch, in DAG order, then by instance.
 pub fn checkouts(party: &PartyView) -> Vec<Checkout> {
     let mut out = Vec::new();
@@ -80,7 +104,7 @@ pub fn checkouts(party: &PartyView) -> Vec<Checkout> {
                     member: m.clone(),
                     branch: branch.clone(),
                     workdir: workdir.clone(),
-                    isolation,
+                    isolation: kind_of(Path::new(workdir), isolation),
                 });
             }
         }

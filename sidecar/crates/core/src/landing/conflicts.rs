@@ -56,10 +56,11 @@ async fn report_conflict(
                 "files": files, "conflicts": m.conflicts }),
     )
     .await;
-    // A clone has no integration branch of its own: it fetches it from the project.
+    // A clone (a sandboxed member's worktree is one too) has no integration branch of its own:
+    // it fetches it from the project.
     let merge = if c.isolation == Isolation::Clone {
         format!(
-            "Fetch what was integrated before you (git fetch {} {integration_branch}) and merge it (git merge FETCH_HEAD)",
+            "Fetch {integration_branch} (what was integrated before you) from the project (git fetch {} {integration_branch}) and merge it (git merge FETCH_HEAD)",
             party.row.repo_root
         )
     } else {

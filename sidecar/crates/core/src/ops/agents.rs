@@ -155,7 +155,7 @@ pub async fn start_agent(d: &Daemon, p: StartAgentParams) -> Result<StartAgentRe
             crate::orchestrator::isolate(
                 &d.layout,
                 &PathBuf::from(&project.root_path),
-                isolation,
+                crate::orchestrator::carried_out(isolation, &d.sandbox),
                 &label,
                 &def.name,
                 0,

@@ -187,6 +187,10 @@ fn sandboxed_worktree_edit(
     if !d.sandbox.is_on() || !(edit || command) {
         return false;
     }
+    // A remote member runs on its worker, outside this daemon's box.
+    if run.is_some_and(|r| r.definition.get("pool").is_some_and(|p| !p.is_null())) {
+        return false;
+    }
     let Some(workdir) = run.and_then(|r| r.workdir.as_deref()).map(Path::new) else {
         return false;
     };

@@ -572,7 +572,7 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
         m.branch_name.is_some() && m.workdir.as_deref().is_some_and(|w| Path::new(w).exists())
     };
     for m in members.iter().filter(present) {
-        let Some(isolation) = snapshot
+        let Some(defined) = snapshot
             .party
             .roles
             .get(&m.role_name)
@@ -581,6 +581,9 @@ pub async fn cleanup_party(d: &Daemon, p: CleanupPartyParams) -> Result<CleanupR
         else {
             continue;
         };
+        // What the checkout is, not what was asked (a sandboxed member's worktree is a clone).
+        let workdir = Path::new(m.workdir.as_deref().unwrap_or_default());
+        let isolation = crate::landing::kind_of(workdir, defined);
         let (root, base) = (PathBuf::from(&row.repo_root), d.layout.data_dir.clone());
         let (label, role, index, force) = (
             label.clone(),

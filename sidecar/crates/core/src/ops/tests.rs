@@ -132,3 +132,41 @@ async fn bad_params_and_unknown_operations_are_named() {
     assert_eq!(kind(&e), "not_found", "{e}");
     core.stop().await;
 }
+
+/// `gc`'s age is bounded: one past SQLite's dates (the fuzzer's `2461373`, before the year 0)
+/// is refused by name with the range allowed, not answered with a store failure; the largest
+/// allowed age works, dry and for real.
+#[tokio::test]
+async fn gc_refuses_an_age_past_its_bound_and_takes_the_largest_allowed() {
+    let core = Core::start().await;
+    core.session("claude", "proj").await;
+    for age in [json!(2_461_373), json!(36_500.5), json!(1e300), json!(-1)] {
+        let e = core
+            .call("gc", json!({ "max_age_days": age }))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.code_and_kind(),
+            (troupe_api::error::codes::INVALID_PARAMS, "invalid_params"),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("gc") && text.contains("max_age_days") && text.contains("36500"),
+            "{text}"
+        );
+    }
+    for dry_run in [true, false] {
+        let done = core
+            .call("gc", json!({ "max_age_days": 36_500, "dry_run": dry_run }))
+            .await
+            .unwrap();
+        assert_eq!(done["max_age_days"], 36_500.0, "{done}");
+        assert_eq!(done["dry_run"], dry_run, "{done}");
+        assert_eq!(
+            done["sessions"], 0,
+            "nothing is a hundred years old: {done}"
+        );
+    }
+    core.stop().await;
+}

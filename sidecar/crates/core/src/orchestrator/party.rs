@@ -434,7 +434,7 @@ impl Loop {
         let (workdir, branch) = isolate(
             &self.layout,
             &repo_root,
-            agent.isolation,
+            super::carried_out(agent.isolation, &self.sandbox),
             &label,
             role,
             index,

@@ -301,7 +301,12 @@ impl Loop {
             run.party_id.clone(),
             agent.name.clone(),
             planned.allow_hosts.clone(),
-            Duration::from_secs_f64(agent.approval_timeout_secs.unwrap_or(300.0).clamp(1.0, 3600.0)),
+            Duration::from_secs_f64(
+                agent
+                    .approval_timeout_secs
+                    .unwrap_or(300.0)
+                    .clamp(1.0, 3600.0),
+            ),
             self.store.clone(),
             self.daemon.get().cloned(),
         );
@@ -440,6 +445,9 @@ impl Loop {
                 if run.status == RunStatus::Success {
                     self.commit_leftovers(run, &m).await;
                 }
+                if changed {
+                    self.bring_over(run).await;
+                }
                 let input = if run.status.is_completed() {
                     Input::Completed {
                         role: m.role.clone(),
@@ -468,8 +476,52 @@ impl Loop {
             return;
         }
         if run.party_id.is_none() && changed {
+            self.bring_over(run).await;
             self.tell_parent(run).await;
             self.write_agent_state(run);
+        }
+    }
+
+    /// A run that worked in a clone of its own (a sandboxed member's worktree is one, and a
+    /// landing's rework runs in it too): when it ends, its branch is brought into the project's
+    /// repository, where a worktree's commits would be already (the radar and the landing bring
+    /// it over too; this is for the person's own `git log`). The branch is the one the folder
+    /// was made for (`<data>/clones/<label>/<role>-<i>`), never what the clone's HEAD says.
+    async fn bring_over(&self, run: &AgentRun) {
+        let Some(workdir) = run.workdir.as_deref().map(PathBuf::from) else {
+            return;
+        };
+        let clones = self.layout.data_dir.join("clones");
+        if workdir.parent().and_then(Path::parent) != Some(clones.as_path())
+            || !troupe_worktree::is_own_repo(&workdir)
+        {
+            return;
+        }
+        let names = workdir
+            .parent()
+            .and_then(Path::file_name)
+            .and_then(|l| l.to_str())
+            .zip(workdir.file_name().and_then(|e| e.to_str()))
+            .and_then(|(label, entry)| {
+                let (role, index) = entry.rsplit_once('-')?;
+                let name = troupe_worktree::MemberName {
+                    party: label,
+                    role,
+                    index: index.parse().ok()?,
+                };
+                name.branch().ok()
+            });
+        let (Some(branch), Ok(project)) = (names, self.store.get_project(&run.project_id)) else {
+            return;
+        };
+        let root = PathBuf::from(project.root_path);
+        let brought = tokio::task::spawn_blocking(move || {
+            let _git = crate::project::git_lock();
+            troupe_worktree::land::import_clone_branch(&root, &workdir, &branch)
+        })
+        .await;
+        if let Ok(Err(e)) = brought {
+            tracing::debug!(run = %run.run_id, error = %e, "a clone's branch was not brought over");
         }
     }
 

@@ -50,3 +50,15 @@ fn the_rules_default_and_are_read_from_config_toml() {
     let text = rules_of(Some("[retention]\nmax_age_days = \"30\"\n")).unwrap_err();
     assert!(text.contains("max_age_days"), "{text}");
 }
+
+/// An age past `MAX_AGE_DAYS` (SQLite has no date before the year 0) is named, not taken.
+#[test]
+fn an_age_past_a_hundred_years_is_refused() {
+    let largest = rules_of(Some("[retention]\nmax_age_days = 36500\n")).unwrap();
+    assert_eq!(largest.max_age_days, super::MAX_AGE_DAYS);
+    let huge = rules_of(Some("[retention]\nmax_age_days = 2461373\n")).unwrap_err();
+    assert!(
+        huge.contains("max_age_days must be between 0 and 36500") && huge.contains("2461373"),
+        "{huge}"
+    );
+}

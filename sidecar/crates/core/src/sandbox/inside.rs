@@ -4,7 +4,7 @@
 //! command's `HTTP(S)_PROXY` names and on each allowed loopback port (a local model server),
 //! carries each connection to the daemon's egress proxy over the Unix socket bound into the
 //! box, starts the command and ends with its status. It decides nothing: the daemon's proxy
-//! (`crate::egress`) allows or refuses.
+//! (the `egress` module) allows or refuses.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

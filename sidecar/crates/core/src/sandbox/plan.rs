@@ -2,7 +2,7 @@
 //! its private temp dir, its CLI's state dirs, what its agent and project add), the paths it may
 //! not read (the person's secrets, other vendors' credentials, the data dir), the hosts its
 //! egress may reach; and the command lines that make the box (bubblewrap's, or `troupe
-//! box-exec`'s for Landlock). It starts nothing and opens no socket (`crate::egress` does).
+//! box-exec`'s for Landlock). It starts nothing and opens no socket (the daemon's `egress` module does).
 
 use std::path::{Path, PathBuf};
 
@@ -101,7 +101,10 @@ impl Vendor {
             return Some(v);
         }
         let program = agent.command.as_ref()?.first()?;
-        let base = Path::new(program).file_name()?.to_string_lossy().into_owned();
+        let base = Path::new(program)
+            .file_name()?
+            .to_string_lossy()
+            .into_owned();
         by_name(&base)
     }
 
@@ -309,7 +312,7 @@ pub struct PlanInput<'a> {
     pub project_root: Option<&'a Path>,
 }
 
-/// The box of one run (no egress yet: `crate::egress` opens it and fills `egress`). Makes the
+/// The box of one run (no egress yet: the daemon opens it and fills `egress`). Makes the
 /// run's own directories and the state dirs it may write, when missing.
 pub fn plan(base: &Base, input: PlanInput<'_>) -> RunBox {
     let var = |name: &str| {
@@ -361,7 +364,12 @@ pub fn plan(base: &Base, input: PlanInput<'_>) -> RunBox {
         .collect();
     writable.retain(|p| !not_writable.contains(p));
     // Nothing hidden is made writable by an agent or a project: the person's secrets stay.
-    writable.retain(|p| !base.hidden.iter().any(|h| p.starts_with(h) || h.starts_with(p)));
+    writable.retain(|p| {
+        !base
+            .hidden
+            .iter()
+            .any(|h| p.starts_with(h) || h.starts_with(p))
+    });
     for p in settings.hidden.iter().chain(&project.hidden) {
         hidden.push(expand(p, &member_home));
     }
@@ -437,7 +445,12 @@ fn canonical(p: &Path) -> PathBuf {
 }
 
 /// The environment every boxed process gets.
-fn box_env(layer: &str, run: Option<&RunBox>, tmp: &Path, proxy_port: Option<u16>) -> Vec<(String, String)> {
+fn box_env(
+    layer: &str,
+    run: Option<&RunBox>,
+    tmp: &Path,
+    proxy_port: Option<u16>,
+) -> Vec<(String, String)> {
     let mut env = vec![
         (super::BOX_MARKER.to_string(), layer.to_string()),
         // Claude Code runs its bypass-permissions mode as root only when told it is sandboxed:
@@ -501,7 +514,11 @@ fn borrowed_repos(workdir: &Path) -> Vec<PathBuf> {
             }
         }
     } else if let Ok(text) = std::fs::read_to_string(git.join("objects/info/alternates")) {
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             let objects = canonical(&git.join("objects").join(line));
             // `<repo>/.git/objects`: the repository's `.git`, so `git fetch <repo>` works too.
             out.push(objects.parent().map_or(objects.clone(), Path::to_path_buf));
@@ -616,7 +633,10 @@ pub fn bwrap_argv(
     }
     // What a hidden dir covered that the run needs (the runtime dir inside the person's
     // `/run/user/<uid>`, say) comes back.
-    for b in binds.iter().filter(|(_, p)| covered.iter().any(|c| p.starts_with(c) && p != c)) {
+    for b in binds
+        .iter()
+        .filter(|(_, p)| covered.iter().any(|c| p.starts_with(c) && p != c))
+    {
         bind(&mut out, b);
     }
     out.extend(["--remount-ro".into(), s(&base.data_dir)]);
@@ -635,7 +655,13 @@ pub fn bwrap_argv(
             relay: Some(relay),
             env: Vec::new(),
         };
-        out.extend([s(exe), "box-exec".into(), "--spec".into(), spec.to_arg(), "--".into()]);
+        out.extend([
+            s(exe),
+            "box-exec".into(),
+            "--spec".into(),
+            spec.to_arg(),
+            "--".into(),
+        ]);
     }
     out.extend(argv);
     out
@@ -655,9 +681,8 @@ pub fn landlock_argv(
     } else {
         // The person's own checkout: everything in it but its repository. (Landlock is an
         // allow-list: a new file at its top cannot be made.)
-        let entries = std::fs::read_dir(workdir).map_err(|e| {
-            format!("the box cannot list {}: {e}", workdir.display())
-        })?;
+        let entries = std::fs::read_dir(workdir)
+            .map_err(|e| format!("the box cannot list {}: {e}", workdir.display()))?;
         writable.extend(
             entries
                 .flatten()

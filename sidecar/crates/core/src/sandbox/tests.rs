@@ -11,7 +11,11 @@ fn sh(sandbox: &Sandbox, workdir: &Path, script: &str) -> (bool, String) {
     let argv = sandbox
         .argv(vec!["sh".into(), "-c".into(), script.into()], workdir)
         .unwrap();
-    let out = Command::new(&argv[0]).args(&argv[1..]).current_dir(workdir).output().unwrap();
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(workdir)
+        .output()
+        .unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -23,7 +27,10 @@ fn sh(sandbox: &Sandbox, workdir: &Path, script: &str) -> (bool, String) {
 #[test]
 fn a_command_in_the_box_writes_only_its_checkout_and_its_own_tmp_and_reads_no_secret() {
     let Ok(program) = try_bwrap() else {
-        panic!("bubblewrap is needed for this test (Debian: apt install bubblewrap): {:?}", try_bwrap());
+        panic!(
+            "bubblewrap is needed for this test (Debian: apt install bubblewrap): {:?}",
+            try_bwrap()
+        );
     };
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
@@ -70,13 +77,28 @@ fn a_command_in_the_box_writes_only_its_checkout_and_its_own_tmp_and_reads_no_se
         ),
     );
     assert!(ok, "{out}");
-    for said in ["TMP-OK", "HOME-REFUSED", "SSH-HIDDEN", "TOKEN-HIDDEN", "PROJECT-REFUSED"] {
+    for said in [
+        "TMP-OK",
+        "HOME-REFUSED",
+        "SSH-HIDDEN",
+        "TOKEN-HIDDEN",
+        "PROJECT-REFUSED",
+    ] {
         assert!(out.contains(said), "{said} missing from:\n{out}");
     }
-    assert!(!out.contains("PRIVATE KEY") && !out.contains("SECRET-TOKEN"), "{out}");
+    assert!(
+        !out.contains("PRIVATE KEY") && !out.contains("SECRET-TOKEN"),
+        "{out}"
+    );
     assert_eq!(std::fs::read_to_string(work.join("made")).unwrap(), "hi\n");
-    assert_eq!(std::fs::read_to_string(home.join(".bashrc")).unwrap(), "# rc\n");
-    assert!(!Path::new(&host_tmp_marker).exists(), "the box's /tmp is its own");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+        "# rc\n"
+    );
+    assert!(
+        !Path::new(&host_tmp_marker).exists(),
+        "the box's /tmp is its own"
+    );
     assert!(!project.join("pwned").exists());
 }
 
@@ -88,10 +110,15 @@ fn without_a_layer_members_do_not_start_and_the_error_names_the_fix() {
         base: Arc::new(plan::Base::default()),
         run: None,
     };
-    let err = sandbox.argv(vec!["true".into()], Path::new("/")).unwrap_err();
+    let err = sandbox
+        .argv(vec!["true".into()], Path::new("/"))
+        .unwrap_err();
     assert!(err.contains("troupe doctor"), "{err}");
     assert!(!sandbox.is_on());
     // Turned off by the person: the command runs as it is.
     let off = Sandbox::off("test");
-    assert_eq!(off.argv(vec!["true".into()], Path::new("/")).unwrap(), vec!["true".to_string()]);
+    assert_eq!(
+        off.argv(vec!["true".into()], Path::new("/")).unwrap(),
+        vec!["true".to_string()]
+    );
 }

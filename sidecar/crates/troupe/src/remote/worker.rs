@@ -3,12 +3,13 @@
 //! for each it takes the run's lease (so no other worker runs it), asks the hub whether it still
 //! wants it, clones the member's branch from the base bundle, and runs the member's command in
 //! that clone, in its own process group, with its own `troupe` endpoint: a socket and token in
-//! the run's directory whose every operation is forwarded to the hub (`CALLS`), so the member's
-//! `troupe call` works as it does at home; a `complete` first sends the member's new commits back
-//! as a bundle. The lease is renewed while the run lives; a renewal that fails (the hub gave up
-//! on it) stops it, as does a stop from the hub. Its exit goes to the exits stream (stored once),
-//! then the lease is dropped. A reaper process of ours (`reap`) ends the runs' process groups
-//! when the worker goes, even killed with -9: a member cut off from its hub is not left running.
+//! the run's directory whose every operation is forwarded to the hub (`call_subject`), so the
+//! member's `troupe call` works as it does at home; a `complete` first sends the member's new
+//! commits back as a bundle. The lease is renewed while the run lives; a renewal that fails (the
+//! hub gave up on it) stops it, as does a stop from the hub. Its exit goes to the exits stream
+//! (stored once), then the lease is dropped. A reaper process of ours (`reap`) ends the runs'
+//! process groups when the worker goes, even killed with -9: a member cut off from its hub is not
+//! left running.
 //!
 //! Leases are created, then renewed by compare-and-set on their revision. The member's `troupe`
 //! gets `TROUPE_NO_AUTOSTART`, so it never starts a daemon of its own. The reaper is `troupe
@@ -16,6 +17,11 @@
 //! runs' process groups. At start a worker ends what a killed worker and reaper on its data dir
 //! left running. When `troupe.hub.up` comes, a worker fails the calls still waiting on the hub
 //! before it, and sends again a call no hub received (no responders).
+//!
+//! Everything it publishes names its pool and its name (`troupe.worker.<pool>.<worker>.…`, the
+//! leases `<pool>.<run>`, its pool's code bucket), as does its inbox (`inbox_prefix`): a NATS
+//! user kept to those (docs/security.md) is enough for it, and the hub takes its calls and exits
+//! only for the runs it holds.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,8 +37,8 @@ use tokio::sync::{Semaphore, watch};
 use troupe_api::layout::{Endpoint, Layout, write_private_file};
 
 use super::{
-    CALLS, CallReply, CallRequest, HUB_UP, Jet, RUNS_STREAM, RunExit, RunSpec, download,
-    exit_subject, git, jet, lease_beat, lease_ttl, runs_subject, stop_subject, upload,
+    CallReply, CallRequest, HUB_UP, Jet, RUNS_STREAM, RunExit, RunSpec, call_subject, download,
+    exit_subject, git, jet, lease_beat, lease_key, lease_ttl, runs_subject, stop_subject, upload,
 };
 use crate::doors::rpc;
 
@@ -57,6 +63,10 @@ pub struct WorkerArgs {
 struct Worker {
     client: async_nats::Client,
     jet: Jet,
+    /// Its pool's code bucket.
+    code: async_nats::jetstream::object_store::ObjectStore,
+    pool: String,
+    /// Its name: in its subjects, its leases and on the timeline.
     name: String,
     dir: PathBuf,
     /// Turns true when the worker stops: every run is stopped.
@@ -77,15 +87,25 @@ pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
             args.pool
         );
     }
+    let name = match args.name.clone() {
+        Some(name) if troupe_engine::spec::is_safe_name(&name) => name,
+        Some(name) => bail!(
+            "worker name {name:?} is not allowed: it is part of NATS subjects (use up to 64 letters, digits, '-' and '_')"
+        ),
+        None => default_name(&host_name(), std::process::id()),
+    };
     layout.prepare_dirs()?;
     // A reaper of an earlier worker may still hold it for a moment, ending that one's runs.
     let _lock = lock_within(&layout, Duration::from_secs(5)).await?;
-    let client = super::connect(&args.nats, &super::nats_auth(&layout.data_dir)?).await?;
+    let inbox = super::inbox_prefix(&args.pool, &name);
+    let client = super::connect(
+        &args.nats,
+        &super::nats_auth(&layout.data_dir)?,
+        Some(inbox),
+    )
+    .await?;
     let jet = jet(&client).await?;
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("{}-{}", host_name(), std::process::id()));
+    let code = super::code_bucket(&jet.js, &args.pool).await?;
     let dir = layout.data_dir.join("worker");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot make {}", dir.display()))?;
     end_leftovers(&dir);
@@ -122,6 +142,8 @@ pub async fn run(layout: Layout, args: WorkerArgs) -> anyhow::Result<()> {
     let worker = Arc::new(Worker {
         client,
         jet,
+        code,
+        pool: args.pool.clone(),
         name,
         dir,
         stopping,
@@ -188,7 +210,11 @@ impl Worker {
             match self
                 .jet
                 .leases
-                .update(&run_id, self.name.clone().into(), revision)
+                .update(
+                    lease_key(&self.pool, &run_id),
+                    self.name.clone().into(),
+                    revision,
+                )
                 .await
             {
                 Ok(r) => {
@@ -335,6 +361,22 @@ fn end_leftovers(dir: &Path) {
     }
 }
 
+/// A worker's name when it is not given one: its host's and its pid, as a subject token.
+pub(super) fn default_name(host: &str, pid: u32) -> String {
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(48)
+        .collect();
+    format!("{host}-{pid}")
+}
+
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -355,10 +397,11 @@ impl Worker {
             }
         };
         // The lease first: whoever holds it runs it.
+        let lease = lease_key(&self.pool, &spec.run_id);
         let revision = match self
             .jet
             .leases
-            .create(&spec.run_id, self.name.clone().into())
+            .create(lease.as_str(), self.name.clone().into())
             .await
         {
             Ok(r) => r,
@@ -380,14 +423,7 @@ impl Worker {
             self.clone()
                 .renew(spec.run_id.clone(), revision, lost_tx.clone()),
         );
-        let claimed = self
-            .call(
-                &spec,
-                super::hub::CLAIM,
-                Some(serde_json::json!({ "worker": self.name })),
-                None,
-            )
-            .await;
+        let claimed = self.call(&spec, super::hub::CLAIM, None, None).await;
         match claimed {
             Ok(_) => {
                 if let Err(e) = msg.double_ack().await {
@@ -396,7 +432,7 @@ impl Worker {
             }
             Err((code, why, _)) => {
                 beat.abort();
-                let _ = self.jet.leases.delete(&spec.run_id).await;
+                let _ = self.jet.leases.delete(lease.as_str()).await;
                 let gone = code == troupe_api::error::codes::NOT_FOUND
                     || code == troupe_api::error::codes::UNAUTHORIZED;
                 if gone {
@@ -420,16 +456,25 @@ impl Worker {
                 return;
             }
         };
-        // Stored once however often this is retried; the lease goes after it.
+        // Stored once however often this is retried; the lease goes after it. Its id is not one
+        // another sender could guess and take first (ids are unique across the whole stream).
+        let id = match crate::auth::new_token() {
+            Ok(nonce) => format!("{}:exit:{nonce}", spec.run_id),
+            Err(e) => {
+                tracing::warn!(error = %e, "no random id for the exit");
+                format!("{}:exit:{}", spec.run_id, self.name)
+            }
+        };
+        let subject = exit_subject(&self.pool, &self.name, &spec.run_id);
         for attempt in 0..5 {
             let sent = self
                 .jet
                 .js
                 .send_publish(
-                    exit_subject(&spec.run_id),
+                    subject.clone(),
                     PublishMessage::build()
                         .payload(body.clone().into())
-                        .message_id(format!("{}:exit", spec.run_id)),
+                        .message_id(id.clone()),
                 )
                 .await;
             let acked = match sent {
@@ -444,7 +489,7 @@ impl Worker {
                 }
             }
         }
-        if let Err(e) = self.jet.leases.delete(&spec.run_id).await {
+        if let Err(e) = self.jet.leases.delete(lease.as_str()).await {
             tracing::debug!(error = %e, "lease not dropped");
         }
         let _ = tokio::fs::remove_dir_all(self.dir.join(&spec.run_id)).await;
@@ -491,6 +536,7 @@ impl Worker {
         // No hub serving calls (one starting, or NATS without it for a moment) delivers nothing:
         // the call is sent again until one serves, for its grace at most.
         let serving = tokio::time::Instant::now() + CALL_GRACE;
+        let subject = call_subject(&self.pool, &self.name, &spec.run_id);
         let reply = loop {
             let request = async_nats::Request::new()
                 .payload(body.clone())
@@ -498,7 +544,7 @@ impl Worker {
             let mut hub_starts = self.hub_starts.clone();
             hub_starts.borrow_and_update();
             tokio::select! {
-                reply = self.client.send_request(CALLS, request) => match reply {
+                reply = self.client.send_request(subject.clone(), request) => match reply {
                     Ok(reply) => break reply,
                     Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders
                         && tokio::time::Instant::now() < serving =>
@@ -574,7 +620,7 @@ impl Worker {
     async fn checkout(&self, spec: &RunSpec, home: &Path, code_dir: &Path) -> anyhow::Result<()> {
         tokio::fs::create_dir_all(home).await?;
         let bundle = home.join("base.bundle");
-        download(&self.jet.code, &spec.bundle, &bundle).await?;
+        download(&self.code, &spec.bundle, &bundle).await?;
         let (from, to) = (bundle.display().to_string(), code_dir.display().to_string());
         git(
             home,
@@ -672,7 +718,7 @@ impl Worker {
         )
         .await?;
         let name = format!("{}/result", spec.run_id);
-        upload(&self.jet.code, &name, &file).await?;
+        upload(&self.code, &name, &file).await?;
         let _ = tokio::fs::remove_file(&file).await;
         Ok(Some(name))
     }
@@ -740,7 +786,10 @@ impl Worker {
                 tracing::trace!(error = %e, "ending a run's process group");
             }
         };
-        let mut stops = self.client.subscribe(stop_subject(&spec.run_id)).await?;
+        let mut stops = self
+            .client
+            .subscribe(stop_subject(&self.pool, &spec.run_id))
+            .await?;
         let mut stopping = self.stopping.clone();
         let mut watching = true;
         loop {

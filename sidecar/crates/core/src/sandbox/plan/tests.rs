@@ -36,10 +36,22 @@ fn base(dir: &Path) -> Base {
 fn vendors_are_known_by_runner_or_program() {
     assert_eq!(Vendor::of(&agent("acp:claude", None)), Some(Vendor::Claude));
     assert_eq!(Vendor::of(&agent("acp:codex", None)), Some(Vendor::Codex));
-    assert_eq!(Vendor::of(&agent("process", Some(&["/usr/bin/gemini", "--acp"]))), Some(Vendor::Gemini));
-    assert_eq!(Vendor::of(&agent("process", Some(&["sh", "-c", "claude"]))), None);
-    assert_eq!(host_of_url("http://127.0.0.1:4010/v1").as_deref(), Some("127.0.0.1:4010"));
-    assert_eq!(host_of_url("https://user:pw@Api.Example.com/x").as_deref(), Some("api.example.com"));
+    assert_eq!(
+        Vendor::of(&agent("process", Some(&["/usr/bin/gemini", "--acp"]))),
+        Some(Vendor::Gemini)
+    );
+    assert_eq!(
+        Vendor::of(&agent("process", Some(&["sh", "-c", "claude"]))),
+        None
+    );
+    assert_eq!(
+        host_of_url("http://127.0.0.1:4010/v1").as_deref(),
+        Some("127.0.0.1:4010")
+    );
+    assert_eq!(
+        host_of_url("https://user:pw@Api.Example.com/x").as_deref(),
+        Some("api.example.com")
+    );
 }
 
 #[test]
@@ -48,18 +60,51 @@ fn each_cli_writes_its_own_state_and_reads_no_other_vendors() {
     let b = base(dir.path());
     let exe = Path::new("/bin/true");
     let claude = agent("acp:claude", None);
-    let env = vec![("ANTHROPIC_BASE_URL".to_string(), "http://127.0.0.1:4010".to_string())];
-    let r = plan(&b, PlanInput { run_id: "r1", agent: &claude, env: &env, project: None, troupe_exe: exe, project_root: None });
+    let env = vec![(
+        "ANTHROPIC_BASE_URL".to_string(),
+        "http://127.0.0.1:4010".to_string(),
+    )];
+    let r = plan(
+        &b,
+        PlanInput {
+            run_id: "r1",
+            agent: &claude,
+            env: &env,
+            project: None,
+            troupe_exe: exe,
+            project_root: None,
+        },
+    );
     assert!(r.writable.contains(&b.home.join(".claude")));
-    assert!(!r.writable.iter().any(|p| p.ends_with(".codex") || p.ends_with(".gemini")));
-    assert!(r.hidden.contains(&b.home.join(".codex")) && r.hidden.contains(&b.home.join(".gemini")));
+    assert!(
+        !r.writable
+            .iter()
+            .any(|p| p.ends_with(".codex") || p.ends_with(".gemini"))
+    );
+    assert!(
+        r.hidden.contains(&b.home.join(".codex")) && r.hidden.contains(&b.home.join(".gemini"))
+    );
     assert!(r.allow_hosts.contains(&"api.anthropic.com".to_string()));
-    assert!(r.allow_hosts.contains(&"127.0.0.1:4010".to_string()), "{:?}", r.allow_hosts);
+    assert!(
+        r.allow_hosts.contains(&"127.0.0.1:4010".to_string()),
+        "{:?}",
+        r.allow_hosts
+    );
     assert!(!r.allow_hosts.iter().any(|h| h.contains("openai")));
     assert!(r.box_dir.join("tmp").is_dir());
 
     let shell = agent("process", Some(&["sh"]));
-    let r = plan(&b, PlanInput { run_id: "r2", agent: &shell, env: &[], project: None, troupe_exe: exe, project_root: None });
+    let r = plan(
+        &b,
+        PlanInput {
+            run_id: "r2",
+            agent: &shell,
+            env: &[],
+            project: None,
+            troupe_exe: exe,
+            project_root: None,
+        },
+    );
     assert!(r.writable.is_empty(), "{:?}", r.writable);
     assert!(r.allow_hosts.is_empty());
     for v in [".claude", ".codex", ".gemini"] {
@@ -80,10 +125,23 @@ fn an_agent_or_a_project_adds_but_never_uncovers_a_secret() {
         allow_hosts: vec![],
         allow_registries: true,
     };
-    let r = plan(&b, PlanInput { run_id: "r3", agent: &a, env: &[], project: Some(&project), troupe_exe: Path::new("/bin/true"), project_root: None });
+    let r = plan(
+        &b,
+        PlanInput {
+            run_id: "r3",
+            agent: &a,
+            env: &[],
+            project: Some(&project),
+            troupe_exe: Path::new("/bin/true"),
+            project_root: None,
+        },
+    );
     assert_eq!(r.writable, vec![b.home.join("work-cache")]);
     assert!(r.hidden.contains(&b.home.join("notes")));
-    assert!(r.allow_hosts.contains(&"crates.io".to_string()) && r.allow_hosts.contains(&"pypi.org".to_string()));
+    assert!(
+        r.allow_hosts.contains(&"crates.io".to_string())
+            && r.allow_hosts.contains(&"pypi.org".to_string())
+    );
 }
 
 #[test]
@@ -91,17 +149,40 @@ fn bubblewrap_hides_secrets_after_the_writable_binds() {
     let dir = tempfile::tempdir().unwrap();
     let b = base(dir.path());
     let a = agent("acp:claude", None);
-    let r = plan(&b, PlanInput { run_id: "r4", agent: &a, env: &[], project: None, troupe_exe: Path::new("/bin/true"), project_root: None });
+    let r = plan(
+        &b,
+        PlanInput {
+            run_id: "r4",
+            agent: &a,
+            env: &[],
+            project: None,
+            troupe_exe: Path::new("/bin/true"),
+            project_root: None,
+        },
+    );
     let work = b.data_dir.join("clones/p/dev-0");
     std::fs::create_dir_all(&work).unwrap();
-    let argv = bwrap_argv(Path::new("/usr/bin/bwrap"), None, &b, Some(&r), vec!["sh".into()], &work);
+    let argv = bwrap_argv(
+        Path::new("/usr/bin/bwrap"),
+        None,
+        &b,
+        Some(&r),
+        vec!["sh".into()],
+        &work,
+    );
     let at = |what: &str, path: &Path| {
         let p = path.display().to_string();
-        argv.windows(2).position(|w| w[0] == what && w[1] == p).unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
+        argv.windows(2)
+            .position(|w| w[0] == what && w[1] == p)
+            .unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
     };
     assert!(at("--bind", &b.home.join(".claude")) < at("--tmpfs", &b.home.join(".ssh")));
     assert!(at("--tmpfs", &b.data_dir) < at("--bind", &work));
     assert!(argv.contains(&"--unshare-net".to_string()));
-    assert!(argv.windows(2).any(|w| w[0] == "--ro-bind" && w[1] == "/dev/null"), "a hidden file is /dev/null");
+    assert!(
+        argv.windows(2)
+            .any(|w| w[0] == "--ro-bind" && w[1] == "/dev/null"),
+        "a hidden file is /dev/null"
+    );
     assert_eq!(argv.last().map(String::as_str), Some("sh"));
 }

@@ -254,7 +254,7 @@ async fn send_all(
 /// The database's size now (a dry `gc` reads it) and the files', with the probes' rates.
 async fn point(c: &Client, layout: &Layout, probes: Vec<f64>) -> anyhow::Result<Point> {
     let dry: Value = c
-        .call("gc", json!({ "dry_run": true, "max_age_days": 1e6 }))
+        .call("gc", json!({ "dry_run": true, "max_age_days": 36_500 }))
         .await?;
     let db = layout.db_path();
     let file = |p: std::path::PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
