@@ -602,9 +602,15 @@ pub fn bwrap_argv(
         out.extend([how.into(), s(p), s(p)]);
     };
     // The data dir (the token, the database, other runs' checkouts and boxes) is an empty
-    // tmpfs; what the run needs of it is bound back, and it is made read-only last.
+    // tmpfs, over whatever bind holds it (a checkout that contains it); what the run needs of it
+    // is bound back, and it is made read-only last.
+    let (inside, outside): (Vec<_>, Vec<_>) =
+        binds.iter().partition(|(_, p)| p.starts_with(&base.data_dir));
+    for b in outside {
+        bind(&mut out, b);
+    }
     out.extend(["--tmpfs".into(), s(&base.data_dir)]);
-    for b in &binds {
+    for b in inside {
         bind(&mut out, b);
     }
     // The person's secrets and other vendors' credentials: an empty read-only tmpfs over a

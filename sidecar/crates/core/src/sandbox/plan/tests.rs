@@ -186,3 +186,16 @@ fn bubblewrap_hides_secrets_after_the_writable_binds() {
     );
     assert_eq!(argv.last().map(String::as_str), Some("sh"));
 }
+
+#[test]
+fn a_checkout_that_holds_the_data_dir_does_not_uncover_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = base(dir.path());
+    let root = dir.path().canonicalize().unwrap();
+    let argv = bwrap_argv(Path::new("/usr/bin/bwrap"), None, &b, None, vec!["true".into()], &root);
+    let pos = |what: &str, path: &Path| {
+        let p = path.display().to_string();
+        argv.windows(2).position(|w| w[0] == what && w[1] == p).unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
+    };
+    assert!(pos("--bind", &root) < pos("--tmpfs", &b.data_dir), "{argv:?}");
+}

@@ -4,8 +4,10 @@
 //! checked and its run's liveness read on every call), a bound call (`poll_messages`, the
 //! session filled from the credential) as the member against the person naming the session,
 //! and `troupe_core::authority::admit` alone, in process, on the daemon's database; and what
-//! the member sandbox adds to a start: `true` started and waited for plain, and in the sandbox
-//! as members are (`troupe_core::sandbox`).
+//! the member box adds to a start: `true` started and waited for plain (the floor), in the
+//! bubblewrap box of no run (the merge queue's tests), and in a run's whole box as a member gets
+//! it (its paths, its egress proxy open, the relay inside) under bubblewrap and under Landlock
+//! (`troupe_core::sandbox`).
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +44,70 @@ struct Figures {
     /// Start and wait of `true`: plain (the floor) and in the sandbox, ms.
     plain_start_ms: f64,
     sandboxed_start_ms: f64,
+    /// In a run's whole box (paths, egress proxy, relay): bubblewrap, then Landlock.
+    run_box_bwrap_ms: f64,
+    run_box_landlock_ms: f64,
+}
+
+/// `true` in a run's whole box under `layer`: planned as the daemon plans a member's, with its
+/// egress proxy open (so the relay starts inside a bubblewrap box).
+async fn run_box_ms(
+    layout: &troupe_api::layout::Layout,
+    workdir: &std::path::Path,
+    layer: troupe_core::sandbox::LayerKind,
+    n: usize,
+) -> anyhow::Result<f64> {
+    use troupe_core::sandbox::{LayerKind, Sandbox, plan};
+    let exe = std::env::current_exe()?.with_file_name("troupe");
+    if !exe.is_file() {
+        bail!("{} is not built: build the troupe binary beside troupe-dev", exe.display());
+    }
+    let sandbox = Sandbox::detect_with(layout, &exe, Some(layer));
+    if sandbox.layer() != layer {
+        bail!("the {} layer is not available here: {}", layer.as_str(), sandbox.status());
+    }
+    let agent: troupe_engine::AgentDefinition =
+        serde_json::from_value(json!({ "name": "bench", "command": ["true"] }))?;
+    let mut planned = plan::plan(
+        sandbox.base(),
+        plan::PlanInput {
+            run_id: &format!("bench-{}", layer.as_str()),
+            agent: &agent,
+            env: &[],
+            project: None,
+            troupe_exe: &exe,
+            project_root: None,
+        },
+    );
+    let store = troupe_store::Store::open(&layout.data_dir.join("bench-egress.db"))?;
+    let gate = troupe_core::egress::Gate::new(
+        "bench".into(),
+        "bench".into(),
+        None,
+        None,
+        "bench".into(),
+        Vec::new(),
+        Duration::from_secs(1),
+        store,
+        None,
+    );
+    let endpoint = troupe_core::egress::open(
+        std::sync::Arc::new(gate),
+        &planned.box_dir.join("egress.sock"),
+        layer == LayerKind::Landlock,
+    )?;
+    planned.egress = Some(plan::Egress {
+        socket: endpoint.socket.clone(),
+        tcp_port: endpoint.tcp_port,
+        forwards: Vec::new(),
+    });
+    let argv = sandbox
+        .for_run(planned)
+        .argv(vec!["true".to_string()], workdir)
+        .map_err(anyhow::Error::msg)?;
+    let ms = tokio::task::spawn_blocking(move || start_ms(&argv, n)).await??;
+    drop(endpoint);
+    Ok(ms)
 }
 
 /// Median ms to start `argv` and wait for it, over `n` starts.
@@ -95,7 +161,9 @@ async fn one_run(args: &AuthorityArgs) -> anyhow::Result<Figures> {
         .call(
             "create_agent_definition",
             json!({ "definition": { "name": "keeper", "command": [script],
-                    "env": { "KEYS": keys.display().to_string() } } }),
+                    "env": { "KEYS": keys.display().to_string() },
+                    // It hands its credential over through this folder, outside its box.
+                    "sandbox": { "writable": [keys.display().to_string()] } } }),
         )
         .await?;
     let parent = crate::harness::register(&person, &project.display().to_string()).await?;
@@ -187,7 +255,25 @@ async fn one_run(args: &AuthorityArgs) -> anyhow::Result<Figures> {
             .map_err(anyhow::Error::msg)?,
         starts,
     )?;
+    let workdir = layout.data_dir.join("clones/bench/dev-0");
+    std::fs::create_dir_all(&workdir)?;
+    let run_box_bwrap_ms = run_box_ms(
+        &layout,
+        &workdir,
+        troupe_core::sandbox::LayerKind::Bubblewrap,
+        starts,
+    )
+    .await?;
+    let run_box_landlock_ms = run_box_ms(
+        &layout,
+        &workdir,
+        troupe_core::sandbox::LayerKind::Landlock,
+        starts,
+    )
+    .await?;
     Ok(Figures {
+        run_box_bwrap_ms,
+        run_box_landlock_ms,
         person_list_sessions_us,
         member_list_sessions_us,
         person_poll_us,
@@ -228,12 +314,16 @@ pub async fn run(args: AuthorityArgs, json: bool) -> anyhow::Result<()> {
         "plain_start_ms": m(|f| f.plain_start_ms),
         "sandboxed_start_ms": m(|f| f.sandboxed_start_ms),
         "sandbox_start_added_ms": m(|f| f.sandboxed_start_ms - f.plain_start_ms),
+        "run_box_bwrap_ms": m(|f| f.run_box_bwrap_ms),
+        "run_box_landlock_ms": m(|f| f.run_box_landlock_ms),
+        "run_box_bwrap_over_plain": m(|f| f.run_box_bwrap_ms / f.plain_start_ms),
+        "run_box_landlock_over_plain": m(|f| f.run_box_landlock_ms / f.plain_start_ms),
     });
     if json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "authority (medians of {} runs, {} calls each):\n  list_sessions round trip: person {:.1} µs (floor), member {:.1} µs ({:.2}×)\n  poll_messages round trip: person naming the session {:.1} µs, member bound {:.1} µs\n  admit alone: person {:.2} µs, member on a bound operation {:.2} µs = {:.1}% of the floor\n  start and wait of `true`: plain {:.2} ms (floor), in the sandbox {:.2} ms (+{:.2} ms)",
+            "authority (medians of {} runs, {} calls each):\n  list_sessions round trip: person {:.1} µs (floor), member {:.1} µs ({:.2}×)\n  poll_messages round trip: person naming the session {:.1} µs, member bound {:.1} µs\n  admit alone: person {:.2} µs, member on a bound operation {:.2} µs = {:.1}% of the floor\n  start and wait of `true`: plain {:.2} ms (floor), in the box of no run {:.2} ms (+{:.2} ms)\n  in a run's whole box (paths, egress proxy, relay): bubblewrap {:.2} ms ({:.1}× the floor), Landlock {:.2} ms ({:.1}×)",
             args.runs,
             args.calls,
             summary["person_list_sessions_us"].as_f64().unwrap_or(0.0),
@@ -252,6 +342,10 @@ pub async fn run(args: AuthorityArgs, json: bool) -> anyhow::Result<()> {
             summary["plain_start_ms"].as_f64().unwrap_or(0.0),
             summary["sandboxed_start_ms"].as_f64().unwrap_or(0.0),
             summary["sandbox_start_added_ms"].as_f64().unwrap_or(0.0),
+            summary["run_box_bwrap_ms"].as_f64().unwrap_or(0.0),
+            summary["run_box_bwrap_over_plain"].as_f64().unwrap_or(0.0),
+            summary["run_box_landlock_ms"].as_f64().unwrap_or(0.0),
+            summary["run_box_landlock_over_plain"].as_f64().unwrap_or(0.0),
         );
     }
     Ok(())
