@@ -381,6 +381,13 @@ pub fn plan(base: &Base, input: PlanInput<'_>) -> RunBox {
                 allow_hosts.push(host);
             }
         }
+        if v == Vendor::Codex {
+            // Codex names its model servers in its own config: the member's model is honoured.
+            let home = var("CODEX_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| member_home.join(".codex"));
+            allow_hosts.extend(codex_provider_hosts(&home.join("config.toml")));
+        }
     }
     allow_hosts.extend(base.allow_hosts.iter().cloned());
     allow_hosts.extend(settings.allow_hosts.iter().cloned());
@@ -421,6 +428,26 @@ pub fn plan(base: &Base, input: PlanInput<'_>) -> RunBox {
         troupe_exe: input.troupe_exe.to_path_buf(),
         visible: input.project_root.map(canonical).into_iter().collect(),
     }
+}
+
+/// The hosts of the model providers Codex's `config.toml` names (`[model_providers.*]
+/// base_url`, and `openai_base_url`).
+fn codex_provider_hosts(config: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(config) else {
+        return Vec::new();
+    };
+    let Ok(table) = toml::from_str::<toml::Table>(&text) else {
+        return Vec::new();
+    };
+    let mut urls: Vec<&str> = table
+        .get("model_providers")
+        .and_then(toml::Value::as_table)
+        .into_iter()
+        .flat_map(|providers| providers.values())
+        .filter_map(|p| p.get("base_url")?.as_str())
+        .collect();
+    urls.extend(table.get("openai_base_url").and_then(toml::Value::as_str));
+    urls.into_iter().filter_map(host_of_url).collect()
 }
 
 /// `host[:port]` of a URL (`http://127.0.0.1:8080/v1` → `127.0.0.1:8080`).

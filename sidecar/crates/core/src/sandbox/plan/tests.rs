@@ -199,3 +199,21 @@ fn a_checkout_that_holds_the_data_dir_does_not_uncover_it() {
     };
     assert!(pos("--bind", &root) < pos("--tmpfs", &b.data_dir), "{argv:?}");
 }
+
+#[test]
+fn codex_may_reach_the_model_servers_its_config_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = base(dir.path());
+    let codex_home = dir.path().join("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        "model_provider = \"mock\"\n[model_providers.mock]\nbase_url = \"http://127.0.0.1:4567/v1\"\nwire_api = \"responses\"\n",
+    )
+    .unwrap();
+    let env = vec![("CODEX_HOME".to_string(), codex_home.display().to_string())];
+    let codex = agent("acp:codex", None);
+    let r = plan(&b, PlanInput { run_id: "r5", agent: &codex, env: &env, project: None, troupe_exe: Path::new("/bin/true"), project_root: None });
+    assert!(r.allow_hosts.contains(&"127.0.0.1:4567".to_string()), "{:?}", r.allow_hosts);
+    assert!(r.writable.contains(&codex_home.canonicalize().unwrap()), "{:?}", r.writable);
+}
