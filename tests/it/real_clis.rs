@@ -223,6 +223,14 @@ async fn real_claude_code_codex_and_gemini_work_as_acp_party_members_through_tro
     let c = d.client().await;
     let dir = d.dir.path();
     let project = repo(&dir.join("proj"));
+    // Every edit and command asked of the person, even inside the box: the approval path
+    // through each CLI is what this test checks.
+    std::fs::create_dir_all(dir.join("proj/.troupe")).unwrap();
+    std::fs::write(
+        dir.join("proj/.troupe/config.toml"),
+        "[sandbox]\napprove_own_checkout_edits = false\napprove_in_box_commands = false\n",
+    )
+    .unwrap();
     let anthropic = MockLlm::start(vec![]);
     anthropic.hold_when_empty();
     anthropic.skip_side_calls();

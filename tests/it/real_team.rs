@@ -59,7 +59,7 @@ fn team_config(dir: &Path, anthropic: &MockLlm, openai: &MockLlm, google: &MockL
          roles.dev-gemini = {{ agent = \"gemini\" }}\n\
          roles.reviewer = {{ agent = \"claude\" }}\n\
          roles.merge = {{ agent = \"merge\" }}\n\
-         flow.merge = [\"lead\", \"dev-codex\", \"dev-gemini\", \"reviewer\"]\n",
+         flow.merge = [\"lead\", \"dev-codex\", \"dev-gemini\", \"reviewer\"]\n{asking}",
         claude = toml_str(&bin("claude-agent-acp")),
         claude_home = toml_str(&claude_home),
         claude_exe = toml_str(&bin("claude")),
@@ -70,6 +70,13 @@ fn team_config(dir: &Path, anthropic: &MockLlm, openai: &MockLlm, google: &MockL
         gemini = toml_str(&bin("gemini")),
         gemini_home = toml_str(&gemini_home),
         google = toml_str(&google.base_url()),
+        // To measure what the box saves the person: every edit and command asked, as before
+        // the box let those that stay in it through.
+        asking = if std::env::var_os("TROUPE_TEST_ASK_INSIDE_BOX").is_some() {
+            "\n[sandbox]\napprove_own_checkout_edits = false\napprove_in_box_commands = false\n"
+        } else {
+            ""
+        },
     )
 }
 
@@ -314,14 +321,15 @@ async fn one_prompt_to_a_landed_change_with_real_claude_code_codex_and_gemini() 
     );
     // The person was asked only for approvals, through the client's own permission UI.
     assert_eq!(report["forms"], json!([]), "{}", dump());
-    // What it approved: the developers' shell commands; Troupe's own tools, which the members
-    // call with their own credentials, are not put to the person.
+    // What it approved: only shell commands that leave a member's box (inside it, edits and
+    // commands go through on their own); Troupe's own tools, which the members call with their
+    // own credentials, are not put to the person.
     let asks = report["asks"].as_array().unwrap();
-    assert!(!asks.is_empty(), "{}", dump());
     assert!(
-        asks.iter().all(|a| a["title"]
-            .as_str()
-            .is_some_and(|t| t.contains("run_command"))),
+        std::env::var_os("TROUPE_TEST_ASK_INSIDE_BOX").is_some()
+            || asks.iter().all(|a| a["title"]
+                .as_str()
+                .is_some_and(|t| t.contains("run_command"))),
         "{}",
         dump()
     );

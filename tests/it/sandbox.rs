@@ -185,13 +185,19 @@ async fn hostile_party(layer: &str) -> Vec<String> {
     let denied = std::sync::atomic::AtomicUsize::new(0);
     let status = wait_for("the hostile party's end", 240, || async {
         let pending = c
-            .call("list_approvals", json!({ "status": "pending", "party_id": &party }))
+            .call(
+                "list_approvals",
+                json!({ "status": "pending", "party_id": &party }),
+            )
             .await
             .unwrap();
         for a in pending["approvals"].as_array().unwrap() {
             if a["tool_name"] == "network" {
                 assert!(
-                    a["subject"].as_str().unwrap_or("").contains("unlisted.invalid"),
+                    a["subject"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("unlisted.invalid"),
                     "{a}"
                 );
                 c.call(
@@ -223,13 +229,19 @@ async fn hostile_party(layer: &str) -> Vec<String> {
             .await
             .unwrap();
         let text = log["text"].as_str().unwrap_or("").to_string();
-        assert!(text.contains("OWN commit") && text.contains("OWN tmp"), "its own work is done in the box:\n{text}");
+        assert!(
+            text.contains("OWN commit") && text.contains("OWN tmp"),
+            "its own work is done in the box:\n{text}"
+        );
         lines.extend(text.lines().map(String::from));
     }
     let escaped: Vec<&String> = lines.iter().filter(|l| l.starts_with("ESCAPED")).collect();
     let held = lines.iter().filter(|l| l.starts_with("HELD")).count();
     assert!(escaped.is_empty(), "escapes under {layer}: {escaped:#?}");
-    assert!(held >= 2 * (30 + SECRETS.len()), "every attempt ran: {held} held\n{lines:#?}");
+    assert!(
+        held >= 2 * (30 + SECRETS.len()),
+        "every attempt ran: {held} held\n{lines:#?}"
+    );
 
     // Nothing of the person's changed; the shared /tmp holds nothing of theirs.
     // The daemon (not a member) brings each member's branch over as `troupe/<party>/…`, with
@@ -245,8 +257,12 @@ async fn hostile_party(layer: &str) -> Vec<String> {
         ]
         .iter()
         .any(|p| k.starts_with(p))
-            || ["project/.git/FETCH_HEAD", "project/.git/index", "project/.git/refs/heads"]
-                .contains(&k)
+            || [
+                "project/.git/FETCH_HEAD",
+                "project/.git/index",
+                "project/.git/refs/heads",
+            ]
+            .contains(&k)
     };
     let theirs = |refs: &str| {
         refs.lines()
@@ -255,7 +271,11 @@ async fn hostile_party(layer: &str) -> Vec<String> {
             .join("\n")
     };
     let refs_after = git(&project_path, &["for-each-ref"]);
-    assert_eq!(theirs(&refs_after), theirs(&refs_before), "the person's refs moved");
+    assert_eq!(
+        theirs(&refs_after),
+        theirs(&refs_before),
+        "the person's refs moved"
+    );
     let after = digest(&project_path, &home);
     let changed: Vec<_> = before
         .iter()
@@ -268,7 +288,10 @@ async fn hostile_party(layer: &str) -> Vec<String> {
                 .cloned(),
         )
         .collect();
-    assert!(changed.is_empty(), "the person's files changed: {changed:?}");
+    assert!(
+        changed.is_empty(),
+        "the person's files changed: {changed:?}"
+    );
     assert!(!Path::new(&format!("/tmp/troupe-hostile-{mark}")).exists());
     outsider.kill().unwrap();
     outsider.wait().unwrap();
@@ -276,16 +299,23 @@ async fn hostile_party(layer: &str) -> Vec<String> {
 
     // Each refused connection is on the timeline.
     let events = c
-        .call("list_events", json!({ "party_id": party, "kind": "egress_refused", "limit": 100 }))
+        .call(
+            "list_events",
+            json!({ "party_id": party, "kind": "egress_refused", "limit": 100 }),
+        )
         .await
         .unwrap();
     let refused = events["events"].as_array().unwrap();
     assert!(
-        refused.iter().any(|e| e["data"]["target"].as_str().is_some_and(|t| t.contains("unlisted.invalid"))),
+        refused.iter().any(|e| e["data"]["target"]
+            .as_str()
+            .is_some_and(|t| t.contains("unlisted.invalid"))),
         "{refused:#?}"
     );
     assert!(
-        refused.iter().any(|e| e["data"]["target"] == format!("127.0.0.1:{port}")),
+        refused
+            .iter()
+            .any(|e| e["data"]["target"] == format!("127.0.0.1:{port}")),
         "{refused:#?}"
     );
 
@@ -295,7 +325,10 @@ async fn hostile_party(layer: &str) -> Vec<String> {
         .await
         .unwrap();
     for w in trees["worktrees"].as_array().unwrap() {
-        assert!(w["ahead"].as_i64().unwrap_or(0) >= 1, "a member's commit was lost: {w}");
+        assert!(
+            w["ahead"].as_i64().unwrap_or(0) >= 1,
+            "a member's commit was lost: {w}"
+        );
     }
     drop(service);
     lines
@@ -339,7 +372,9 @@ async fn a_listed_loopback_service_is_reached_through_the_proxy() {
             let mut conn = conn;
             let mut buf = [0u8; 1024];
             let _ = conn.read(&mut buf);
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
         }
     });
     let script = executable(
@@ -376,6 +411,90 @@ troupe call complete "{\"output\":\"direct=$direct proxied=$proxied\"}" > /dev/n
     .await;
     let out: Value = s["members"][0]["output"].clone();
     assert_eq!(s["party"]["status"], "completed", "{s}");
-    let text = out.as_str().map(String::from).unwrap_or_else(|| out.to_string());
-    assert!(text.contains("direct=hello") && text.contains("proxied=hello"), "{s}");
+    let text = out
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(|| out.to_string());
+    assert!(
+        text.contains("direct=hello") && text.contains("proxied=hello"),
+        "{s}"
+    );
+}
+
+/// A member adopted by a daemon restarted after a kill -9 keeps its box, and its network: the
+/// new daemon opens the run's egress proxy again where the box's relay connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
+async fn an_adopted_member_reaches_its_hosts_after_a_kill_9() {
+    let mut d = TestDaemon::start();
+    let c = d.client().await;
+    let project = repo(&d.dir.path().join("project"));
+    let flags = tempfile::Builder::new()
+        .prefix("troupe-flags-")
+        .tempdir()
+        .unwrap();
+    let service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = service.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut conn in service.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            if conn.read(&mut buf).is_ok() {
+                conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                )
+                .ok();
+            }
+        }
+    });
+    let script = executable(
+        d.dir.path(),
+        "later.sh",
+        r#"#!/bin/sh
+touch "$FLAGS/started"
+until [ -e "$FLAGS/go" ]; do sleep 0.05; done
+got=$(NO_PROXY= no_proxy= python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$PORT/', timeout=20).read().decode())")
+troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
+"#,
+    );
+    let flags_dir = flags.path().canonicalize().unwrap();
+    define(
+        &c,
+        "agent",
+        json!({ "name": "later", "command": [script], "isolation": "worktree",
+                "env": { "PORT": port.to_string(), "FLAGS": flags_dir.display().to_string(),
+                         "PATH": format!("/usr/bin:/bin:{}", Path::new(BIN).parent().unwrap().display()) },
+                "sandbox": { "allow_hosts": [format!("127.0.0.1:{port}")],
+                             "writable": [flags_dir.display().to_string()] } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "later-party", "roles": { "dev": { "agent": "later" } } }),
+    )
+    .await;
+    let party = launch(&c, "later-party", &project).await;
+    wait_for("the member to start", 60, || async {
+        flags_dir.join("started").exists().then_some(())
+    })
+    .await;
+    drop(c);
+    d.kill9();
+    d.spawn();
+    let c = d.client().await;
+    std::fs::write(flags_dir.join("go"), "").unwrap();
+    let s = wait_for("the party's end", 120, || async {
+        let s = c
+            .call("get_party_status", json!({ "party_id": &party }))
+            .await
+            .unwrap();
+        (s["party"]["status"] != "running").then_some(s)
+    })
+    .await;
+    assert_eq!(s["party"]["status"], "completed", "{s}");
+    assert_eq!(s["members"][0]["output"], "got=hello", "{s}");
 }

@@ -12,6 +12,8 @@ impl Loop {
         //    every process of the rest (its whole group and whatever carries its run id, the
         //    agent CLI's own children included) and bury them.
         let mut adopted = std::collections::HashSet::new();
+        // Local processes taken over: their boxes' egress proxies open again (step 2b).
+        let mut reboxed = Vec::new();
         let mut ended = Vec::new();
         // Pattern runs live in the daemon but are resumed, not buried (step 3).
         let flows = self.store.unfinished_flows()?;
@@ -71,6 +73,7 @@ impl Loop {
                     adopted.insert(run.run_id.clone());
                     self.runner
                         .adopt(run.run_id.clone(), pid, run.pid_start, left);
+                    reboxed.push(run.clone());
                 }
                 _ if run.status == RunStatus::Pending => {
                     ended.push((
@@ -199,6 +202,23 @@ impl Loop {
                     }
                 }
             }
+        }
+        // 2b. An adopted member's box outlived the daemon, its relay too: the relay connects
+        //     to the same socket path for each connection, so a proxy opened there again
+        //     (with the run's allow list planned anew) gives it back its network.
+        for run in reboxed {
+            let Ok(agent) = serde_json::from_value::<AgentDefinition>(run.definition.clone())
+            else {
+                continue;
+            };
+            let env = supervisor::member_env(
+                &self.layout,
+                &self.run_key,
+                &run,
+                &agent,
+                self.parties.get(run.party_id.as_deref().unwrap_or("")),
+            );
+            drop(self.box_for(&run, &agent, &env));
         }
         // 3. Pattern runs, from their saved flows.
         self.resume_flows(flows, &lost).await;

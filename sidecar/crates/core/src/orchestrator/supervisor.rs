@@ -247,7 +247,7 @@ impl Loop {
 
     /// The box run `run` starts in: its paths and its egress proxy, opened now and closed when
     /// its processes have exited (`run_exited`). A run whose proxy cannot open has no network.
-    fn box_for(
+    pub(super) fn box_for(
         &self,
         run: &AgentRun,
         agent: &AgentDefinition,

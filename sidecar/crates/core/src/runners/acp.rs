@@ -58,6 +58,36 @@ const TEXT_PAUSE: Duration = Duration::from_millis(200);
 /// asking again.
 const APPROVAL_POLL_MS: u64 = 300_000;
 
+/// A shell command as the rules and guardrails read it, `command` as one string, whatever shape
+/// the CLI sent: Codex's `["/bin/bash", "-lc", "…"]` (the words kept as `argv`) or a `cmd`.
+fn command_as_text(input: &mut serde_json::Map<String, Value>) {
+    let text = match (input.get("command"), input.get("cmd")) {
+        (Some(Value::String(_)), _) => return,
+        (Some(Value::Array(words)), _) => {
+            let words: Option<Vec<&str>> = words.iter().map(Value::as_str).collect();
+            match words.as_deref() {
+                Some([shell, flag, script])
+                    if ["sh", "bash", "zsh", "dash"]
+                        .contains(&shell.rsplit('/').next().unwrap_or(shell))
+                        && (*flag == "-c" || *flag == "-lc") =>
+                {
+                    Some(script.to_string())
+                }
+                Some(words) if !words.is_empty() => shlex::try_join(words.iter().copied()).ok(),
+                _ => None,
+            }
+        }
+        (None, Some(Value::String(cmd))) => Some(cmd.clone()),
+        _ => None,
+    };
+    if let Some(text) = text {
+        if let Some(words) = input.remove("command") {
+            input.insert("argv".into(), words);
+        }
+        input.insert("command".into(), Value::String(text));
+    }
+}
+
 /// The ACP agent named by an `acp:` runner.
 pub fn agent_of(agent: &AgentDefinition) -> Option<&str> {
     agent.runner.strip_prefix("acp:")
@@ -990,6 +1020,9 @@ impl Member {
                 .entry("title")
                 .or_insert_with(|| Value::String(title.clone()));
         }
+        if tool == "run_command" {
+            command_as_text(&mut input);
+        }
         // The edits the call shows, in ACP's own shape: the guardrails read their paths and
         // count their lines (`crate::guardrails::edits`).
         if !ask.tool.diffs.is_empty() {
@@ -1409,6 +1442,25 @@ mod tests {
     fn acp_tool_kinds_map_to_troupe_tool_names() {
         assert_eq!(tool_name(Some("edit"), Some("Write a.txt")), "write_file");
         assert_eq!(tool_name(Some("execute"), None), "run_command");
+        let as_text = |v: Value| {
+            let mut m = v.as_object().cloned().unwrap_or_default();
+            command_as_text(&mut m);
+            m.get("command").cloned()
+        };
+        assert_eq!(
+            as_text(json!({ "command": ["/bin/bash", "-lc", "make test && git add -A"] })),
+            Some(json!("make test && git add -A"))
+        );
+        assert_eq!(
+            as_text(json!({ "command": ["git", "commit", "-m", "a b"] })),
+            Some(json!("git commit -m 'a b'"))
+        );
+        assert_eq!(as_text(json!({ "cmd": "ls" })), Some(json!("ls")));
+        assert_eq!(
+            as_text(json!({ "command": "ls -la" })),
+            Some(json!("ls -la"))
+        );
+        assert_eq!(as_text(json!({ "title": "Run the tests" })), None);
         assert_eq!(tool_name(Some("read"), None), "read_file");
         assert_eq!(tool_name(Some("fetch"), None), "fetch");
         assert_eq!(tool_name(Some("other"), Some("Deploy now")), "deploy");

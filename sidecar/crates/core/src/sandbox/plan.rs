@@ -381,6 +381,16 @@ pub fn plan(base: &Base, input: PlanInput<'_>) -> RunBox {
                 allow_hosts.push(host);
             }
         }
+        // A gateway the ACP runner points it at (`acp.base_url`).
+        if let Some(host) = input
+            .agent
+            .acp
+            .as_ref()
+            .and_then(|a| a.base_url.as_deref())
+            .and_then(host_of_url)
+        {
+            allow_hosts.push(host);
+        }
         if v == Vendor::Codex {
             // Codex names its model servers in its own config: the member's model is honoured.
             let home = var("CODEX_HOME")
@@ -631,8 +641,9 @@ pub fn bwrap_argv(
     // The data dir (the token, the database, other runs' checkouts and boxes) is an empty
     // tmpfs, over whatever bind holds it (a checkout that contains it); what the run needs of it
     // is bound back, and it is made read-only last.
-    let (inside, outside): (Vec<_>, Vec<_>) =
-        binds.iter().partition(|(_, p)| p.starts_with(&base.data_dir));
+    let (inside, outside): (Vec<_>, Vec<_>) = binds
+        .iter()
+        .partition(|(_, p)| p.starts_with(&base.data_dir));
     for b in outside {
         bind(&mut out, b);
     }
