@@ -6,13 +6,17 @@
 //! bubblewrap is not used). Every attempt must fail, nothing of the person's may change (a
 //! digest of the main checkout, its refs and objects, and a fake `$HOME`, before and after), a
 //! refused connection is on the timeline, a new host reaches the person's inbox, and the
-//! members' own work still lands.
+//! members' own work still lands. Each kind of member tries every item: a process member runs
+//! the attempts itself, an ACP agent (the scripted one) runs them in a terminal it asks the
+//! daemon for (`terminal/create`), and an executor (a wasm plugin driven by a mock model) runs
+//! them with `run_command`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::mock_llm::{MockLlm, Reply, convo};
 use crate::support::*;
 
 /// The secrets planted in the fake home, each of which a member tries to read.
@@ -78,8 +82,26 @@ try signal-outsider kill -0 "$OUTSIDER_PID"
 # The shared /tmp: a write lands in the box's own /tmp at most (the test looks on the host).
 echo pwned > "/tmp/troupe-hostile-$MARK" 2>/dev/null; echo "TRIED shared-tmp"
 try ssh-agent sh -c "test -n \"\$SSH_AUTH_SOCK\""
-troupe call complete '{"output":"tried"}' > /dev/null
+# A process member completes its run itself; an ACP agent or an executor (COMPLETE=no) does
+# after reading what this printed.
+[ "$COMPLETE" = no ] || troupe call complete '{"output":"tried"}' > /dev/null
 "#;
+
+/// The `try` lines of `HOSTILE` each member runs (one per secret among them).
+const ATTEMPTS: usize = 30 + SECRETS.len();
+
+/// Who runs `HOSTILE` in a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A process member: the script is its command.
+    Process,
+    /// The scripted ACP agent: runs the script in a terminal (`terminal/create`) and ends its
+    /// turn saying what the terminal printed.
+    AcpTerminal,
+    /// An executor (`wasm:executor-openai`) whose mock model asks for `run_command` of the
+    /// script, then completes with the command's output.
+    ExecutorCommand,
+}
 
 /// A digest of what the person owns: the main checkout's files, its refs, its objects, its git
 /// config and hooks, and the fake home.
@@ -123,8 +145,9 @@ fn plant_home(home: &Path) {
     std::fs::write(home.join(".profile"), "# the person's profile\n").unwrap();
 }
 
-/// One hostile party under the given layer; returns each member's lines.
-async fn hostile_party(layer: &str) -> Vec<String> {
+/// One hostile party of two members of `kind` under the given layer; returns each member's
+/// lines.
+async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
     let home_dir = tempfile::Builder::new()
         .prefix("troupe-home-")
         .tempdir()
@@ -151,14 +174,14 @@ async fn hostile_party(layer: &str) -> Vec<String> {
         .arg("300")
         .spawn()
         .unwrap();
-    let mark = format!("{}-{layer}", std::process::id());
+    let mark = format!("{}-{layer}-{kind:?}", std::process::id());
     let before = digest(&project_path, &home);
     let refs_before = git(&project_path, &["for-each-ref"]);
 
     let script = executable(d.dir.path(), "hostile.sh", HOSTILE);
     let data = d.layout.data_dir.canonicalize().unwrap();
     // The other instance's checkout (the party's label is the party's name).
-    let env = json!({
+    let mut env = json!({
         "PERSON_PROJECT": project_path.display().to_string(),
         "SECRETS": SECRETS.join(" "),
         "LOOPBACK_PORT": port.to_string(),
@@ -167,13 +190,68 @@ async fn hostile_party(layer: &str) -> Vec<String> {
         "MARK": mark,
         "PATH": format!("/usr/bin:/bin:{}", Path::new(BIN).parent().unwrap().display()),
     });
-    define(
-        &c,
-        "agent",
-        json!({ "name": "hostile", "command": [script], "isolation": "worktree", "env": env,
-                "approval_timeout_secs": 60 }),
-    )
-    .await;
+    // The executor's model; kept until the party ends.
+    let mut mock = None;
+    let agent = match kind {
+        Kind::Process => json!({
+            "name": "hostile", "command": [script], "isolation": "worktree", "env": env,
+            "approval_timeout_secs": 60,
+        }),
+        Kind::AcpTerminal => {
+            // The terminal gets the agent's environment (its run's, with the variables above),
+            // and the agent, not the script, ends the run.
+            env["TROUPE_ACP_SCRIPT"] = json!("terminal");
+            env["TROUPE_ACP_TERMINAL_COMMAND"] = json!(script);
+            env["COMPLETE"] = json!("no");
+            json!({
+                "name": "hostile", "runner": "acp:scripted",
+                "command": [DEV_BIN, "scripted-acp-agent"], "isolation": "worktree", "env": env,
+                "acp": { "auth_method": "gateway", "base_url": "http://127.0.0.1:9/anthropic" },
+                "approval_timeout_secs": 60,
+            })
+        }
+        Kind::ExecutorCommand => {
+            // An executor's command gets the daemon's environment (the fake home) and no run
+            // variables: the command sets the script's, its checkout's instance read from the
+            // checkout's name (`…-<instance>`, as `SIBLING` assumes), and the data dir named for
+            // the attempts on it. The script itself is the command (the box shows the command
+            // nothing of the host's /tmp, where the test's file lies).
+            crate::plugins::install(&d, "executor-openai").await;
+            let mut vars: Vec<String> = env
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| format!("{k}='{}'", v.as_str().unwrap()))
+                .collect();
+            vars.push(format!("TROUPE_HOME='{}'", d.layout.data_dir.display()));
+            vars.push("COMPLETE=no".into());
+            vars.push(r#"TROUPE_WORKDIR="$PWD" TROUPE_INSTANCE="${PWD##*-}""#.into());
+            let command = format!("export {}\n{HOSTILE}", vars.join(" "));
+            let model = MockLlm::start(Vec::new());
+            // Its first turn runs the script (longer than a command's default minute: the
+            // unlisted host waits for the person); the next completes with what it printed.
+            model.think(std::sync::Arc::new(move |seen: &convo::Convo| {
+                let printed = seen.items.iter().rev().find_map(|i| match i {
+                    convo::Item::Result { text } => Some(text.clone()),
+                    _ => None,
+                });
+                match printed {
+                    None => Reply::tool(
+                        "run_command",
+                        json!({ "command": command, "timeout_secs": 300 }),
+                    ),
+                    Some(text) => Reply::tool("complete", json!({ "summary": text })),
+                }
+            }));
+            crate::plugins::grant_mock(&c, "executor-openai", &model, "/v1").await;
+            mock = Some(model);
+            json!({
+                "name": "hostile", "runner": "wasm:executor-openai", "model": "mock-gpt",
+                "isolation": "worktree", "approval_timeout_secs": 60,
+            })
+        }
+    };
+    define(&c, "agent", agent).await;
     define(
         &c,
         "party",
@@ -181,7 +259,9 @@ async fn hostile_party(layer: &str) -> Vec<String> {
     )
     .await;
     let party = launch(&c, "hostile-party", &project).await;
-    // The unlisted host reaches the person's inbox as a network request: they deny it.
+    // The unlisted host reaches the person's inbox as a network request: they deny it. An
+    // executor's command may wait for the person too (a shell command needs approval): they
+    // let it run.
     let denied = std::sync::atomic::AtomicUsize::new(0);
     let status = wait_for("the hostile party's end", 240, || async {
         let pending = c
@@ -207,6 +287,17 @@ async fn hostile_party(layer: &str) -> Vec<String> {
                 .await
                 .unwrap();
                 denied.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            } else {
+                assert!(
+                    kind == Kind::ExecutorCommand && a["tool_name"] == "run_command",
+                    "{kind:?} asked for {a}"
+                );
+                c.call(
+                    "decide_approval",
+                    json!({ "approval_id": a["approval_id"], "decision": "approve" }),
+                )
+                .await
+                .unwrap();
             }
         }
         let s = c
@@ -220,28 +311,60 @@ async fn hostile_party(layer: &str) -> Vec<String> {
     assert_eq!(status["party"]["status"], "completed", "{status}");
     assert_eq!(denied, 2, "each member's new host asked the person once");
 
-    // Each member's lines, from its run log.
+    // Each member's lines: a process member's from its run log; an ACP agent's and an
+    // executor's from its result (what the terminal printed, what the command returned).
     let mut lines = Vec::new();
     for m in status["members"].as_array().unwrap() {
         let run = m["run_id"].as_str().unwrap();
-        let log = c
-            .call("get_run_log", json!({ "run_id": run }))
-            .await
-            .unwrap();
-        let text = log["text"].as_str().unwrap_or("").to_string();
+        let text = if kind == Kind::Process {
+            let log = c
+                .call("get_run_log", json!({ "run_id": run }))
+                .await
+                .unwrap();
+            log["text"].as_str().unwrap_or("").to_string()
+        } else {
+            let r = c
+                .call("get_agent_result", json!({ "run_id": run }))
+                .await
+                .unwrap();
+            r["run"]["result"]["output"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        };
         assert!(
             text.contains("OWN commit") && text.contains("OWN tmp"),
             "its own work is done in the box:\n{text}"
         );
+        let tried = text
+            .lines()
+            .filter(|l| l.starts_with("HELD ") || l.starts_with("ESCAPED "))
+            .count();
+        assert_eq!(tried, ATTEMPTS, "every attempt ran:\n{text}");
         lines.extend(text.lines().map(String::from));
     }
     let escaped: Vec<&String> = lines.iter().filter(|l| l.starts_with("ESCAPED")).collect();
     let held = lines.iter().filter(|l| l.starts_with("HELD")).count();
-    assert!(escaped.is_empty(), "escapes under {layer}: {escaped:#?}");
     assert!(
-        held >= 2 * (30 + SECRETS.len()),
+        escaped.is_empty(),
+        "escapes under {layer} ({kind:?}): {escaped:#?}"
+    );
+    assert!(
+        held >= 2 * ATTEMPTS,
         "every attempt ran: {held} held\n{lines:#?}"
     );
+    if let Some(mock) = &mock {
+        // What the command printed is what the model was told.
+        let told = mock
+            .requests()
+            .iter()
+            .filter(|r| r.body_text.contains("OWN commit"))
+            .count();
+        assert!(
+            told >= 2,
+            "the command's output reached the model {told} times"
+        );
+    }
 
     // Nothing of the person's changed; the shared /tmp holds nothing of theirs.
     // The daemon (not a member) brings each member's branch over as `troupe/<party>/…`, with
@@ -331,6 +454,7 @@ async fn hostile_party(layer: &str) -> Vec<String> {
         );
     }
     drop(service);
+    drop(mock);
     lines
 }
 
@@ -340,7 +464,7 @@ async fn hostile_party(layer: &str) -> Vec<String> {
     ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
 )]
 async fn hostile_members_cannot_leave_the_bubblewrap_box() {
-    hostile_party("bubblewrap").await;
+    hostile_party("bubblewrap", Kind::Process).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,7 +473,45 @@ async fn hostile_members_cannot_leave_the_bubblewrap_box() {
     ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
 )]
 async fn hostile_members_cannot_leave_the_landlock_box() {
-    hostile_party("landlock").await;
+    hostile_party("landlock", Kind::Process).await;
+}
+
+/// An ACP agent runs the attempts in a terminal it asks the daemon for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
+async fn an_acp_agents_terminal_cannot_leave_the_bubblewrap_box() {
+    hostile_party("bubblewrap", Kind::AcpTerminal).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
+async fn an_acp_agents_terminal_cannot_leave_the_landlock_box() {
+    hostile_party("landlock", Kind::AcpTerminal).await;
+}
+
+/// An executor's model has it run the attempts with `run_command`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
+async fn an_executors_commands_cannot_leave_the_bubblewrap_box() {
+    hostile_party("bubblewrap", Kind::ExecutorCommand).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
+async fn an_executors_commands_cannot_leave_the_landlock_box() {
+    hostile_party("landlock", Kind::ExecutorCommand).await;
 }
 
 /// A listed loopback service (a local model server) is reached through the box's relay and the

@@ -17,6 +17,11 @@
 //!   requestedSchema}`) and says what came back; with `TROUPE_ACP_WITHDRAW_ON` (a path) it
 //!   withdraws the form (`$/cancel_request`) once that file exists.
 //!
+//! - `terminal`: runs `TROUPE_ACP_TERMINAL_COMMAND` (a program, no arguments) in a terminal
+//!   (`terminal/create`, with the agent's whole environment, as a shell it ran itself would
+//!   get), waits for it, and ends its turn saying what the terminal printed (`The terminal
+//!   said:` and the output on the lines after), so that its run's result is that output.
+//!
 //! - `rounds`: a session of many turns: each says `turn N: <the prompt's first line>` and ends
 //!   (never calling `complete`); with `TROUPE_ACP_FIRST_WAITS` the first waits for
 //!   `session/cancel`.
@@ -356,6 +361,7 @@ async fn turn(wire: &mut Wire, script: &str, session: &str, cwd: &str) -> anyhow
                 .await?;
             return Ok("end_turn".into());
         }
+        "terminal" => return terminal_turn(wire, session).await,
         "malformed" => {
             wire.raw("{this is not json").await?;
             wire.raw("[]").await?;
@@ -485,6 +491,69 @@ async fn write_turn(wire: &mut Wire, session: &str, cwd: &str) -> anyhow::Result
         .trim()
         .to_string();
     wire.say(session, &format!("Wrote {file} ({counted})."))
+        .await?;
+    Ok("end_turn".into())
+}
+
+/// A turn of `terminal`: runs `TROUPE_ACP_TERMINAL_COMMAND` in a terminal with the agent's
+/// environment and says what it printed.
+async fn terminal_turn(wire: &mut Wire, session: &str) -> anyhow::Result<String> {
+    let command =
+        std::env::var("TROUPE_ACP_TERMINAL_COMMAND").context("TROUPE_ACP_TERMINAL_COMMAND")?;
+    let env: Vec<Value> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    let term = wire
+        .call(
+            "terminal/create",
+            json!({"sessionId": session, "command": command, "args": [], "env": env,
+                   "outputByteLimit": 1024 * 1024}),
+        )
+        .await?;
+    let term_id = term
+        .get("terminalId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    // The call the terminal belongs to: it also ends the message said before (none here) from
+    // the one said after.
+    wire.notify_update(
+        session,
+        json!({"sessionUpdate": "tool_call", "toolCallId": "call-terminal", "title": format!("Run {command}"),
+               "kind": "execute", "status": "in_progress",
+               "content": [{"type": "terminal", "terminalId": term_id}]}),
+    )
+    .await?;
+    let exit = wire
+        .call(
+            "terminal/wait_for_exit",
+            json!({"sessionId": session, "terminalId": term_id}),
+        )
+        .await?;
+    let out = wire
+        .call(
+            "terminal/output",
+            json!({"sessionId": session, "terminalId": term_id}),
+        )
+        .await?;
+    wire.call(
+        "terminal/release",
+        json!({"sessionId": session, "terminalId": term_id}),
+    )
+    .await?;
+    let status = if exit.get("exitCode") == Some(&json!(0)) {
+        "completed"
+    } else {
+        "failed"
+    };
+    wire.notify_update(
+        session,
+        json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-terminal", "status": status}),
+    )
+    .await?;
+    let text = out.get("output").and_then(Value::as_str).unwrap_or("");
+    wire.say(session, &format!("The terminal said:\n{text}"))
         .await?;
     Ok("end_turn".into())
 }
