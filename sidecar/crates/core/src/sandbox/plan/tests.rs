@@ -192,12 +192,24 @@ fn a_checkout_that_holds_the_data_dir_does_not_uncover_it() {
     let dir = tempfile::tempdir().unwrap();
     let b = base(dir.path());
     let root = dir.path().canonicalize().unwrap();
-    let argv = bwrap_argv(Path::new("/usr/bin/bwrap"), None, &b, None, vec!["true".into()], &root);
+    let argv = bwrap_argv(
+        Path::new("/usr/bin/bwrap"),
+        None,
+        &b,
+        None,
+        vec!["true".into()],
+        &root,
+    );
     let pos = |what: &str, path: &Path| {
         let p = path.display().to_string();
-        argv.windows(2).position(|w| w[0] == what && w[1] == p).unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
+        argv.windows(2)
+            .position(|w| w[0] == what && w[1] == p)
+            .unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
     };
-    assert!(pos("--bind", &root) < pos("--tmpfs", &b.data_dir), "{argv:?}");
+    assert!(
+        pos("--bind", &root) < pos("--tmpfs", &b.data_dir),
+        "{argv:?}"
+    );
 }
 
 #[test]
@@ -213,7 +225,25 @@ fn codex_may_reach_the_model_servers_its_config_names() {
     .unwrap();
     let env = vec![("CODEX_HOME".to_string(), codex_home.display().to_string())];
     let codex = agent("acp:codex", None);
-    let r = plan(&b, PlanInput { run_id: "r5", agent: &codex, env: &env, project: None, troupe_exe: Path::new("/bin/true"), project_root: None });
-    assert!(r.allow_hosts.contains(&"127.0.0.1:4567".to_string()), "{:?}", r.allow_hosts);
-    assert!(r.writable.contains(&codex_home.canonicalize().unwrap()), "{:?}", r.writable);
+    let r = plan(
+        &b,
+        PlanInput {
+            run_id: "r5",
+            agent: &codex,
+            env: &env,
+            project: None,
+            troupe_exe: Path::new("/bin/true"),
+            project_root: None,
+        },
+    );
+    assert!(
+        r.allow_hosts.contains(&"127.0.0.1:4567".to_string()),
+        "{:?}",
+        r.allow_hosts
+    );
+    assert!(
+        r.writable.contains(&codex_home.canonicalize().unwrap()),
+        "{:?}",
+        r.writable
+    );
 }

@@ -60,11 +60,18 @@ async fn run_box_ms(
     use troupe_core::sandbox::{LayerKind, Sandbox, plan};
     let exe = std::env::current_exe()?.with_file_name("troupe");
     if !exe.is_file() {
-        bail!("{} is not built: build the troupe binary beside troupe-dev", exe.display());
+        bail!(
+            "{} is not built: build the troupe binary beside troupe-dev",
+            exe.display()
+        );
     }
     let sandbox = Sandbox::detect_with(layout, &exe, Some(layer));
     if sandbox.layer() != layer {
-        bail!("the {} layer is not available here: {}", layer.as_str(), sandbox.status());
+        bail!(
+            "the {} layer is not available here: {}",
+            layer.as_str(),
+            sandbox.status()
+        );
     }
     let agent: troupe_engine::AgentDefinition =
         serde_json::from_value(json!({ "name": "bench", "command": ["true"] }))?;
@@ -345,7 +352,9 @@ pub async fn run(args: AuthorityArgs, json: bool) -> anyhow::Result<()> {
             summary["run_box_bwrap_ms"].as_f64().unwrap_or(0.0),
             summary["run_box_bwrap_over_plain"].as_f64().unwrap_or(0.0),
             summary["run_box_landlock_ms"].as_f64().unwrap_or(0.0),
-            summary["run_box_landlock_over_plain"].as_f64().unwrap_or(0.0),
+            summary["run_box_landlock_over_plain"]
+                .as_f64()
+                .unwrap_or(0.0),
         );
     }
     Ok(())
