@@ -660,3 +660,110 @@ troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
     assert_eq!(s["party"]["status"], "completed", "{s}");
     assert_eq!(s["members"][0]["output"], "got=hello", "{s}");
 }
+
+/// This machine's address on its network (not loopback), as the proxy would reach a host.
+fn lan_address() -> std::net::IpAddr {
+    // No packet is sent: connecting a UDP socket only picks the route's source address.
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    probe.connect("10.255.255.255:9").unwrap();
+    let ip = probe.local_addr().unwrap().ip();
+    assert!(
+        !ip.is_loopback() && !ip.is_unspecified(),
+        "no network address here: {ip}"
+    );
+    ip
+}
+
+/// A host not on a member's list reaches the person's inbox; approved for the project with a
+/// pattern, the next member's connection there goes through without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+)]
+async fn a_new_host_approved_for_the_project_is_not_asked_again() {
+    let d = TestDaemon::start();
+    let c = d.client().await;
+    let project = repo(&d.dir.path().join("project"));
+    let service = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let target = format!("{}:{}", lan_address(), service.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut conn in service.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            if conn.read(&mut buf).is_ok() {
+                conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                )
+                .ok();
+            }
+        }
+    });
+    let script = executable(
+        d.dir.path(),
+        "fetch.sh",
+        r#"#!/bin/sh
+got=$(python3 -c "import urllib.request; print(urllib.request.urlopen('http://$TARGET/', timeout=60).read().decode())")
+troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
+"#,
+    );
+    define(
+        &c,
+        "agent",
+        json!({ "name": "fetch", "command": [script], "isolation": "worktree",
+                "env": { "TARGET": &target,
+                         "PATH": format!("/usr/bin:/bin:{}", Path::new(BIN).parent().unwrap().display()) } }),
+    )
+    .await;
+    define(
+        &c,
+        "party",
+        json!({ "name": "fetch-party", "roles": { "dev": { "agent": "fetch" } } }),
+    )
+    .await;
+    for round in ["asked", "known"] {
+        let party = launch(&c, "fetch-party", &project).await;
+        let s = wait_for("the party's end", 120, || async {
+            let pending = c
+                .call(
+                    "list_approvals",
+                    json!({ "status": "pending", "party_id": &party }),
+                )
+                .await
+                .unwrap();
+            for a in pending["approvals"].as_array().unwrap() {
+                assert_eq!(round, "asked", "asked again: {a}");
+                assert_eq!(a["tool_name"], "network", "{a}");
+                assert_eq!(a["subject"], target.as_str(), "{a}");
+                c.call(
+                    "decide_approval",
+                    json!({ "approval_id": a["approval_id"], "decision": "approve_pattern",
+                            "scope": "project" }),
+                )
+                .await
+                .unwrap();
+            }
+            let s = c
+                .call("get_party_status", json!({ "party_id": &party }))
+                .await
+                .unwrap();
+            (s["party"]["status"] != "running").then_some(s)
+        })
+        .await;
+        assert_eq!(s["party"]["status"], "completed", "{round}: {s}");
+        assert_eq!(s["members"][0]["output"], "got=hello", "{round}: {s}");
+        let all = c
+            .call("list_approvals", json!({ "party_id": &party }))
+            .await
+            .unwrap();
+        let asked = all["approvals"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{round}: {all}");
+        match round {
+            "asked" => assert_eq!(asked[0]["decision"], "approve_pattern", "{all}"),
+            _ => assert!(
+                asked[0]["rule_id"].is_string(),
+                "answered by the rule: {all}"
+            ),
+        }
+    }
+}
