@@ -11,11 +11,12 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::support::{
-    TestDaemon, define, inbox_question, launch, no_question_left, party_end, pending_approval,
-    register, repo, start, wait_for, wait_run,
+    TestDaemon, asks_for_in_box_requests, define, inbox_question, launch, no_question_left,
+    party_end, pending_approval, register, repo, shares, start, wait_for, wait_run,
 };
 
-/// An `acp:scripted` agent running `script`, recording what it receives into `record`.
+/// An `acp:scripted` agent running `script`, recording what it receives into `record` (in the
+/// test's shared dir, which its box is given: the host's /tmp is not there for it).
 fn scripted(name: &str, script: &str, record: &Path, extra: Value) -> Value {
     let mut def = json!({
         "name": name,
@@ -30,7 +31,7 @@ fn scripted(name: &str, script: &str, record: &Path, extra: Value) -> Value {
             d.insert(k, v);
         }
     }
-    def
+    shares(def, &[record.parent().unwrap()])
 }
 
 /// What the agent received, one JSON message per line.
@@ -78,10 +79,13 @@ async fn an_acp_member_asks_troupe_before_it_writes_and_its_turn_lands_on_the_ti
     let c = d.client().await;
     let dir = d.dir.path();
     let project = repo(&dir.join("proj"));
+    // The person decides the agent's writes in its own checkout (the box would let them
+    // through without asking).
+    asks_for_in_box_requests(&project);
     let parent = register(&c, "test", &project, None).await;
 
     // 1. Approved: the agent writes in its worktree through fs/write_text_file.
-    let record = dir.join("write.jsonl");
+    let record = d.shared().join("write.jsonl");
     define(&c, "agent", scripted("writer", "write", &record, json!({}))).await;
     let run_id = start(&c, "writer", "Write the notes.", &parent).await;
     let approval = pending_approval(&c).await;
@@ -205,7 +209,7 @@ async fn an_acp_member_asks_troupe_before_it_writes_and_its_turn_lands_on_the_ti
     assert_eq!(calls[1]["status"], "completed");
 
     // 2. Denied: nothing is written, the turn still ends (the agent was told no).
-    let record = dir.join("deny.jsonl");
+    let record = d.shared().join("deny.jsonl");
     define(&c, "agent", scripted("denied", "write", &record, json!({}))).await;
     let run_id = start(&c, "denied", "Write the notes.", &parent).await;
     let approval = pending_approval(&c).await;
@@ -224,7 +228,7 @@ async fn an_acp_member_asks_troupe_before_it_writes_and_its_turn_lands_on_the_ti
 
     // 3. Approve pattern: the agent gets allow (once: its own "always" could be wider than the
     // rule), and the rule answers its next asks without a person.
-    let record = dir.join("pattern.jsonl");
+    let record = d.shared().join("pattern.jsonl");
     define(
         &c,
         "agent",
@@ -273,7 +277,7 @@ async fn an_acp_member_asks_troupe_before_it_writes_and_its_turn_lands_on_the_ti
     );
 
     // 4. A blocked tool is refused by the workflow without asking anyone.
-    let record = dir.join("blocked.jsonl");
+    let record = d.shared().join("blocked.jsonl");
     define(
         &c,
         "agent",
@@ -312,8 +316,11 @@ async fn acp_agents_that_crash_hang_misbehave_or_flood_do_not_hurt_the_daemon() 
     let c = d.client().await;
     let dir = d.dir.path();
     let project = repo(&dir.join("proj"));
+    // The person decides the agent's writes in its own checkout (the box would let them
+    // through without asking).
+    asks_for_in_box_requests(&project);
     let parent = register(&c, "test", &project, None).await;
-    let record = dir.join("r.jsonl");
+    let record = d.shared().join("r.jsonl");
 
     // Crash mid-turn: the exit status is the run's error.
     define(
@@ -364,7 +371,7 @@ async fn acp_agents_that_crash_hang_misbehave_or_flood_do_not_hurt_the_daemon() 
 
     // Garbage lines, an unknown notification, update kind and request: ignored or refused,
     // and the turn goes on (approved through a rule made on the way).
-    let record_bad = dir.join("bad.jsonl");
+    let record_bad = d.shared().join("bad.jsonl");
     define(
         &c,
         "agent",
@@ -418,7 +425,7 @@ async fn acp_agents_that_crash_hang_misbehave_or_flood_do_not_hurt_the_daemon() 
     // Stopped while its permission request waits for a person: the request is answered
     // `cancelled` (as the protocol asks), the run ends cancelled, and the request, which
     // nobody waits for any more, is expired rather than left pending.
-    let record_stop = dir.join("stop.jsonl");
+    let record_stop = d.shared().join("stop.jsonl");
     define(
         &c,
         "agent",
@@ -466,7 +473,7 @@ async fn a_party_of_acp_agents_runs_with_a_crash_restarted_and_is_cancelled() {
     let c = d.client().await;
     let dir = d.dir.path();
     let project = repo(&dir.join("proj"));
-    let record = dir.join("party.jsonl");
+    let record = d.shared().join("party.jsonl");
     define(
         &c,
         "agent",
@@ -607,7 +614,10 @@ async fn an_acp_member_is_restarted_after_a_kill_9_of_the_daemon() {
     let c = d.client().await;
     let dir = d.dir.path().to_path_buf();
     let project = repo(&dir.join("proj"));
-    let record = dir.join("k.jsonl");
+    // The person decides the agent's writes in its own checkout (the box would let them
+    // through without asking).
+    asks_for_in_box_requests(&project);
+    let record = d.shared().join("k.jsonl");
     define(
         &c,
         "agent",
@@ -700,7 +710,7 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
     let dir = d.dir.path();
     let project = repo(&dir.join("proj"));
     let parent = register(&c, "test", &project, None).await;
-    let record = dir.join("elicit.jsonl");
+    let record = d.shared().join("elicit.jsonl");
     define(&c, "agent", scripted("asker", "elicit", &record, json!({}))).await;
 
     // Filled in: the required fields first, a wrong kind of answer asked again.
@@ -822,7 +832,7 @@ async fn an_acp_members_form_is_asked_in_the_inbox_a_field_at_a_time() {
     );
 
     // Withdrawn by the agent while it waits: its question leaves the inbox.
-    let marker = dir.join("withdraw-now");
+    let marker = d.shared().join("withdraw-now");
     form_agent(
         &c,
         "withdrawer",

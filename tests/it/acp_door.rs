@@ -14,7 +14,9 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, TestDaemon, define, executable, git, inbox, repo, workspace_root};
+use crate::support::{
+    BIN, TestDaemon, asks_for_in_box_requests, define, executable, git, inbox, repo, workspace_root,
+};
 
 /// The member that asks to write NOTES.md, writes what it was told, and says it.
 const WRITER: &str = r#"#!/bin/sh
@@ -139,6 +141,9 @@ async fn setup(d: &TestDaemon) -> String {
         "[default]\nparty = \"notes\"\n",
     )
     .unwrap();
+    // The editor answers the writer's request to write in its own checkout (the box would let
+    // it through without asking).
+    asks_for_in_box_requests(&project);
     let writer = executable(dir, "writer.sh", WRITER);
     let waiter = executable(dir, "waiter.sh", WAITER);
     let chooser = executable(dir, "chooser.sh", CHOOSER);
@@ -389,8 +394,9 @@ async fn a_first_prompt_in_a_project_without_a_team_and_no_agent_cli_starts_noth
 /// A first prompt in a project without a team, where agent CLIs are installed (here our
 /// scripted ACP agent under their names): the door makes the team of them, written to
 /// `.troupe/config.toml` with what it chose, and launches it with the prompt as its task; the
-/// person is asked through the editor's own permission UI, and the merge queue lands the
-/// members' work on the branch out once the project's own test command passes.
+/// members' writes in their own checkouts go through by the box's rule without asking the
+/// editor, and the merge queue lands the members' work on the branch out once the project's
+/// own test command passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(troupe_test_tools),
@@ -438,14 +444,31 @@ async fn a_first_prompt_where_agent_clis_are_installed_makes_the_team_and_lands_
         said.contains("test command: make test (from the Makefile's test target)"),
         "{said}"
     );
+    // Each CLI started in its box and did its work (a crash would be said here, and its paused
+    // role asked of the editor).
+    let texts = r["texts"].as_array().unwrap();
     assert!(
-        r["asks"].as_u64().unwrap() >= 1,
-        "asked through the editor: {r:#}"
+        !texts
+            .iter()
+            .any(|t| t.as_str().is_some_and(|t| t.contains("crashed"))),
+        "no member crashed: {r:#}"
     );
+    // In their boxes, the members' writes in their own checkouts need no person: the box's
+    // rule answered them and the editor was asked nothing.
+    assert_eq!(r["asks"], 0, "nothing asked through the editor: {r:#}");
 
     let config = std::fs::read_to_string(Path::new(&project).join(".troupe/config.toml")).unwrap();
     assert!(config.contains("[parties.team]") && config.contains("test_command = \"make test\""));
     let c = d.client().await;
+    let approvals = c.call("list_approvals", json!({})).await.unwrap();
+    let approvals = approvals["approvals"].as_array().unwrap();
+    assert!(
+        !approvals.is_empty()
+            && approvals
+                .iter()
+                .all(|a| a["status"] == "approved" && a["rule_id"] == "sandbox:own-checkout"),
+        "{approvals:?}"
+    );
     let parties = c.call("list_parties", json!({})).await.unwrap();
     let parties = parties["parties"].as_array().unwrap();
     assert_eq!(parties.len(), 1, "{parties:?}");

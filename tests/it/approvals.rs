@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::scenario::Scenario;
-use crate::support::{TestDaemon, define, register, start};
+use crate::support::{TestDaemon, asks_for_in_box_requests, define, register, start};
 
 /// A worker that asks to write `out-<n>.txt` and writes it only when approved.
 const ASKER: &str = r#"#!/bin/sh
@@ -561,6 +561,8 @@ async fn a_request_decided_before_its_asker_waits_is_answered_at_once() {
 async fn command_rules_match_words_not_compound_commands_nor_paths_outside_the_worktree() {
     let s = Scenario::new().await;
     let (c, project) = (&s.person, &s.project);
+    // The rules, not the box, answer the member's commands that stay in its checkout.
+    asks_for_in_box_requests(project);
     let parent = register(c, "human", project, None).await;
     define(
         c,

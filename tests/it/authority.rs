@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use troupe::client::{self, Client};
 
 use crate::scenario::Scenario;
-use crate::support::{TestDaemon, define, executable, item, launch, register, repo, wait_for};
+use crate::support::{
+    TestDaemon, define, executable, item, launch, register, repo, shares, wait_for,
+};
 
 /// A member that leaves its run's credential in `$KEYS/<role>.tok` (and its environment in
 /// `$KEYS/<role>.env`), then stays until `$KEYS/release` appears.
@@ -33,12 +35,22 @@ pub(crate) async fn token_of(keys: &Path, role: &str) -> String {
     .await
 }
 
-/// An agent running `script` in a worktree with `env`, and a party of one `dev` role of it.
-pub(crate) async fn one_dev_party(c: &Client, name: &str, script: String, env: Value) {
+/// An agent running `script` in a worktree with `env`, its box given `shared` (what it shares
+/// with the test: `TestDaemon::shared`), and a party of one `dev` role of it.
+pub(crate) async fn one_dev_party(
+    c: &Client,
+    name: &str,
+    script: String,
+    env: Value,
+    shared: &[&Path],
+) {
     define(
         c,
         "agent",
-        json!({ "name": name, "command": [script], "isolation": "worktree", "env": env }),
+        shares(
+            json!({ "name": name, "command": [script], "isolation": "worktree", "env": env }),
+            shared,
+        ),
     )
     .await;
     define(
@@ -88,7 +100,7 @@ async fn refusal(c: &Client, op: &str, params: Value) -> Option<Value> {
 async fn a_member_cannot_approve_its_own_request_to_run_rm_rf_home() {
     let s = Scenario::new().await;
     let (d, c) = (&s.daemon, &s.person);
-    let out = s.dir().join("out");
+    let out = s.shared().join("out");
     std::fs::create_dir_all(&out).unwrap();
     // The scenario as a tester ran it: ask in the background, find the request, approve it
     // with the session left out (which used to make any caller "the person").
@@ -111,6 +123,7 @@ troupe call complete '{"output":"done"}' > /dev/null
         "sly",
         script,
         json!({ "OUT": out.display().to_string() }),
+        &[&out],
     )
     .await;
     let party = s.launch("sly-party").await;
@@ -170,14 +183,18 @@ troupe call complete '{"output":"done"}' > /dev/null
 async fn every_caller_gets_exactly_what_its_operation_admits() {
     let s = Scenario::new().await;
     let (d, c, project) = (&s.daemon, &s.person, &s.project);
-    let keys = s.dir().join("keys");
+    // Each keeper leaves its credential in a dir of the test's, which its box is given.
+    let keys = s.shared().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
     let keeper = executable(s.dir(), "keeper.sh", KEEPER);
     define(
         c,
         "agent",
-        json!({ "name": "keeper", "command": [keeper],
-                "env": { "KEYS": keys.display().to_string() } }),
+        shares(
+            json!({ "name": "keeper", "command": [keeper],
+                    "env": { "KEYS": keys.display().to_string() } }),
+            &[&keys],
+        ),
     )
     .await;
     define(
@@ -188,13 +205,16 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
             "dev": { "agent": "keeper" } } }),
     )
     .await;
-    let other_keys = s.dir().join("other-keys");
+    let other_keys = s.shared().join("other-keys");
     std::fs::create_dir_all(&other_keys).unwrap();
     define(
         c,
         "agent",
-        json!({ "name": "other-keeper", "command": [executable(s.dir(), "other.sh", KEEPER)],
-                "env": { "KEYS": other_keys.display().to_string() } }),
+        shares(
+            json!({ "name": "other-keeper", "command": [executable(s.dir(), "other.sh", KEEPER)],
+                    "env": { "KEYS": other_keys.display().to_string() } }),
+            &[&other_keys],
+        ),
     )
     .await;
     define(
@@ -236,14 +256,17 @@ async fn every_caller_gets_exactly_what_its_operation_admits() {
     );
 
     // A run that has ended: a standalone run that leaves its credential and completes.
-    let ended_keys = s.dir().join("ended-keys");
+    let ended_keys = s.shared().join("ended-keys");
     std::fs::create_dir_all(&ended_keys).unwrap();
     std::fs::write(ended_keys.join("release"), "").unwrap();
     define(
         c,
         "agent",
-        json!({ "name": "brief", "command": [executable(s.dir(), "brief.sh", KEEPER)],
-                "env": { "KEYS": ended_keys.display().to_string(), "TROUPE_ROLE": "brief" } }),
+        shares(
+            json!({ "name": "brief", "command": [executable(s.dir(), "brief.sh", KEEPER)],
+                    "env": { "KEYS": ended_keys.display().to_string(), "TROUPE_ROLE": "brief" } }),
+            &[&ended_keys],
+        ),
     )
     .await;
     let parent = register(c, "human", project, None).await;
@@ -596,7 +619,8 @@ async fn a_sandboxed_member_cannot_read_the_token_or_the_database_and_still_work
         sandbox.starts_with("on:"),
         "scripts/test installs bubblewrap; the sandbox must be on: {sandbox}"
     );
-    let out = s.dir().join("out");
+    // Where it reports what it tried: a dir of the test's, beside the data dir, its box is given.
+    let out = s.shared().join("out");
     std::fs::create_dir_all(&out).unwrap();
     let token_path = d.layout.token_path();
     let db = d.layout.data_dir.join("troupe.db");
@@ -623,6 +647,7 @@ troupe call complete '{{"output":"worked"}}' > /dev/null 2> "$OUT/complete.err"
         "prober",
         script,
         json!({ "OUT": out.display().to_string() }),
+        &[&out],
     )
     .await;
     let party = s.launch("prober-party").await;
@@ -696,7 +721,7 @@ ask '{"tool_name":"Bash","input":{"command":"cat ~/.ssh/config"},"wait_ms":20000
 troupe call complete '{"output":"asked"}' > /dev/null
 "#,
     );
-    one_dev_party(&c, "editor", script, json!({})).await;
+    one_dev_party(&c, "editor", script, json!({}), &[]).await;
     let mut prompts = Vec::new();
     for (name, allow) in [("asking", false), ("boxed", true)] {
         let project = repo(&d.dir.path().join(name));

@@ -141,7 +141,7 @@ fn refused_to_member(answer: &Value, op: &str) {
 async fn the_lsp_acp_and_hook_doors_are_whoever_their_credential_says() {
     let s = Scenario::new().await;
     let (d, c, project) = (&s.daemon, &s.person, &s.project);
-    let keys = s.dir().join("keys");
+    let keys = s.shared().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
     let keeper = executable(s.dir(), "keeper.sh", KEEPER);
     one_dev_party(
@@ -149,6 +149,7 @@ async fn the_lsp_acp_and_hook_doors_are_whoever_their_credential_says() {
         "keeper",
         keeper,
         json!({ "KEYS": keys.display().to_string() }),
+        &[&keys],
     )
     .await;
     let party = s.launch("keeper-party").await;

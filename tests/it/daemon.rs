@@ -10,8 +10,8 @@ use troupe::client::Client;
 use troupe_api::layout::Layout;
 
 use crate::support::{
-    BIN, TestDaemon, cli, define, launch, no_process_left, party_end, processes_of, stderr, stdout,
-    wait_for,
+    BIN, TestDaemon, cli, define, launch, no_process_left, party_end, processes_of, shares, stderr,
+    stdout, wait_for,
 };
 
 fn mode(path: &std::path::Path) -> u32 {
@@ -191,7 +191,8 @@ fn call_fills_cwd_and_session_from_the_environment() {
 }
 
 /// Defines agent `name`, a process member that waits (with a child in its group) until `go`
-/// exists, then completes, and a party `name` of one such member.
+/// exists, then completes, and a party `name` of one such member. Its box is given `go`'s dir
+/// (the test's shared one), where the test makes `go`.
 async fn waiting_party(c: &Client, dir: &Path, name: &str, go: &Path) {
     let program = crate::support::executable(
         dir,
@@ -202,7 +203,8 @@ async fn waiting_party(c: &Client, dir: &Path, name: &str, go: &Path) {
             go.display()
         ),
     );
-    define(c, "agent", json!({ "name": name, "command": [program] })).await;
+    let def = json!({ "name": name, "command": [program] });
+    define(c, "agent", shares(def, &[go.parent().unwrap()])).await;
     define(
         c,
         "party",
@@ -236,7 +238,7 @@ async fn troupe_stop_ends_members_unless_asked_to_leave_them_running() {
     let c = d.client().await;
     let dir = d.dir.path().to_path_buf();
     let project = d.project("proj");
-    let (go1, go2) = (dir.join("go1"), dir.join("go2"));
+    let (go1, go2) = (d.shared().join("go1"), d.shared().join("go2"));
     waiting_party(&c, &dir, "kept", &go1).await;
     waiting_party(&c, &dir, "stopped", &go2).await;
 
@@ -311,7 +313,7 @@ async fn a_daemon_whose_data_dir_is_deleted_ends_its_runs_and_exits() {
     let c = d.client().await;
     let dir = d.dir.path().to_path_buf();
     let project = d.project("proj");
-    waiting_party(&c, &dir, "orphan", &dir.join("never")).await;
+    waiting_party(&c, &dir, "orphan", &d.shared().join("never")).await;
     let party = launch(&c, "orphan", &project).await;
     let (run, pgid) = waiting_member(&c, &party).await;
     drop(c);

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::support::{BIN, TestDaemon, define, executable, launch, repo};
+use crate::support::{BIN, TestDaemon, asks_for_in_box_requests, define, executable, launch, repo};
 
 /// A tmux server of the test's own (its socket in the test's directory), killed when dropped.
 struct Tmux {
@@ -151,6 +151,8 @@ async fn the_person_follows_a_party_and_answers_its_approval_from_the_dashboard(
     let c = d.client().await;
     let dir = d.dir.path().to_path_buf();
     let project = repo(&dir.join("proj"));
+    // The person answers the member's write in its checkout (the box would let it through).
+    asks_for_in_box_requests(&project);
     let asker = executable(&dir, "asker.sh", ASKER);
     let after = executable(
         &dir,

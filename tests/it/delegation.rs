@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use troupe::client::Client;
 
 use crate::scenario::Scenario;
-use crate::support::{TestDaemon, define, executable, party_end, register, repo, wait_run};
+use crate::support::{TestDaemon, define, executable, party_end, register, repo, shares, wait_run};
 
 /// A process agent that completes at once (or, with `KEYS` set, first leaves its credential
 /// there and waits for `$KEYS/release`).
@@ -84,14 +84,18 @@ async fn the_person_overrides_a_subagent_and_a_member_may_only_narrow_its_own() 
 
     // A member (a run of `quick` that waits) starting its own subagent: narrowing is fine,
     // widening is refused.
-    let keys = s.dir().join("keys");
+    // It leaves its credential in a dir of the test's, which its box is given.
+    let keys = s.shared().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
     define(
         c,
         "agent",
-        json!({ "name": "parent", "command": [s.dir().join("quick.sh").display().to_string()],
-                "timeout_secs": 300, "allow_nested_agents": true, "max_agent_depth": 2,
-                "env": { "KEYS": keys.display().to_string() } }),
+        shares(
+            json!({ "name": "parent", "command": [s.dir().join("quick.sh").display().to_string()],
+                    "timeout_secs": 300, "allow_nested_agents": true, "max_agent_depth": 2,
+                    "env": { "KEYS": keys.display().to_string() } }),
+            &[&keys],
+        ),
     )
     .await;
     let parent = c
@@ -374,7 +378,9 @@ fn state_of(pid: u64) -> Option<char> {
 async fn the_person_pauses_and_resumes_a_member_where_it_is() {
     let mut d = TestDaemon::start();
     let c = d.client().await;
-    let keys = d.dir.path().join("keys");
+    // The counters write their credentials and counts in a dir of the test's, given to their
+    // boxes.
+    let keys = d.shared().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
     let counter = executable(
         d.dir.path(),
@@ -386,8 +392,11 @@ async fn the_person_pauses_and_resumes_a_member_where_it_is() {
     define(
         &c,
         "agent",
-        json!({ "name": "counter", "command": [counter],
-                "env": { "KEYS": keys.display().to_string() } }),
+        shares(
+            json!({ "name": "counter", "command": [counter],
+                    "env": { "KEYS": keys.display().to_string() } }),
+            &[&keys],
+        ),
     )
     .await;
     define(

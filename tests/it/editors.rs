@@ -951,7 +951,8 @@ async fn neovim_troupe_runs_shows_a_pattern_run_as_its_tree() {
 async fn neovim_follows_a_members_output_live() {
     let s = scenario();
     let c = s.daemon.client().await;
-    let gate = s.daemon.dir.path().join("log-gate");
+    // The gate the test opens, in its shared dir, which the talker's box is given.
+    let gate = s.daemon.shared().join("log-gate");
     let talker = crate::support::executable(
         s.daemon.dir.path(),
         "log-talker.sh",
@@ -960,8 +961,11 @@ async fn neovim_follows_a_members_output_live() {
     );
     c.call(
         "create_agent_definition",
-        json!({ "definition": { "name": "talker", "command": [talker],
-                                "env": { "GATE": gate.display().to_string() } } }),
+        json!({ "definition": crate::support::shares(
+            json!({ "name": "talker", "command": [talker],
+                    "env": { "GATE": gate.display().to_string() } }),
+            &[&s.daemon.shared()],
+        ) }),
     )
     .await
     .unwrap();

@@ -357,12 +357,20 @@ async fn a_conflict_is_named_and_left_out_and_a_dirty_target_is_refused() {
     );
     assert!(Path::new(&project).join("c.txt").exists());
     // The landing left b's branch as it was (its resolver added one commit); b and the person
-    // are told.
+    // are told. b works in a clone of its own: the daemon brings its branch over to the
+    // project once its run has ended, a moment after the run reads as ended.
     let b_branch = b["branch"].as_str().unwrap();
-    assert_eq!(
-        s.git(&["rev-list", "--count", &format!("{start}..{b_branch}")]),
-        "2"
-    );
+    let count = || s.git(&["rev-list", "--count", &format!("{start}..{b_branch}")]);
+    wait_for(
+        "the resolver's commit brought over to the project",
+        30,
+        || {
+            let n = count();
+            async move { (n == "2").then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(count(), "2");
     let conflict = s.events(&party, "merge_conflict").await;
     assert_eq!(
         conflict[0]["data"]["files"],
@@ -836,7 +844,6 @@ async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_on
     let mut s = Scenario::new().await;
     let project = s.project.clone();
     let c = &s.person;
-    let flag = s.dir().join("go");
     let marker = format!("land-tests-{}", std::process::id());
     define(
         c,
@@ -845,10 +852,9 @@ async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_on
                 "isolation": "worktree" }),
     )
     .await;
-    let wait = format!(
-        "while [ ! -f {} ]; do sleep 0.05; done; echo {marker}",
-        flag.display()
-    );
+    // The tests wait for a file in the integration checkout they run in: their box (the merge
+    // queue's is no run's: the defaults, a private /tmp) shows them nothing of the test's dir.
+    let wait = format!("while [ ! -f go ]; do sleep 0.05; done; echo {marker}");
     define(
         c,
         "agent",
@@ -877,11 +883,17 @@ async fn a_kill_9_during_the_merge_queues_tests_ends_them_and_the_retry_lands_on
         (!pids_with(&marker).iter().any(|p| first.contains(p))).then_some(())
     })
     .await;
-    wait_for("the retry's tests running", 60, || async {
-        (!pids_with(&marker).is_empty()).then_some(())
+    // Where they run: the cwd of the test shell (not of bubblewrap, outside the box).
+    let data_dir = s.daemon.layout.data_dir.clone();
+    let checkout = wait_for("the retry's tests running", 60, || async {
+        pids_with(&marker).into_iter().find_map(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .ok()
+                .filter(|cwd| cwd.starts_with(&data_dir))
+        })
     })
     .await;
-    std::fs::write(&flag, "").unwrap();
+    std::fs::write(checkout.join("go"), "").unwrap();
     let end = s.ended(&party).await;
     assert_eq!(end["party"]["status"], "completed", "{end}");
     // Landed once: the member's one commit, fast-forwarded; one landing on the timeline.

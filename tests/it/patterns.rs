@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, define, register, start, wait_for, wait_run};
+use crate::support::{TestDaemon, define, register, shares, start, wait_for, wait_run};
 
 /// The members' program: `answer.py <mode>`. Every mode but `route` completes with
 /// `<agent> saw: <its prompt, one line>`.
@@ -86,7 +86,8 @@ impl Patterns {
         }
     }
 
-    /// Defines agent `name` running `answer.py <mode> [arg]`, with `extra` fields.
+    /// Defines agent `name` running `answer.py <mode> [arg]`, with `extra` fields. Its box is
+    /// given the test's shared dir, where a mode's file argument lies (`TestDaemon::shared`).
     async fn agent(&self, name: &str, mode: &[&str], extra: Value) {
         let mut command = vec!["python3".to_string(), self.program.clone()];
         command.extend(mode.iter().map(|s| s.to_string()));
@@ -94,7 +95,7 @@ impl Patterns {
         for (k, v) in extra.as_object().unwrap() {
             def[k] = v.clone();
         }
-        define(&self.c, "agent", def).await;
+        define(&self.c, "agent", shares(def, &[&self.daemon.shared()])).await;
     }
 
     async fn run(&self, agent: &str, prompt: &str) -> (String, Value) {
@@ -406,7 +407,7 @@ async fn cancelling_a_pattern_run_cancels_every_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_resumes_after_a_kill_9_without_running_a_completed_step_again() {
     let mut p = Patterns::start().await;
-    let dir = p.daemon.dir.path().to_path_buf();
+    let dir = p.daemon.shared();
     let count = dir.join("count.txt");
     let go = dir.join("go");
     p.agent("last", &["echo"], json!({})).await;
@@ -465,7 +466,7 @@ async fn a_chain_resumes_after_a_kill_9_without_running_a_completed_step_again()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teams_deliberate_in_rounds_and_their_coordinator_answers() {
     let p = Patterns::start().await;
-    let rogue_log = p.daemon.dir.path().join("rogue.txt");
+    let rogue_log = p.daemon.shared().join("rogue.txt");
     p.agent("dev", &["team"], json!({})).await;
     p.agent("sec", &["team"], json!({})).await;
     p.agent(
@@ -647,7 +648,7 @@ async fn a_party_role_can_be_a_pattern() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acp_step_ended_by_troupe_stop_runs_again_after_the_restart() {
     let mut p = Patterns::start().await;
-    let count = p.daemon.dir.path().join("count.txt");
+    let count = p.daemon.shared().join("count.txt");
     p.agent("final", &["echo"], json!({})).await;
     define(
         &p.c,

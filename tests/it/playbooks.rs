@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::mock_llm::{MockLlm, Reply};
 use crate::plugins::{grant_mock, install};
 use crate::scenario::Scenario;
-use crate::support::{TestDaemon, define, executable, launch, party_end, repo, wait_for};
+use crate::support::{TestDaemon, define, executable, launch, party_end, repo, shares, wait_for};
 
 /// The names of the tools a model request offered.
 fn offered(body: &Value) -> Vec<String> {
@@ -157,7 +157,8 @@ async fn executor_members_are_taught_the_protocol_and_play_it_through_their_tool
 async fn a_process_member_is_told_to_call_troupe_from_its_shell_and_a_project_playbook_wins() {
     let s = Scenario::new().await;
     let (c, project) = (&s.person, &s.project);
-    let out = s.dir().join("prompt.txt");
+    // It writes its prompt where the test reads it: the shared dir, which its box is given.
+    let out = s.shared().join("prompt.txt");
     let script = executable(
         s.dir(),
         "tell.sh",
@@ -169,7 +170,10 @@ async fn a_process_member_is_told_to_call_troupe_from_its_shell_and_a_project_pl
     define(
         c,
         "agent",
-        json!({ "name": "teller", "command": [script], "instructions": "Tell." }),
+        shares(
+            json!({ "name": "teller", "command": [script], "instructions": "Tell." }),
+            &[&s.shared()],
+        ),
     )
     .await;
     define(

@@ -12,8 +12,8 @@ use troupe::client::Client;
 use crate::mock_llm::{INPUT_TOKENS, MockLlm, OUTPUT_TOKENS, Reply};
 use crate::scenario::Scenario;
 use crate::support::{
-    TestDaemon, define, launch, party_end, pending_approval, plugin_folder, register, repo,
-    run_to_end, start, stdout, wait_for, wait_run,
+    TestDaemon, asks_for_in_box_requests, define, launch, party_end, pending_approval,
+    plugin_folder, register, repo, run_to_end, start, stdout, wait_for, wait_run,
 };
 
 pub(crate) async fn install(d: &TestDaemon, name: &str) -> Value {
@@ -257,6 +257,8 @@ async fn plugins_install_list_route_hot_reload_and_refuse_bad_ones() {
 async fn an_openai_executor_member_reads_writes_with_approval_and_completes() {
     let s = Scenario::new().await;
     let (d, c) = (&s.daemon, &s.person);
+    // Its write in its checkout waits for the person (the box would let it through).
+    asks_for_in_box_requests(&s.project);
     install(d, "executor-openai").await;
     let mock = MockLlm::start(vec![
         Reply::tool("read_file", json!({ "path": "README.md" })),
@@ -580,6 +582,8 @@ async fn an_executor_member_survives_a_kill_9_of_the_daemon() {
     )
     .await;
     let project = repo(&d.dir.path().join("proj"));
+    // Its write in its checkout waits for the person (the box would let it through).
+    asks_for_in_box_requests(&project);
     let party = launch(&c, "sturdy", &project).await;
     pending_approval(&c).await;
     drop(c);

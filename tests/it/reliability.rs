@@ -15,8 +15,8 @@ use troupe::client::Client;
 
 use crate::scenario::Scenario;
 use crate::support::{
-    BIN, DEV_BIN, TestDaemon, define, launch, no_process_left, party_end, pending_approval,
-    processes_of, register, repo, start, wait_for, wait_run,
+    BIN, DEV_BIN, TestDaemon, asks_for_in_box_requests, define, launch, no_process_left, party_end,
+    pending_approval, processes_of, register, repo, shares, start, wait_for, wait_run,
 };
 
 /// An ACP member whose command leaves, like claude-agent-acp → Claude Code → `troupe mcp`,
@@ -115,15 +115,17 @@ async fn an_acp_members_whole_tree_ends_after_a_kill_9_and_restart_and_on_stop()
     party_end(&c, &party, 60).await;
 }
 
-/// The scripted agent's `write` script asks permission to write NOTES.md.
+/// The scripted agent's `write` script asks permission to write NOTES.md; it records what it
+/// hears in `record` (in the test's shared dir, which its box is given).
 fn asker(name: &str, record: &Path) -> Value {
-    json!({
+    let def = json!({
         "name": name,
         "runner": "acp:scripted",
         "command": [DEV_BIN, "scripted-acp-agent"],
         "isolation": "worktree",
         "env": { "TROUPE_ACP_SCRIPT": "write", "TROUPE_ACP_RECORD": record.display().to_string() },
-    })
+    });
+    shares(def, &[record.parent().unwrap()])
 }
 
 async fn approval(c: &Client, id: &Value) -> Value {
@@ -146,7 +148,9 @@ async fn a_request_of_a_run_that_ended_expires_and_the_live_attempts_is_the_one_
     let c = d.client().await;
     let dir = d.dir.path().to_path_buf();
     let project = repo(&dir.join("proj"));
-    define(&c, "agent", asker("asker", &dir.join("r.jsonl"))).await;
+    // Each attempt's write waits for the person (the box would let it through).
+    asks_for_in_box_requests(&project);
+    define(&c, "agent", asker("asker", &d.shared().join("r.jsonl"))).await;
     define(
         &c,
         "party",
@@ -255,6 +259,8 @@ exit 3"#;
 async fn a_request_outside_the_members_worktree_is_dangerous_and_no_rule_answers_it() {
     let s = Scenario::new().await;
     let (d, c, project) = (&s.daemon, &s.person, &s.project);
+    // The person's rule, not the box, answers its requests inside its checkout.
+    asks_for_in_box_requests(project);
     let parent = register(c, "human", project, None).await;
     define(
         c,
@@ -501,6 +507,8 @@ async fn a_subagent_lists_its_siblings_over_mcp() {
 async fn the_editor_drops_a_request_when_its_run_ends() {
     let s = Scenario::new().await;
     let (d, c, project) = (&s.daemon, &s.person, &s.project);
+    // Its request to write in its checkout waits for the person (the box would let it through).
+    asks_for_in_box_requests(project);
     let parent = register(c, "human", project, None).await;
     define(
         c,

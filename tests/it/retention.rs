@@ -16,8 +16,8 @@ use troupe::client;
 
 use crate::authority::token_of;
 use crate::support::{
-    TestDaemon, define, executable, launch, party_end, register, repo, start, stderr, stdout,
-    wait_for, wait_run,
+    TestDaemon, asks_for_in_box_requests, define, executable, launch, party_end, register, repo,
+    shares, start, stderr, stdout, wait_for, wait_run,
 };
 
 const OLD: &str = "2000-01-01T00:00:00.000Z";
@@ -98,7 +98,10 @@ async fn gc_removes_what_is_old_and_let_go_and_keeps_what_is_still_needed() {
     let c = d.client().await;
     let dir = d.dir.path();
     let project = repo(&dir.join("proj"));
-    let keys = dir.join("keys");
+    // The waiter's request stays pending for gc to keep (the box would let it through).
+    asks_for_in_box_requests(&project);
+    // Where the waiter leaves its credential: the test's shared dir, given to its box.
+    let keys = d.shared().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
 
     // Messages: one read, one unread, one to a session that then ended.
@@ -145,8 +148,11 @@ async fn gc_removes_what_is_old_and_let_go_and_keeps_what_is_still_needed() {
     define(
         &c,
         "agent",
-        json!({ "name": "waiter", "command": [waiter], "isolation": "worktree",
-                "approval_timeout_secs": 3600, "env": { "KEYS": keys.display().to_string() } }),
+        shares(
+            json!({ "name": "waiter", "command": [waiter], "isolation": "worktree",
+                    "approval_timeout_secs": 3600, "env": { "KEYS": keys.display().to_string() } }),
+            &[&keys],
+        ),
     )
     .await;
     define(
@@ -465,13 +471,17 @@ async fn a_members_output_past_the_limit_is_rotated_and_still_reads() {
     const MIB: u64 = 1024 * 1024;
     let d = TestDaemon::start_with_config(&[], &[], "[retention]\nmax_log_mib = 1\n");
     let c = d.client().await;
-    let gate = d.dir.path().join("gate");
+    // The files it and the test signal each other with, in the shared dir its box is given.
+    let gate = d.shared().join("gate");
     std::fs::create_dir_all(&gate).unwrap();
     define(
         &c,
         "agent",
-        json!({ "name": "talker", "command": [executable(d.dir.path(), "talker.sh", TALKER)],
-                "env": { "GATE": gate.display().to_string() } }),
+        shares(
+            json!({ "name": "talker", "command": [executable(d.dir.path(), "talker.sh", TALKER)],
+                    "env": { "GATE": gate.display().to_string() } }),
+            &[&gate],
+        ),
     )
     .await;
     let project = d.project("proj");

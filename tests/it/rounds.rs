@@ -10,11 +10,12 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe::client::Client;
 
-use crate::support::{TestDaemon, define, launch, register, repo, wait_for};
+use crate::support::{TestDaemon, define, launch, register, repo, shares, wait_for};
 
-/// An `acp:scripted` agent running the `rounds` script, recording what it receives.
+/// An `acp:scripted` agent running the `rounds` script, recording what it receives in `record`
+/// (in the test's shared dir, which its box is given).
 fn rounds_agent(name: &str, record: &Path) -> Value {
-    json!({
+    let def = json!({
         "name": name,
         "runner": "acp:scripted",
         "command": [crate::support::DEV_BIN, "scripted-acp-agent"],
@@ -25,7 +26,8 @@ fn rounds_agent(name: &str, record: &Path) -> Value {
             "TROUPE_ACP_RECORD": record.display().to_string(),
         },
         "acp": { "auth_method": "gateway", "base_url": "http://127.0.0.1:9/anthropic" },
-    })
+    });
+    shares(def, &[record.parent().unwrap()])
 }
 
 /// What the agent received, one JSON message per line.
@@ -92,7 +94,8 @@ async fn an_acp_member_keeps_its_session_across_rounds_and_the_person_takes_it_o
     let d = TestDaemon::start();
     let c = d.client().await;
     let dir = d.dir.path();
-    let (lead_log, dev_log) = (dir.join("lead.jsonl"), dir.join("dev.jsonl"));
+    let shared = d.shared();
+    let (lead_log, dev_log) = (shared.join("lead.jsonl"), shared.join("dev.jsonl"));
     define(&c, "agent", rounds_agent("lead-acp", &lead_log)).await;
     define(&c, "agent", rounds_agent("dev-acp", &dev_log)).await;
     define(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestDaemon, define, executable, launch, repo, wait_for};
+use crate::support::{TestDaemon, define, executable, launch, repo, shares, wait_for};
 
 async fn next(sub: &mut jsonrpsee_core::client::Subscription<Value>) -> Option<Value> {
     tokio::time::timeout(Duration::from_secs(60), sub.next())
@@ -22,7 +22,8 @@ async fn a_members_output_is_its_own_and_followed_live_until_it_ends() {
     let d = TestDaemon::start();
     let c = d.client().await;
     let dir = d.dir.path();
-    let gate = dir.join("gate");
+    // The files it waits for, in the test's shared dir, which its box is given.
+    let gate = d.shared().join("gate");
     std::fs::create_dir_all(&gate).unwrap();
     // Says a line, waits for its role's file, says another (stderr too), and completes.
     let talker = executable(
@@ -36,7 +37,10 @@ async fn a_members_output_is_its_own_and_followed_live_until_it_ends() {
     define(
         &c,
         "agent",
-        json!({ "name": "talker", "command": [talker], "env": { "GATE": gate.display().to_string() } }),
+        shares(
+            json!({ "name": "talker", "command": [talker], "env": { "GATE": gate.display().to_string() } }),
+            &[&gate],
+        ),
     )
     .await;
     define(
@@ -67,6 +71,15 @@ async fn a_members_output_is_its_own_and_followed_live_until_it_ends() {
         }
     };
     let (a, b) = (run_of("a").await, run_of("b").await);
+    // Once a has said its first line (its box takes a moment to start).
+    wait_for("a's first line", 60, || async {
+        let log = c.call("get_run_log", json!({ "run_id": a })).await.unwrap();
+        log["text"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("a: first\n"))
+            .then_some(())
+    })
+    .await;
 
     // Followed live from the start: what a said so far, then what it says next, then the end.
     let mut live = c

@@ -60,6 +60,11 @@ impl Scenario {
         self.daemon.dir.path()
     }
 
+    /// The directory the test shares with its members (`TestDaemon::shared`).
+    pub fn shared(&self) -> std::path::PathBuf {
+        self.daemon.shared()
+    }
+
     /// Defines agent `name`: a puppet working in a worktree of its own.
     pub async fn puppet(&self, name: &str, what: Puppet<'_>) {
         let command = match what {

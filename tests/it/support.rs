@@ -145,6 +145,16 @@ impl TestDaemon {
         cli(&self.layout, args, None)
     }
 
+    /// The test's directory its members share with it (barrier files, reports, the files
+    /// their scripts read): `<temp dir>/shared`, made when first asked for. It lies beside
+    /// the data dir, not around it, so a member's box may be given it (`shares`): a writable
+    /// path holding the data dir would uncover the token, and the box drops it.
+    pub fn shared(&self) -> PathBuf {
+        let path = self.dir.path().join("shared");
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    }
+
     /// A directory inside the test's temp dir made into a (fake) git repository.
     pub fn project(&self, name: &str) -> String {
         let path = self.dir.path().join(name);
@@ -654,4 +664,64 @@ pub fn git(dir: impl AsRef<Path>, args: &[&str]) -> String {
 pub async fn refused(c: &Client, op: &str, params: Value) -> (String, String) {
     let e = c.call(op, params).await.expect_err(op);
     (e.kind().unwrap_or_default().to_string(), e.to_string())
+}
+
+/// The data dir's folder of the checkouts of members that ask for a worktree: `clones` while
+/// members are sandboxed (each gets a borrowing clone, which cannot write the project's
+/// repository), else `worktrees`.
+pub async fn worktree_base(c: &Client) -> &'static str {
+    let status = c.call("daemon_status", json!({})).await.unwrap();
+    if status["sandbox"]
+        .as_str()
+        .unwrap_or_default()
+        .starts_with("on")
+    {
+        "clones"
+    } else {
+        "worktrees"
+    }
+}
+
+/// Agent definition `def` with `paths` added to what its box may write (and so read): a
+/// member sees nothing of the host's `/tmp` but its program, its project and its checkout,
+/// so what it shares with the test (`TestDaemon::shared`) must be declared, as a person would.
+pub fn shares(mut def: Value, paths: &[&Path]) -> Value {
+    let listed = paths.iter().map(|p| json!(p.display().to_string()));
+    box_list(&mut def, "writable").extend(listed);
+    def
+}
+
+/// `def.sandbox.<list>`, made when missing.
+fn box_list<'a>(def: &'a mut Value, list: &str) -> &'a mut Vec<Value> {
+    let sandbox = def
+        .as_object_mut()
+        .expect("an agent definition is an object")
+        .entry("sandbox")
+        .or_insert_with(|| json!({}));
+    sandbox
+        .as_object_mut()
+        .expect("sandbox is an object")
+        .entry(list)
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .expect("a list")
+}
+
+/// Makes the project at `root` ask the person for its boxed members' edits inside their own
+/// checkouts and their commands that stay there, which the box lets through by default
+/// (`.troupe/config.toml` `[sandbox] approve_own_checkout_edits = false`,
+/// `approve_in_box_commands = false`): for tests of the asking itself. Keeps what the file
+/// already holds.
+pub fn asks_for_in_box_requests(root: impl AsRef<Path>) {
+    let dir = root.as_ref().join(".troupe");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.toml");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let keys = "approve_own_checkout_edits = false\napprove_in_box_commands = false\n";
+    let new = if old.contains("[sandbox]\n") {
+        old.replacen("[sandbox]\n", &format!("[sandbox]\n{keys}"), 1)
+    } else {
+        format!("{old}\n[sandbox]\n{keys}")
+    };
+    std::fs::write(&path, new).unwrap();
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestDaemon, cli, define, executable, repo, stderr, stdout, wait_for};
+use crate::support::{TestDaemon, cli, define, executable, repo, shares, stderr, stdout, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_person_starts_follows_and_reads_agents_from_a_terminal() {
@@ -23,7 +23,8 @@ async fn the_person_starts_follows_and_reads_agents_from_a_terminal() {
          troupe call complete \"{\\\"output\\\":\\\"done: $TROUPE_PROMPT\\\"}\" >/dev/null\n",
     );
     let failer = executable(dir, "failer.sh", "#!/bin/sh\necho 'giving up'\nexit 3\n");
-    let gate = dir.join("gate");
+    // The waiter waits for a file in the test's shared dir, which its box is given.
+    let gate = d.shared().join("gate");
     let waiter = executable(
         dir,
         "waiter.sh",
@@ -38,7 +39,8 @@ async fn the_person_starts_follows_and_reads_agents_from_a_terminal() {
         ("failer", &failer),
         ("waiter", &waiter),
     ] {
-        define(&c, "agent", json!({ "name": name, "command": [cmd] })).await;
+        let def = json!({ "name": name, "command": [cmd] });
+        define(&c, "agent", shares(def, &[&d.shared()])).await;
     }
 
     // Started and followed: its output as it writes it, then its result; exit 0.

@@ -261,7 +261,13 @@ impl Loop {
             .party_id
             .as_deref()
             .and_then(|p| self.parties.get(p))
-            .map(|live| PathBuf::from(&live.row.repo_root));
+            .map(|live| PathBuf::from(&live.row.repo_root))
+            .or_else(|| {
+                self.store
+                    .get_project(&run.project_id)
+                    .ok()
+                    .map(|p| PathBuf::from(p.root_path))
+            });
         let project = root.as_deref().and_then(|root| {
             crate::project_config::ProjectConfig::load(root)
                 .ok()

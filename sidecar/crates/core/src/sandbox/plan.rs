@@ -273,6 +273,8 @@ pub struct RunBox {
     /// What it may read that a private `/tmp` would cover (the person's project, when it lives
     /// there).
     pub visible: Vec<PathBuf>,
+    /// Its `PATH`, where a program named bare is found.
+    pub path: Option<String>,
 }
 
 /// Where a run's egress goes.
@@ -437,6 +439,7 @@ pub fn plan(base: &Base, input: PlanInput<'_>) -> RunBox {
         egress: None,
         troupe_exe: input.troupe_exe.to_path_buf(),
         visible: input.project_root.map(canonical).into_iter().collect(),
+        path: var("PATH"),
     }
 }
 
@@ -532,6 +535,20 @@ fn is_troupes(base: &Base, workdir: &Path) -> bool {
     workdir.starts_with(&base.data_dir) && workdir != base.data_dir
 }
 
+/// Where `name` is on `path` (else the daemon's PATH): an executable file, if anywhere.
+fn on_path(name: &str, path: Option<&str>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = match path {
+        Some(p) => std::ffi::OsString::from(p),
+        None => std::env::var_os("PATH")?,
+    };
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
 /// What a linked checkout needs of the repository it borrows from: a worktree's git dir (its
 /// `.git` file names it) and common dir, a clone's alternates (the person's object dir).
 fn borrowed_repos(workdir: &Path) -> Vec<PathBuf> {
@@ -561,6 +578,9 @@ fn borrowed_repos(workdir: &Path) -> Vec<PathBuf> {
             out.push(objects.parent().map_or(objects.clone(), Path::to_path_buf));
         }
     }
+    // The member writes these files in its own checkout: only a git dir is ever bound (never,
+    // say, an ssh agent's socket it names).
+    out.retain(|p| p.join("HEAD").is_file() && p.join("objects").is_dir());
     out
 }
 
@@ -592,11 +612,24 @@ pub fn bwrap_argv(
         None => out.extend(["--tmpfs".into(), "/tmp".into()]),
     }
     let tmp = Path::new("/tmp");
+    // Its program only (the person's definition names it): the other words may come from
+    // the member itself (a terminal it asks for) and must not bind anything into the box.
     let mut seen: Vec<PathBuf> = argv
-        .iter()
+        .first()
         .filter(|a| a.starts_with('/'))
         .map(PathBuf::from)
+        .into_iter()
         .collect();
+    // A program named bare is found on the PATH inside the box (the run's, else the
+    // daemon's): where it lies under /tmp, the box shows its directory and where a link leads.
+    if let Some(found) = argv
+        .first()
+        .filter(|a| !a.contains('/'))
+        .and_then(|a| on_path(a, run.and_then(|r| r.path.as_deref())))
+    {
+        seen.extend(found.parent().map(Path::to_path_buf));
+        seen.extend(canonical(&found).parent().map(Path::to_path_buf));
+    }
     seen.extend(relay_exe.map(Path::to_path_buf));
     seen.push(base.runtime_dir.clone());
     seen.push(base.home.clone());
@@ -606,7 +639,7 @@ pub fn bwrap_argv(
     }
     for p in seen {
         let p = canonical(&p);
-        if p.starts_with(tmp) && p.exists() && !p.starts_with(&base.data_dir) {
+        if p.starts_with(tmp) && p != tmp && p.exists() && !p.starts_with(&base.data_dir) {
             binds.push((false, p));
         }
     }

@@ -247,3 +247,45 @@ fn codex_may_reach_the_model_servers_its_config_names() {
         r.writable
     );
 }
+
+#[test]
+fn what_a_member_writes_or_asks_binds_nothing_but_git_dirs_into_the_box() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = base(dir.path());
+    let work = b.data_dir.join("clones/p/dev-0");
+    std::fs::create_dir_all(work.join(".git/objects/info")).unwrap();
+    // Under /tmp, as a person's ssh agent socket would be.
+    let agent_dir = tempfile::Builder::new()
+        .prefix("ssh-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let socket = agent_dir.path().join("agent.1");
+    std::fs::write(&socket, "").unwrap();
+    std::fs::write(
+        work.join(".git/objects/info/alternates"),
+        format!(
+            "{}\n{}/objects\n",
+            socket.display(),
+            agent_dir.path().display()
+        ),
+    )
+    .unwrap();
+    let argv = bwrap_argv(
+        Path::new("/usr/bin/bwrap"),
+        None,
+        &b,
+        None,
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "x".into(),
+            socket.display().to_string(),
+        ],
+        &work,
+    );
+    let named = agent_dir.path().display().to_string();
+    let bound = argv
+        .windows(2)
+        .any(|w| (w[0] == "--ro-bind" || w[0] == "--bind") && w[1].starts_with(&named));
+    assert!(!bound, "{argv:?}");
+}
