@@ -526,19 +526,7 @@ async fn a_listed_loopback_service_is_reached_through_the_proxy() {
     let d = TestDaemon::start();
     let c = d.client().await;
     let project = repo(&d.dir.path().join("project"));
-    let service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = service.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for conn in service.incoming().flatten() {
-            let mut conn = conn;
-            let mut buf = [0u8; 1024];
-            let _ = conn.read(&mut buf);
-            let _ = conn.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-            );
-        }
-    });
+    let port = hello_service("127.0.0.1:0");
     let script = executable(
         d.dir.path(),
         "reach.sh",
@@ -598,20 +586,7 @@ async fn an_adopted_member_reaches_its_hosts_after_a_kill_9() {
         .prefix("troupe-flags-")
         .tempdir()
         .unwrap();
-    let service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = service.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for mut conn in service.incoming().flatten() {
-            let mut buf = [0u8; 1024];
-            if conn.read(&mut buf).is_ok() {
-                conn.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-                )
-                .ok();
-            }
-        }
-    });
+    let port = hello_service("127.0.0.1:0");
     let script = executable(
         d.dir.path(),
         "later.sh",
@@ -661,6 +636,26 @@ troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
     assert_eq!(s["members"][0]["output"], "got=hello", "{s}");
 }
 
+/// An HTTP service that answers every request `hello`, on `addr`; its port.
+fn hello_service(addr: &str) -> u16 {
+    let service = std::net::TcpListener::bind(addr).unwrap();
+    let port = service.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut conn in service.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            if conn.read(&mut buf).is_ok() {
+                // A client gone before its answer is its own business.
+                conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                )
+                .ok();
+            }
+        }
+    });
+    port
+}
+
 /// This machine's address on its network (not loopback), as the proxy would reach a host.
 fn lan_address() -> std::net::IpAddr {
     // No packet is sent: connecting a UDP socket only picks the route's source address.
@@ -685,20 +680,7 @@ async fn a_new_host_approved_for_the_project_is_not_asked_again() {
     let d = TestDaemon::start();
     let c = d.client().await;
     let project = repo(&d.dir.path().join("project"));
-    let service = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
-    let target = format!("{}:{}", lan_address(), service.local_addr().unwrap().port());
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for mut conn in service.incoming().flatten() {
-            let mut buf = [0u8; 1024];
-            if conn.read(&mut buf).is_ok() {
-                conn.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-                )
-                .ok();
-            }
-        }
-    });
+    let target = format!("{}:{}", lan_address(), hello_service("0.0.0.0:0"));
     let script = executable(
         d.dir.path(),
         "fetch.sh",

@@ -258,52 +258,57 @@ pub fn open(gate: Arc<Gate>, socket: &Path, tcp: bool) -> std::io::Result<Endpoi
         Err(e) => return Err(e),
     }
     let unix = tokio::net::UnixListener::bind(socket)?;
-    let mut tasks = Vec::new();
-    let g = gate.clone();
-    tasks.push(
-        tokio::spawn(async move {
-            loop {
-                match unix.accept().await {
-                    Ok((conn, _)) => {
-                        tokio::spawn(serve(g.clone(), conn));
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "egress accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
-            }
-        })
-        .abort_handle(),
-    );
+    let mut tasks = vec![tokio::spawn(serve_all(unix, gate.clone())).abort_handle()];
     let mut tcp_port = None;
     if tcp {
         let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
         std_listener.set_nonblocking(true)?;
         tcp_port = Some(std_listener.local_addr()?.port());
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
-        tasks.push(
-            tokio::spawn(async move {
-                loop {
-                    match listener.accept().await {
-                        Ok((conn, _)) => {
-                            tokio::spawn(serve(gate.clone(), conn));
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "egress accept failed");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            })
-            .abort_handle(),
-        );
+        tasks.push(tokio::spawn(serve_all(listener, gate)).abort_handle());
     }
     Ok(Endpoint {
         socket: socket.to_path_buf(),
         tcp_port,
         tasks,
     })
+}
+
+/// A listener the proxy serves: the Unix socket of a bubblewrap box, the loopback port of a
+/// Landlock box.
+trait Accept: Send + 'static {
+    type Conn: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    fn next(&self) -> impl std::future::Future<Output = std::io::Result<Self::Conn>> + Send;
+}
+
+impl Accept for tokio::net::UnixListener {
+    type Conn = tokio::net::UnixStream;
+    async fn next(&self) -> std::io::Result<Self::Conn> {
+        self.accept().await.map(|(c, _)| c)
+    }
+}
+
+impl Accept for tokio::net::TcpListener {
+    type Conn = tokio::net::TcpStream;
+    async fn next(&self) -> std::io::Result<Self::Conn> {
+        self.accept().await.map(|(c, _)| c)
+    }
+}
+
+/// Serves each connection of `listener` in a task of its own, until aborted.
+async fn serve_all(listener: impl Accept, gate: Arc<Gate>) {
+    loop {
+        match listener.next().await {
+            Ok(conn) => {
+                tokio::spawn(serve(gate.clone(), conn));
+            }
+            Err(e) => {
+                // Out of descriptors, say: a pause, then on.
+                tracing::debug!(error = %e, "egress accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
 }
 
 /// What a client asked for.

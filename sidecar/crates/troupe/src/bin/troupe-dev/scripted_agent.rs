@@ -468,22 +468,7 @@ async fn write_turn(wire: &mut Wire, session: &str, cwd: &str) -> anyhow::Result
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    wire.call(
-        "terminal/wait_for_exit",
-        json!({"sessionId": session, "terminalId": term_id}),
-    )
-    .await?;
-    let out = wire
-        .call(
-            "terminal/output",
-            json!({"sessionId": session, "terminalId": term_id}),
-        )
-        .await?;
-    wire.call(
-        "terminal/release",
-        json!({"sessionId": session, "terminalId": term_id}),
-    )
-    .await?;
+    let (_, out) = finish_terminal(wire, session, &term_id).await?;
     let counted = out
         .get("output")
         .and_then(Value::as_str)
@@ -493,6 +478,19 @@ async fn write_turn(wire: &mut Wire, session: &str, cwd: &str) -> anyhow::Result
     wire.say(session, &format!("Wrote {file} ({counted})."))
         .await?;
     Ok("end_turn".into())
+}
+
+/// Waits for terminal `term_id` to exit, reads its output and releases it: (exit, output).
+async fn finish_terminal(
+    wire: &mut Wire,
+    session: &str,
+    term_id: &str,
+) -> anyhow::Result<(Value, Value)> {
+    let which = json!({"sessionId": session, "terminalId": term_id});
+    let exit = wire.call("terminal/wait_for_exit", which.clone()).await?;
+    let out = wire.call("terminal/output", which.clone()).await?;
+    wire.call("terminal/release", which).await?;
+    Ok((exit, out))
 }
 
 /// A turn of `terminal`: runs `TROUPE_ACP_TERMINAL_COMMAND` in a terminal with the agent's
@@ -525,23 +523,7 @@ async fn terminal_turn(wire: &mut Wire, session: &str) -> anyhow::Result<String>
                "content": [{"type": "terminal", "terminalId": term_id}]}),
     )
     .await?;
-    let exit = wire
-        .call(
-            "terminal/wait_for_exit",
-            json!({"sessionId": session, "terminalId": term_id}),
-        )
-        .await?;
-    let out = wire
-        .call(
-            "terminal/output",
-            json!({"sessionId": session, "terminalId": term_id}),
-        )
-        .await?;
-    wire.call(
-        "terminal/release",
-        json!({"sessionId": session, "terminalId": term_id}),
-    )
-    .await?;
+    let (exit, out) = finish_terminal(wire, session, &term_id).await?;
     let status = if exit.get("exitCode") == Some(&json!(0)) {
         "completed"
     } else {
