@@ -82,13 +82,23 @@ try signal-outsider kill -0 "$OUTSIDER_PID"
 # The shared /tmp: a write lands in the box's own /tmp at most (the test looks on the host).
 echo pwned > "/tmp/troupe-hostile-$MARK" 2>/dev/null; echo "TRIED shared-tmp"
 try ssh-agent sh -c "test -n \"\$SSH_AUTH_SOCK\""
+try unmount-a-secret sh -c "umount '$H/.ssh' 2>/dev/null; cat '$H/.ssh/id_ed25519' | grep -q SECRET"
+try remount-root-writable sh -c "mount -o remount,rw,bind / 2>/dev/null; touch /usr/troupe-pwned-$MARK && rm -f /usr/troupe-pwned-$MARK"
+try swap-box-tmp-for-root sh -c "B=\$(dirname \"\$XDG_CACHE_HOME\"); [ -n \"\$XDG_CACHE_HOME\" ] && mv \"\$B/tmp\" \"\$B/t0\" && ln -s / \"\$B/tmp\""
+try type-into-a-terminal python3 -c "import fcntl,termios; f=open('/dev/tty','w'); fcntl.ioctl(f, termios.TIOCSTI, b'x')"
+try raw-socket python3 -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)"
+# Landlock does not confine Unix sockets (docs/security.md): only bubblewrap's box is tried.
+if [ "$TROUPE_SANDBOX" = landlock ]; then echo "HELD host-sockets-in-run (not a Landlock boundary)"; else
+try host-sockets-in-run sh -c "find /run -type s 2>/dev/null | grep -v troupe | grep -q ."
+fi
+try other-vendors-key sh -c "test -n \"\$OPENAI_API_KEY\$GITHUB_TOKEN\""
 # A process member completes its run itself; an ACP agent or an executor (COMPLETE=no) does
 # after reading what this printed.
 [ "$COMPLETE" = no ] || troupe call complete '{"output":"tried"}' > /dev/null
 "#;
 
 /// The `try` lines of `HOSTILE` each member runs (one per secret among them).
-const ATTEMPTS: usize = 30 + SECRETS.len();
+const ATTEMPTS: usize = 37 + SECRETS.len();
 
 /// Who runs `HOSTILE` in a member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +169,10 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
         &[
             ("HOME", home.to_str().unwrap()),
             ("TROUPE_SANDBOX_LAYER", layer),
+            // What the person's shell may hold: no member gets another vendor's key or a forge
+            // token it was not given.
+            ("OPENAI_API_KEY", "sk-person-openai"),
+            ("GITHUB_TOKEN", "ghp-person"),
         ],
     );
     let c = d.client().await;
@@ -200,12 +214,18 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
         Kind::AcpTerminal => {
             // The terminal gets the agent's environment (its run's, with the variables above),
             // and the agent, not the script, ends the run.
+            // The terminal's command is the agent's to name, so the box shows it nothing of the
+            // host's /tmp: the script lies in a folder the person gave the agent.
+            let tools = d.dir.path().join("tools");
+            std::fs::create_dir_all(&tools).unwrap();
+            let script = executable(&tools, "hostile.sh", HOSTILE);
             env["TROUPE_ACP_SCRIPT"] = json!("terminal");
             env["TROUPE_ACP_TERMINAL_COMMAND"] = json!(script);
             env["COMPLETE"] = json!("no");
             json!({
                 "name": "hostile", "runner": "acp:scripted",
                 "command": [DEV_BIN, "scripted-acp-agent"], "isolation": "worktree", "env": env,
+                "sandbox": { "writable": [tools.display().to_string()] },
                 "acp": { "auth_method": "gateway", "base_url": "http://127.0.0.1:9/anthropic" },
                 "approval_timeout_secs": 60,
             })

@@ -222,9 +222,13 @@ fn is_loopback_name(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host == "localhost"
         || host.ends_with(".localhost")
-        || host
-            .parse::<IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
+        || host.parse::<IpAddr>().is_ok_and(own_machine)
+}
+
+/// Whether `ip` is the machine itself (`::ffff:127.0.0.1` too).
+fn own_machine(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip.is_loopback() || ip.is_unspecified()
 }
 
 /// A run's open egress: closed (its listeners stopped, its socket removed) when dropped.
@@ -448,11 +452,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(gate: Arc<Gate>, mut conn: S) 
         }
     };
     let explicit_loopback = gate.listed(&req.host, req.port) && is_loopback_name(&req.host);
-    if !explicit_loopback
-        && addrs
-            .iter()
-            .any(|a| a.ip().is_loopback() || a.ip().is_unspecified())
-    {
+    if !explicit_loopback && addrs.iter().any(|a| own_machine(a.ip())) {
         let body = refuse("it resolves to the person's own machine".into()).await;
         answer(&mut conn, "403 Forbidden", &body).await;
         return;

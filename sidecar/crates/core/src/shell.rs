@@ -87,7 +87,7 @@ pub async fn run(
             output: "no command".into(),
         };
     };
-    let mut cmd = crate::spawn::command(program, crate::spawn::Group::Own, None);
+    let mut cmd = crate::spawn::command(program, crate::spawn::Group::Session, None);
     cmd.args(args)
         .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k, v)))

@@ -15,7 +15,9 @@ use troupe_api::layout::RUN_MARKER;
 pub enum Group {
     /// A process group of its own.
     Own,
-    /// A session of its own (and so a group), made in the child before it runs the program. A
+    /// A session of its own (and so a group), made in the child before it runs the program:
+    /// every boxed command starts so, with no controlling terminal a member could type into
+    /// (TIOCSTI) when the daemon was started from one. A
     /// session rather than only a group: when the daemon dies (kill -9) the kernel sends SIGHUP
     /// to a group that it leaves orphaned with a stopped member, which would kill a member the
     /// person held (`pause_party`); a session's own group has no parent in its session, so it is

@@ -503,8 +503,9 @@ pub fn import_clone_branch(
     branch: &str,
 ) -> Result<(), WorktreeError> {
     let repo = Repository::open(repo_root)?;
-    // Nothing new in the clone (the radar asks every second): no fetch.
-    let theirs = tip(&Repository::open(clone)?, branch).ok();
+    // Nothing new in the clone (the radar asks every second): no fetch. The clone is the
+    // member's to write: opened only as Troupe made it.
+    let theirs = tip(&crate::open_own_repo(clone)?, branch).ok();
     if theirs.is_some() && theirs == tip(&repo, branch).ok() {
         return Ok(());
     }

@@ -52,6 +52,8 @@ pub enum WorktreeError {
     IntegrationTouched { branch: String, what: String },
     #[error("the target could not be moved ({reason}); check {} with git status", path.display())]
     Undo { path: PathBuf, reason: String },
+    #[error("{} is not a member's own checkout as Troupe made it ({why}); nothing was read or written there", path.display())]
+    NotOwnRepo { path: PathBuf, why: String },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{0}")]
@@ -631,10 +633,54 @@ impl<'r> Keeper<'r> {
     }
 }
 
+/// Opens the repository of a member's own checkout (a clone the member could write at will)
+/// only when it is what Troupe made: its `.git` a directory there (not a link, not a file
+/// naming another repository's git dir), no `commondir`, no `core.worktree` sending its work
+/// tree elsewhere, and git finding it nowhere but there. Anything else could have the daemon
+/// commit into the person's repository or read the data dir into a branch.
+pub fn open_own_repo(path: &Path) -> Result<Repository, WorktreeError> {
+    let refuse = |why: &str| WorktreeError::NotOwnRepo {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    };
+    let git = path.join(".git");
+    let meta = std::fs::symlink_metadata(&git).map_err(|_| refuse("it has no .git"))?;
+    if !meta.is_dir() {
+        return Err(refuse(".git is not a directory of its own"));
+    }
+    if git.join("commondir").exists() {
+        return Err(refuse(".git names a common dir elsewhere"));
+    }
+    let repo = Repository::open_ext(
+        path,
+        git2::RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&std::ffi::OsStr>(),
+    )?;
+    if repo.config()?.get_path("core.worktree").is_ok() {
+        return Err(refuse("core.worktree sends its work tree elsewhere"));
+    }
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let here = canonical(path);
+    if repo.workdir().map(canonical) != Some(here.clone())
+        || canonical(repo.path()) != here.join(".git")
+    {
+        return Err(refuse("git finds its repository elsewhere"));
+    }
+    Ok(repo)
+}
+
+/// `commit_all` in a member's own checkout (`open_own_repo`'s checks first).
+pub fn commit_all_own(path: &Path, message: &str) -> Result<Option<String>, WorktreeError> {
+    commit_in(open_own_repo(path)?, message)
+}
+
 /// Commits every change in the checkout at `path` (new files included) on its current branch;
 /// returns the new commit id, or `None` when there was nothing to commit.
 pub fn commit_all(path: &Path, message: &str) -> Result<Option<String>, WorktreeError> {
-    let repo = Repository::open(path)?;
+    commit_in(Repository::open(path)?, message)
+}
+
+fn commit_in(repo: Repository, message: &str) -> Result<Option<String>, WorktreeError> {
     let mut index = repo.index()?;
     index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
     // Deleted files too (add_all stages only what exists).

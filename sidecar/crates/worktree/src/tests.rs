@@ -952,3 +952,57 @@ fn a_borrowing_clone_shares_no_file_with_the_main_repository_and_writes_nothing_
     assert_eq!(head_of(&again.path), more);
     assert!(!base.join("p2/.dev-0.new").exists());
 }
+
+/// A member's clone that points git elsewhere (a `.git` file naming the person's git dir, a
+/// `core.worktree` naming the data dir) is refused before the daemon commits or fetches there:
+/// the person's branch does not move and nothing outside the clone is read into a commit.
+#[test]
+fn a_clone_that_points_git_elsewhere_is_refused_before_the_daemon_touches_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("main");
+    let main = repo_with_commit(&root);
+    let main_tip = main.head().unwrap().target().unwrap();
+    let base = tmp.path().join("clones");
+    let name = MemberName {
+        party: "p",
+        role: "dev",
+        index: 0,
+    };
+    let co = ensure_clone(&root, &base, name).unwrap();
+    std::fs::write(co.path.join("new.txt"), "x").unwrap();
+    assert!(
+        commit_all_own(&co.path, "fine").unwrap().is_some(),
+        "as made, it commits"
+    );
+
+    // `core.worktree` sending the work tree to a folder of secrets.
+    let secrets = tmp.path().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("token"), "SECRET").unwrap();
+    let clone = Repository::open(&co.path).unwrap();
+    clone
+        .config()
+        .unwrap()
+        .set_str("core.worktree", secrets.to_str().unwrap())
+        .unwrap();
+    let err = commit_all_own(&co.path, "steal").unwrap_err();
+    assert!(matches!(err, WorktreeError::NotOwnRepo { .. }), "{err}");
+    assert!(land::import_clone_branch(&root, &co.path, &co.branch).is_err());
+    clone.config().unwrap().remove("core.worktree").unwrap();
+
+    // `.git` swapped for a file naming the person's git dir.
+    std::fs::rename(co.path.join(".git"), co.path.join(".g")).unwrap();
+    std::fs::write(
+        co.path.join(".git"),
+        format!("gitdir: {}\n", root.join(".git").display()),
+    )
+    .unwrap();
+    std::fs::write(co.path.join("pwned.txt"), "x").unwrap();
+    let err = commit_all_own(&co.path, "pwned").unwrap_err();
+    assert!(matches!(err, WorktreeError::NotOwnRepo { .. }), "{err}");
+    assert_eq!(
+        main.head().unwrap().target().unwrap(),
+        main_tip,
+        "the person's branch stayed"
+    );
+}

@@ -37,6 +37,11 @@ fn an_allow_list_names_hosts_ports_and_subdomains_and_loopback_only_with_its_por
     );
     assert!(!listed(&list(&["*.localhost"]), "db.localhost", 5432));
     assert_eq!(loopback_ports(&allow), vec![4010]);
+    assert!(
+        !listed(&allow, "::ffff:127.0.0.1", 22),
+        "a mapped loopback address is loopback"
+    );
+    assert!(listed(&allow, "[::ffff:127.0.0.1]", 4010));
 }
 
 #[test]

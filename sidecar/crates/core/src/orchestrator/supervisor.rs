@@ -320,7 +320,7 @@ impl Loop {
         let landlock = self.sandbox.layer() == crate::sandbox::LayerKind::Landlock;
         match crate::egress::open(
             std::sync::Arc::new(gate),
-            &planned.box_dir.join("egress.sock"),
+            &planned.box_dir.join("egress").join("sock"),
             landlock,
         ) {
             Ok(endpoint) => {
@@ -646,9 +646,17 @@ impl Loop {
             "{}#{}: the work it left uncommitted when it completed\n\nCommitted by Troupe for the merge queue.",
             m.role, m.index
         );
+        let clones = self.layout.data_dir.join("clones");
         let committed = tokio::task::spawn_blocking(move || {
             let _git = crate::project::git_lock();
-            troupe_worktree::commit_all(Path::new(&workdir), &message)
+            // A clone is the member's to write: committed in only as Troupe made it.
+            if troupe_worktree::is_own_repo(Path::new(&workdir))
+                || Path::new(&workdir).starts_with(&clones)
+            {
+                troupe_worktree::commit_all_own(Path::new(&workdir), &message)
+            } else {
+                troupe_worktree::commit_all(Path::new(&workdir), &message)
+            }
         })
         .await;
         let commit = match committed {
@@ -750,6 +758,13 @@ pub(super) fn mirror_line(r: &AgentRun) -> Value {
 
 /// Writes a derived view atomically, in a `.troupe` folder git ignores.
 pub(super) fn write_mirror(dir: &Path, file: &str, text: &str) -> std::io::Result<()> {
+    // A member may have made the folder a link in its checkout: the daemon writes through none.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(std::io::Error::other(format!(
+            "{} is a link: the mirror is not written through it",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(dir)?;
     let ignore = dir.join(".gitignore");
     if !ignore.exists() {

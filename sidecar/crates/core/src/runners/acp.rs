@@ -112,7 +112,7 @@ pub fn spawn(
         .split_first()
         .ok_or_else(|| std::io::Error::other("empty command"))?;
     // Its environment (`env`) carries the run's marker.
-    let mut cmd = crate::spawn::command(program, crate::spawn::Group::Own, None);
+    let mut cmd = crate::spawn::command(program, crate::spawn::Group::Session, None);
     if name == "gemini" {
         // Gemini CLI leaves out every MCP server (Troupe's tools among them) in a folder it does
         // not trust, and it has never seen the run's worktree: the person launched the run in

@@ -861,7 +861,7 @@ async fn run_command(
     // the run: a daemon started after a kill -9 ends what it left.
     let argv = sandbox.argv(vec!["sh".into(), "-c".into(), command.into()], workdir)?;
     let (program, args) = argv.split_first().ok_or("no command")?;
-    let mut child = crate::spawn::command(program, crate::spawn::Group::Own, Some(run_id))
+    let mut child = crate::spawn::command(program, crate::spawn::Group::Session, Some(run_id))
         .args(args)
         .current_dir(workdir)
         .stdin(Stdio::null())

@@ -22,6 +22,9 @@ pub struct Spec {
     pub relay: Option<Relay>,
     /// Environment set for the command.
     pub env: Vec<(String, String)>,
+    /// Environment taken away from it.
+    #[serde(default)]
+    pub unset: Vec<String>,
 }
 
 /// The egress relay of a bubblewrap box.
@@ -62,8 +65,15 @@ pub fn main(spec: &str, argv: &[String]) -> i32 {
         eprintln!("troupe box-exec: the egress relay cannot start: {e}");
         return 126;
     }
+    if let Err(e) = drop_capabilities() {
+        eprintln!("troupe box-exec: the box's capabilities cannot be dropped: {e}");
+        return 126;
+    }
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).envs(spec.env.iter().map(|(k, v)| (k, v)));
+    for k in &spec.unset {
+        cmd.env_remove(k);
+    }
     if let Some(policy) = &spec.landlock {
         if let Err(e) = super::landlock::restrict_self(policy) {
             eprintln!("troupe box-exec: Landlock cannot make the box: {e}");
@@ -89,6 +99,58 @@ pub fn main(spec: &str, argv: &[String]) -> i32 {
             127
         }
     }
+}
+
+/// Leaves the process (and so the command) no capability at all: a root member could
+/// otherwise read raw devices, use raw sockets or make device nodes around Landlock's rules.
+/// The bounding set goes first (it needs `CAP_SETPCAP`, which only root has: for anyone else
+/// there is nothing to drop), then the effective, permitted, inheritable and ambient sets.
+#[allow(unsafe_code)]
+fn drop_capabilities() -> std::io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments only; an unknown or unheld capability is an
+        // error that changes nothing.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+    }
+    let header = Header {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let none = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads one header and two data structs of the kernel's v3 layout, which
+    // these are, and only lowers this thread's own sets.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &header, none.as_ptr()) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn start_relay(relay: &Relay) -> std::io::Result<()> {

@@ -56,6 +56,22 @@ pub const DEFAULT_SECRETS: &[&str] = &[
     ".pki",
 ];
 
+/// Environment variables no member gets unless its own definition sets them: the forges',
+/// clouds' and registries' tokens, and the person's session bus.
+pub const WITHHELD_ENV: &[&str] = &[
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITLAB_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "NPM_TOKEN",
+    "CARGO_REGISTRY_TOKEN",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "SSH_AGENT_PID",
+];
+
 /// Package registries a project may let its members reach (`[sandbox] allow_registries`).
 pub const REGISTRY_HOSTS: &[&str] = &[
     "registry.npmjs.org",
@@ -114,6 +130,32 @@ impl Vendor {
             Vendor::Claude => &[".claude", ".claude.json", ".config/claude"],
             Vendor::Codex => &[".codex"],
             Vendor::Gemini => &[".gemini"],
+        }
+    }
+
+    /// Its own config inside its state (read-only in the box).
+    fn config_files(self) -> &'static [&'static str] {
+        match self {
+            Vendor::Claude => &[".claude/settings.json", ".claude/settings.local.json"],
+            Vendor::Codex => &[".codex/config.toml"],
+            Vendor::Gemini => &[".gemini/settings.json"],
+        }
+    }
+
+    /// Environment variables that carry its credentials.
+    fn key_env(self) -> &'static [&'static str] {
+        match self {
+            Vendor::Claude => &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+            ],
+            Vendor::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY"],
+            Vendor::Gemini => &[
+                "GEMINI_API_KEY",
+                "GOOGLE_API_KEY",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+            ],
         }
     }
 
@@ -256,7 +298,7 @@ impl Base {
 pub struct RunBox {
     pub run_id: String,
     /// Its own directory on the host (`<data dir>/boxes/<run>`): `tmp/` (its `/tmp`), `cache/`
-    /// (its `XDG_CACHE_HOME`) and the egress socket.
+    /// (its `XDG_CACHE_HOME`) and `egress/` (the egress socket, read-only in the box).
     pub box_dir: PathBuf,
     /// What it may write besides its checkout and `box_dir`.
     pub writable: Vec<PathBuf>,
@@ -275,6 +317,12 @@ pub struct RunBox {
     pub visible: Vec<PathBuf>,
     /// Its `PATH`, where a program named bare is found.
     pub path: Option<String>,
+    /// Files inside its writable state dirs it may read but not write: its CLI's own config
+    /// (hooks there would run as the person, hosts there would widen the next run's list).
+    pub frozen: Vec<PathBuf>,
+    /// Environment variables it does not get: other vendors' keys, the forges' and clouds'
+    /// tokens, the person's session bus (unless its own agent definition sets them).
+    pub withheld_env: Vec<String>,
 }
 
 /// Where a run's egress goes.
@@ -409,6 +457,45 @@ pub fn plan(base: &Base, input: PlanInput<'_>) -> RunBox {
     }
     allow_hosts.sort();
     allow_hosts.dedup();
+    // What the person's definition names for it to run (a script under /tmp, say).
+    let visible: Vec<PathBuf> = input
+        .project_root
+        .map(canonical)
+        .into_iter()
+        .chain(
+            input
+                .agent
+                .command
+                .iter()
+                .flatten()
+                .filter(|a| a.starts_with('/'))
+                .map(|a| canonical(Path::new(a))),
+        )
+        .collect();
+    let frozen: Vec<PathBuf> = vendor
+        .map(|v| v.config_files())
+        .unwrap_or_default()
+        .iter()
+        .map(|f| member_home.join(f))
+        .chain(
+            (vendor == Some(Vendor::Codex))
+                .then(|| var("CODEX_HOME").map(|h| PathBuf::from(h).join("config.toml")))
+                .flatten(),
+        )
+        .filter(|p| p.is_file())
+        .collect();
+    let own_env: Vec<&str> = input.agent.env.keys().map(String::as_str).collect();
+    let withheld_env: Vec<String> = WITHHELD_ENV
+        .iter()
+        .chain(
+            Vendor::ALL
+                .iter()
+                .filter(|v| Some(**v) != vendor)
+                .flat_map(|v| v.key_env().iter()),
+        )
+        .filter(|k| !own_env.contains(k))
+        .map(|k| k.to_string())
+        .collect();
     let box_dir = base.data_dir.join("boxes").join(input.run_id);
     for dir in [box_dir.join("tmp"), box_dir.join("cache")] {
         if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -438,8 +525,10 @@ pub fn plan(base: &Base, input: PlanInput<'_>) -> RunBox {
         vendor,
         egress: None,
         troupe_exe: input.troupe_exe.to_path_buf(),
-        visible: input.project_root.map(canonical).into_iter().collect(),
+        visible,
         path: var("PATH"),
+        frozen,
+        withheld_env,
     }
 }
 
@@ -600,10 +689,23 @@ pub fn bwrap_argv(
 ) -> Vec<String> {
     let s = |p: &Path| p.display().to_string();
     let mut out = vec![s(program)];
+    // No capability inside, even for a root member (which could otherwise unmount what hides
+    // a secret or remount the root writable). (No controlling terminal to type into either:
+    // every boxed command starts in a session of its own, `spawn::Group::Session`.)
     out.extend(
-        ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-            .iter()
-            .map(|a| a.to_string()),
+        [
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+        ]
+        .iter()
+        .map(|a| a.to_string()),
     );
     // Binds made after the root: (writable, source = destination).
     let mut binds: Vec<(bool, PathBuf)> = Vec::new();
@@ -611,7 +713,15 @@ pub fn bwrap_argv(
         Some(run) => out.extend(["--bind".into(), s(&run.box_dir.join("tmp")), "/tmp".into()]),
         None => out.extend(["--tmpfs".into(), "/tmp".into()]),
     }
+    // The host's sockets (a container engine's, the system bus, screen's) live in /run: an
+    // empty one, with what the run needs bound back below.
+    let run_dir = Path::new("/run");
+    if run_dir.is_dir() {
+        out.extend(["--tmpfs".into(), "/run".into()]);
+    }
     let tmp = Path::new("/tmp");
+    let covered =
+        |p: &Path| (p.starts_with(tmp) && p != tmp) || (p.starts_with(run_dir) && p != run_dir);
     // Its program only (the person's definition names it): the other words may come from
     // the member itself (a terminal it asks for) and must not bind anything into the box.
     let mut seen: Vec<PathBuf> = argv
@@ -639,7 +749,7 @@ pub fn bwrap_argv(
     }
     for p in seen {
         let p = canonical(&p);
-        if p.starts_with(tmp) && p != tmp && p.exists() && !p.starts_with(&base.data_dir) {
+        if covered(&p) && p.exists() && !p.starts_with(&base.data_dir) {
             binds.push((false, p));
         }
     }
@@ -650,8 +760,19 @@ pub fn bwrap_argv(
     let mut proxy_port = None;
     let mut relay = None;
     if let Some(run) = run {
-        binds.push((true, run.box_dir.clone()));
+        // Its cache and the egress socket, each on its own: never the box dir that holds them
+        // (a member could swap what a later box binds for a link to anywhere).
+        binds.push((true, run.box_dir.join("cache")));
         binds.extend(run.writable.iter().map(|p| (true, p.clone())));
+        binds.extend(run.frozen.iter().map(|p| (false, p.clone())));
+        // The socket's own folder, read-only: a daemon restarted after a kill -9 makes the
+        // socket again there, and the box sees it.
+        if let Some(dir) = run.egress.as_ref().and_then(|e| e.socket.parent())
+            && dir.is_dir()
+            && dir != run.box_dir
+        {
+            binds.push((false, dir.to_path_buf()));
+        }
         if let (Some(egress), Some(_)) = (&run.egress, relay_exe) {
             let port = relay_port(&egress.forwards);
             proxy_port = Some(port);
@@ -664,8 +785,12 @@ pub fn bwrap_argv(
     }
     if !is_troupes(base, workdir) && workdir.join(".git").exists() {
         // The person's own checkout (a member working in the project itself): its edits need
-        // the person's approval, and its repository stays the person's.
+        // the person's approval, and its repository and Troupe config stay the person's.
         binds.push((false, workdir.join(".git")));
+        let config = workdir.join(".troupe");
+        if config.is_dir() || std::fs::create_dir(&config).is_ok() {
+            binds.push((false, config));
+        }
     }
     let bind = |out: &mut Vec<String>, (writable, p): &(bool, PathBuf)| {
         let how = if *writable { "--bind" } else { "--ro-bind" };
@@ -725,12 +850,16 @@ pub fn bwrap_argv(
     for (k, v) in box_env("bubblewrap", run, tmp, proxy_port) {
         out.extend(["--setenv".into(), k, v]);
     }
+    for k in run.map(|r| r.withheld_env.as_slice()).unwrap_or_default() {
+        out.extend(["--unsetenv".into(), k.clone()]);
+    }
     out.extend(["--chdir".into(), s(workdir), "--".into()]);
     if let (Some(relay), Some(exe)) = (relay, relay_exe) {
         let spec = Spec {
             landlock: None,
             relay: Some(relay),
             env: Vec::new(),
+            unset: Vec::new(),
         };
         out.extend([
             s(exe),
@@ -763,13 +892,16 @@ pub fn landlock_argv(
         writable.extend(
             entries
                 .flatten()
-                .filter(|e| e.file_name() != ".git")
+                .filter(|e| e.file_name() != ".git" && e.file_name() != ".troupe")
+                // A link at its top would make wherever it leads writable.
+                .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
                 .map(|e| e.path()),
         );
     }
     let (tmp, connect) = match run {
         Some(run) => {
-            writable.push(run.box_dir.clone());
+            writable.push(run.box_dir.join("tmp"));
+            writable.push(run.box_dir.join("cache"));
             writable.extend(run.writable.iter().cloned());
             let mut ports: Vec<u16> = Vec::new();
             if let Some(e) = &run.egress {
@@ -808,6 +940,7 @@ pub fn landlock_argv(
         }),
         relay: None,
         env: box_env("landlock", run, &tmp, proxy),
+        unset: run.map(|r| r.withheld_env.clone()).unwrap_or_default(),
     };
     let mut out = vec![
         exe.display().to_string(),

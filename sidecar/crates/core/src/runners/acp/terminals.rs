@@ -83,7 +83,7 @@ impl Terminals {
             ));
         }
         // The run's marker comes in `spec.env`.
-        let mut child = crate::spawn::command(&spec.command, crate::spawn::Group::Own, None)
+        let mut child = crate::spawn::command(&spec.command, crate::spawn::Group::Session, None)
             .args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .current_dir(cwd)

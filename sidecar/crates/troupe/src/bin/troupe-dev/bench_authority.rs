@@ -100,7 +100,7 @@ async fn run_box_ms(
     );
     let endpoint = troupe_core::egress::open(
         std::sync::Arc::new(gate),
-        &planned.box_dir.join("egress.sock"),
+        &planned.box_dir.join("egress").join("sock"),
         layer == LayerKind::Landlock,
     )?;
     planned.egress = Some(plan::Egress {
