@@ -194,21 +194,25 @@ fn carry(conn: TcpStream, socket: &std::path::Path, tunnel: Option<u16>) -> std:
             .is_some_and(|line| String::from_utf8_lossy(line).contains(" 200"));
         if !ok {
             // Refused: the proxy said why in its answer, which a tunnel's client cannot read;
-            // the connection closes.
-            let _ = conn.shutdown(Shutdown::Both);
+            // the connection closes (dropped).
             return Ok(());
         }
     }
     let (mut down_r, mut down_w) = (conn.try_clone()?, conn);
     let (mut up_r, mut up_w) = (up.try_clone()?, up);
+    // Each way until its sender closes, then the close passed on; either side going away
+    // early ends the copy with an error that only ends this connection.
     let t = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut down_r, &mut up_w);
-        let _ = up_w.shutdown(Shutdown::Write);
+        std::io::copy(&mut down_r, &mut up_w)
+            .and_then(|_| up_w.shutdown(Shutdown::Write))
+            .err()
     });
-    let _ = std::io::copy(&mut up_r, &mut down_w);
-    let _ = down_w.shutdown(Shutdown::Write);
-    let _ = t.join();
-    Ok(())
+    let back = std::io::copy(&mut up_r, &mut down_w).and_then(|_| down_w.shutdown(Shutdown::Write));
+    let there = t.join().ok().flatten();
+    match back.err().or(there) {
+        Some(e) if e.kind() != std::io::ErrorKind::NotConnected => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// An HTTP answer's head, up to its blank line (at most 16 KiB).
