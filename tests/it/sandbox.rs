@@ -478,61 +478,53 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
     lines
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(troupe_test_tools),
-    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
-)]
-async fn hostile_members_cannot_leave_the_bubblewrap_box() {
-    hostile_party("bubblewrap", Kind::Process).await;
+/// One hostile test per member kind and layer.
+macro_rules! hostile_test {
+    ($(#[$doc:meta])* $name:ident, $layer:literal, $kind:expr) => {
+        $(#[$doc])*
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[cfg_attr(
+            not(troupe_test_tools),
+            ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
+        )]
+        async fn $name() {
+            hostile_party($layer, $kind).await;
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(troupe_test_tools),
-    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
-)]
-async fn hostile_members_cannot_leave_the_landlock_box() {
-    hostile_party("landlock", Kind::Process).await;
-}
-
-/// An ACP agent runs the attempts in a terminal it asks the daemon for.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(troupe_test_tools),
-    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
-)]
-async fn an_acp_agents_terminal_cannot_leave_the_bubblewrap_box() {
-    hostile_party("bubblewrap", Kind::AcpTerminal).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(troupe_test_tools),
-    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
-)]
-async fn an_acp_agents_terminal_cannot_leave_the_landlock_box() {
-    hostile_party("landlock", Kind::AcpTerminal).await;
-}
-
-/// An executor's model has it run the attempts with `run_command`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(troupe_test_tools),
-    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
-)]
-async fn an_executors_commands_cannot_leave_the_bubblewrap_box() {
-    hostile_party("bubblewrap", Kind::ExecutorCommand).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(troupe_test_tools),
-    ignore = "drives a real tool scripts/test installs: run with TROUPE_TEST_TOOLS=1"
-)]
-async fn an_executors_commands_cannot_leave_the_landlock_box() {
-    hostile_party("landlock", Kind::ExecutorCommand).await;
-}
+hostile_test!(
+    hostile_members_cannot_leave_the_bubblewrap_box,
+    "bubblewrap",
+    Kind::Process
+);
+hostile_test!(
+    hostile_members_cannot_leave_the_landlock_box,
+    "landlock",
+    Kind::Process
+);
+hostile_test!(
+    /// An ACP agent runs the attempts in a terminal it asks the daemon for.
+    an_acp_agents_terminal_cannot_leave_the_bubblewrap_box,
+    "bubblewrap",
+    Kind::AcpTerminal
+);
+hostile_test!(
+    an_acp_agents_terminal_cannot_leave_the_landlock_box,
+    "landlock",
+    Kind::AcpTerminal
+);
+hostile_test!(
+    /// An executor's model has it run the attempts with `run_command`.
+    an_executors_commands_cannot_leave_the_bubblewrap_box,
+    "bubblewrap",
+    Kind::ExecutorCommand
+);
+hostile_test!(
+    an_executors_commands_cannot_leave_the_landlock_box,
+    "landlock",
+    Kind::ExecutorCommand
+);
 
 /// A listed loopback service (a local model server) is reached through the box's relay and the
 /// daemon's proxy, by its own address (a client that ignores proxy variables) and through the

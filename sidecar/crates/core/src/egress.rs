@@ -397,48 +397,59 @@ async fn answer<S: AsyncWrite + Unpin>(s: &mut S, status: &str, body: &str) {
     }
 }
 
+/// Why a connection is not carried: the answer's status and its text.
+struct Refusal(&'static str, String);
+
 /// Serves one connection of a run's box.
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(gate: Arc<Gate>, mut conn: S) {
-    let (head, rest) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut conn)).await {
-        Ok(Ok(h)) => h,
-        Ok(Err(e)) => {
-            answer(
-                &mut conn,
-                "400 Bad Request",
-                &format!("troupe egress: {e}\n"),
-            )
-            .await;
-            return;
-        }
-        Err(_) => return,
+    let Ok(read) = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut conn)).await else {
+        return;
     };
-    let req = match parse(&head) {
-        Ok(r) => r,
-        Err(e) => {
-            answer(
-                &mut conn,
-                "400 Bad Request",
-                &format!("troupe egress: {e}\n"),
-            )
-            .await;
-            return;
-        }
+    let opened = match read {
+        Ok((head, rest)) => open_upstream(&gate, &head).await.map(|o| (o, rest)),
+        Err(e) => Err(Refusal("400 Bad Request", format!("troupe egress: {e}\n"))),
     };
+    let ((req, mut upstream), rest) = match opened {
+        Ok(o) => o,
+        Err(Refusal(status, body)) => return answer(&mut conn, status, &body).await,
+    };
+    let head = if req.connect {
+        conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+    } else {
+        upstream.write_all(&req.head).await
+    };
+    if head.is_err() || (!rest.is_empty() && upstream.write_all(&rest).await.is_err()) {
+        return;
+    }
+    if let Err(e) = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await {
+        tracing::debug!(host = %req.host, port = req.port, error = %e, "an egress connection ended");
+    }
+}
+
+/// The request of `head`, decided, resolved and connected; or why not (a refusal is on the
+/// timeline).
+async fn open_upstream(
+    gate: &Gate,
+    head: &[u8],
+) -> Result<(Request, tokio::net::TcpStream), Refusal> {
+    let req =
+        parse(head).map_err(|e| Refusal("400 Bad Request", format!("troupe egress: {e}\n")))?;
     let target = format!("{}:{}", req.host, req.port);
-    let refuse = |why: String| {
-        let gate = gate.clone();
+    let refuse = |status: &'static str, why: String| {
         let target = target.clone();
         async move {
             gate.refused(&target, &why).await;
-            format!(
-                "troupe egress: {target} refused: {why}. The person may allow it (troupe inbox), or list it in the agent's sandbox.allow_hosts\n"
+            Refusal(
+                status,
+                format!(
+                    "troupe egress: {target} refused: {why}. The person may allow it (troupe inbox), or list it in the agent's sandbox.allow_hosts\n"
+                ),
             )
         }
     };
     if let Err(why) = gate.decide(&req.host, req.port).await {
-        let body = refuse(why).await;
-        answer(&mut conn, "403 Forbidden", &body).await;
-        return;
+        return Err(refuse("403 Forbidden", why).await);
     }
     // Resolved here: a name that leads to the person's loopback is refused unless the list
     // names the loopback service itself.
@@ -446,60 +457,26 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(gate: Arc<Gate>, mut conn: S) 
     {
         Ok(a) => a.collect(),
         Err(e) => {
-            let body = refuse(format!("its name does not resolve ({e})")).await;
-            answer(&mut conn, "502 Bad Gateway", &body).await;
-            return;
+            let why = format!("its name does not resolve ({e})");
+            return Err(refuse("502 Bad Gateway", why).await);
         }
     };
     let explicit_loopback = gate.listed(&req.host, req.port) && is_loopback_name(&req.host);
     if !explicit_loopback && addrs.iter().any(|a| own_machine(a.ip())) {
-        let body = refuse("it resolves to the person's own machine".into()).await;
-        answer(&mut conn, "403 Forbidden", &body).await;
-        return;
+        let why = "it resolves to the person's own machine".to_string();
+        return Err(refuse("403 Forbidden", why).await);
     }
-    let upstream = match tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        tokio::net::TcpStream::connect(addrs.as_slice()),
-    )
-    .await
-    {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            answer(
-                &mut conn,
-                "502 Bad Gateway",
-                &format!("troupe egress: {target} cannot be reached: {e}\n"),
-            )
-            .await;
-            return;
-        }
-        Err(_) => {
-            answer(
-                &mut conn,
-                "504 Gateway Timeout",
-                &format!("troupe egress: {target} did not answer\n"),
-            )
-            .await;
-            return;
-        }
-    };
-    let mut upstream = upstream;
-    if req.connect {
-        if conn
-            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            .await
-            .is_err()
-        {
-            return;
-        }
-    } else if upstream.write_all(&req.head).await.is_err() {
-        return;
-    }
-    if !rest.is_empty() && upstream.write_all(&rest).await.is_err() {
-        return;
-    }
-    if let Err(e) = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await {
-        tracing::debug!(target = %target, error = %e, "an egress connection ended");
+    let connect = tokio::net::TcpStream::connect(addrs.as_slice());
+    match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+        Ok(Ok(upstream)) => Ok((req, upstream)),
+        Ok(Err(e)) => Err(Refusal(
+            "502 Bad Gateway",
+            format!("troupe egress: {target} cannot be reached: {e}\n"),
+        )),
+        Err(_) => Err(Refusal(
+            "504 Gateway Timeout",
+            format!("troupe egress: {target} did not answer\n"),
+        )),
     }
 }
 
