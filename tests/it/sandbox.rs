@@ -320,11 +320,7 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
                 .unwrap();
             }
         }
-        let s = c
-            .call("get_party_status", json!({ "party_id": &party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] != "running").then_some(s)
+        ended(&c, &party).await
     })
     .await;
     let denied = denied.into_inner();
@@ -478,6 +474,15 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
     lines
 }
 
+/// The status of `party` once it is no longer running.
+async fn ended(c: &troupe::client::Client, party: &str) -> Option<Value> {
+    let s = c
+        .call("get_party_status", json!({ "party_id": party }))
+        .await
+        .unwrap();
+    (s["party"]["status"] != "running").then_some(s)
+}
+
 /// One hostile test per member kind and layer.
 macro_rules! hostile_test {
     ($(#[$doc:meta])* $name:ident, $layer:literal, $kind:expr) => {
@@ -563,14 +568,7 @@ troupe call complete "{\"output\":\"direct=$direct proxied=$proxied\"}" > /dev/n
     )
     .await;
     let party = launch(&c, "reach-party", &project).await;
-    let s = wait_for("the party's end", 120, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] != "running").then_some(s)
-    })
-    .await;
+    let s = wait_for("the party's end", 120, || ended(&c, &party)).await;
     let out: Value = s["members"][0]["output"].clone();
     assert_eq!(s["party"]["status"], "completed", "{s}");
     let text = out
@@ -636,14 +634,7 @@ troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
     d.spawn();
     let c = d.client().await;
     std::fs::write(flags_dir.join("go"), "").unwrap();
-    let s = wait_for("the party's end", 120, || async {
-        let s = c
-            .call("get_party_status", json!({ "party_id": &party }))
-            .await
-            .unwrap();
-        (s["party"]["status"] != "running").then_some(s)
-    })
-    .await;
+    let s = wait_for("the party's end", 120, || async { ended(&c, &party).await }).await;
     assert_eq!(s["party"]["status"], "completed", "{s}");
     assert_eq!(s["members"][0]["output"], "got=hello", "{s}");
 }
@@ -737,11 +728,7 @@ troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
                 .await
                 .unwrap();
             }
-            let s = c
-                .call("get_party_status", json!({ "party_id": &party }))
-                .await
-                .unwrap();
-            (s["party"]["status"] != "running").then_some(s)
+            ended(&c, &party).await
         })
         .await;
         assert_eq!(s["party"]["status"], "completed", "{round}: {s}");
