@@ -818,6 +818,7 @@ pub fn bwrap_argv(
         .filter(|p| **p != base.data_dir)
         .collect();
     let mut covered = Vec::new();
+    let mut emptied = Vec::new();
     for p in hidden {
         let Ok(meta) = std::fs::metadata(p) else {
             continue;
@@ -826,7 +827,8 @@ pub fn bwrap_argv(
         let also = (target != *p).then_some(target);
         for path in std::iter::once(p.clone()).chain(also) {
             if meta.is_dir() {
-                out.extend(["--tmpfs".into(), s(&path), "--remount-ro".into(), s(&path)]);
+                out.extend(["--tmpfs".into(), s(&path)]);
+                emptied.push(path.clone());
             } else {
                 out.extend(["--ro-bind".into(), "/dev/null".into(), s(&path)]);
             }
@@ -834,12 +836,15 @@ pub fn bwrap_argv(
         }
     }
     // What a hidden dir covered that the run needs (the runtime dir inside the person's
-    // `/run/user/<uid>`, say) comes back.
+    // `/run/user/<uid>`, say) comes back; then each emptied dir is made read-only.
     for b in binds
         .iter()
         .filter(|(_, p)| covered.iter().any(|c| p.starts_with(c) && p != c))
     {
         bind(&mut out, b);
+    }
+    for path in &emptied {
+        out.extend(["--remount-ro".into(), s(path)]);
     }
     out.extend(["--remount-ro".into(), s(&base.data_dir)]);
     out.extend(

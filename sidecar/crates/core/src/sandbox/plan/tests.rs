@@ -289,3 +289,38 @@ fn what_a_member_writes_or_asks_binds_nothing_but_git_dirs_into_the_box() {
         .any(|w| (w[0] == "--ro-bind" || w[0] == "--bind") && w[1].starts_with(&named));
     assert!(!bound, "{argv:?}");
 }
+
+#[test]
+fn a_runtime_dir_inside_a_hidden_dir_comes_back_before_that_dir_is_made_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = base(dir.path());
+    // As `$XDG_RUNTIME_DIR/troupe-…` inside the person's hidden `/run/user/<uid>`.
+    let session = dir.path().canonicalize().unwrap().join("run-user");
+    b.runtime_dir = session.join("troupe-1");
+    std::fs::create_dir_all(&b.runtime_dir).unwrap();
+    b.hidden.push(session.clone());
+    let work = b.data_dir.join("clones/p/dev-0");
+    std::fs::create_dir_all(&work).unwrap();
+    let argv = bwrap_argv(
+        Path::new("/usr/bin/bwrap"),
+        None,
+        &b,
+        None,
+        vec!["true".into()],
+        &work,
+    );
+    let last = |what: &str, path: &Path| {
+        let p = path.display().to_string();
+        argv.windows(2)
+            .rposition(|w| w[0] == what && w[1] == p)
+            .unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
+    };
+    assert!(
+        last("--tmpfs", &session) < last("--ro-bind", &b.runtime_dir),
+        "{argv:?}"
+    );
+    assert!(
+        last("--ro-bind", &b.runtime_dir) < last("--remount-ro", &session),
+        "{argv:?}"
+    );
+}
