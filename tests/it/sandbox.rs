@@ -202,7 +202,7 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
         "DAEMON_PID": d.pid().to_string(),
         "OUTSIDER_PID": outsider.id().to_string(),
         "MARK": mark,
-        "PATH": format!("/usr/bin:/bin:{}", Path::new(BIN).parent().unwrap().display()),
+        "PATH": member_path(),
     });
     // The executor's model; kept until the party ends.
     let mut mock = None;
@@ -284,14 +284,7 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
     // let it run.
     let denied = std::sync::atomic::AtomicUsize::new(0);
     let status = wait_for("the hostile party's end", 240, || async {
-        let pending = c
-            .call(
-                "list_approvals",
-                json!({ "status": "pending", "party_id": &party }),
-            )
-            .await
-            .unwrap();
-        for a in pending["approvals"].as_array().unwrap() {
+        for a in pending(&c, &party).await {
             if a["tool_name"] == "network" {
                 assert!(
                     a["subject"]
@@ -300,24 +293,14 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
                         .contains("unlisted.invalid"),
                     "{a}"
                 );
-                c.call(
-                    "decide_approval",
-                    json!({ "approval_id": a["approval_id"], "decision": "deny" }),
-                )
-                .await
-                .unwrap();
+                decide(&c, &a, json!({ "decision": "deny" })).await;
                 denied.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             } else {
                 assert!(
                     kind == Kind::ExecutorCommand && a["tool_name"] == "run_command",
                     "{kind:?} asked for {a}"
                 );
-                c.call(
-                    "decide_approval",
-                    json!({ "approval_id": a["approval_id"], "decision": "approve" }),
-                )
-                .await
-                .unwrap();
+                decide(&c, &a, json!({ "decision": "approve" })).await;
             }
         }
         ended(&c, &party).await
@@ -474,6 +457,32 @@ async fn hostile_party(layer: &str, kind: Kind) -> Vec<String> {
     lines
 }
 
+/// A member's PATH: the system's and this build's `troupe`, nothing of the test machine's.
+fn member_path() -> String {
+    format!(
+        "/usr/bin:/bin:{}",
+        Path::new(BIN).parent().unwrap().display()
+    )
+}
+
+/// `party`'s pending requests.
+async fn pending(c: &troupe::client::Client, party: &str) -> Vec<Value> {
+    let r = c
+        .call(
+            "list_approvals",
+            json!({ "status": "pending", "party_id": party }),
+        )
+        .await
+        .unwrap();
+    r["approvals"].as_array().unwrap().clone()
+}
+
+/// Decides request `a` with `decision` (its `decision` field and any other).
+async fn decide(c: &troupe::client::Client, a: &Value, mut decision: Value) {
+    decision["approval_id"] = a["approval_id"].clone();
+    c.call("decide_approval", decision).await.unwrap();
+}
+
 /// The status of `party` once it is no longer running.
 async fn ended(c: &troupe::client::Client, party: &str) -> Option<Value> {
     let s = c
@@ -557,7 +566,7 @@ troupe call complete "{\"output\":\"direct=$direct proxied=$proxied\"}" > /dev/n
         &c,
         "agent",
         json!({ "name": "reach", "command": [script], "isolation": "worktree",
-                "env": { "PORT": port.to_string(), "PATH": format!("/usr/bin:/bin:{}", Path::new(BIN).parent().unwrap().display()) },
+                "env": { "PORT": port.to_string(), "PATH": member_path() },
                 "sandbox": { "allow_hosts": [format!("127.0.0.1:{port}")] } }),
     )
     .await;
@@ -613,7 +622,7 @@ troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
         "agent",
         json!({ "name": "later", "command": [script], "isolation": "worktree",
                 "env": { "PORT": port.to_string(), "FLAGS": flags_dir.display().to_string(),
-                         "PATH": format!("/usr/bin:/bin:{}", Path::new(BIN).parent().unwrap().display()) },
+                         "PATH": member_path() },
                 "sandbox": { "allow_hosts": [format!("127.0.0.1:{port}")],
                              "writable": [flags_dir.display().to_string()] } }),
     )
@@ -697,7 +706,7 @@ troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
         "agent",
         json!({ "name": "fetch", "command": [script], "isolation": "worktree",
                 "env": { "TARGET": &target,
-                         "PATH": format!("/usr/bin:/bin:{}", Path::new(BIN).parent().unwrap().display()) } }),
+                         "PATH": member_path() } }),
     )
     .await;
     define(
@@ -709,24 +718,16 @@ troupe call complete "{\"output\":\"got=$got\"}" > /dev/null
     for round in ["asked", "known"] {
         let party = launch(&c, "fetch-party", &project).await;
         let s = wait_for("the party's end", 120, || async {
-            let pending = c
-                .call(
-                    "list_approvals",
-                    json!({ "status": "pending", "party_id": &party }),
-                )
-                .await
-                .unwrap();
-            for a in pending["approvals"].as_array().unwrap() {
+            for a in pending(&c, &party).await {
                 assert_eq!(round, "asked", "asked again: {a}");
                 assert_eq!(a["tool_name"], "network", "{a}");
                 assert_eq!(a["subject"], target.as_str(), "{a}");
-                c.call(
-                    "decide_approval",
-                    json!({ "approval_id": a["approval_id"], "decision": "approve_pattern",
-                            "scope": "project" }),
+                decide(
+                    &c,
+                    &a,
+                    json!({ "decision": "approve_pattern", "scope": "project" }),
                 )
-                .await
-                .unwrap();
+                .await;
             }
             ended(&c, &party).await
         })

@@ -299,12 +299,16 @@ impl Accept for tokio::net::TcpListener {
     }
 }
 
-/// Serves each connection of `listener` in a task of its own, until aborted.
+/// Serves each connection of `listener` in a task of its own, until aborted: the connections
+/// (one waiting for the person, say) end with it, when the run's box closes.
 async fn serve_all(listener: impl Accept, gate: Arc<Gate>) {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
+        // Finished connections leave the set as new ones come.
+        while connections.try_join_next().is_some() {}
         match listener.next().await {
             Ok(conn) => {
-                tokio::spawn(serve(gate.clone(), conn));
+                connections.spawn(serve(gate.clone(), conn));
             }
             Err(e) => {
                 // Out of descriptors, say: a pause, then on.

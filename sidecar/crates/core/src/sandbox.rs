@@ -23,6 +23,7 @@ use std::sync::Arc;
 use troupe_api::layout::Layout;
 
 pub use plan::RunBox;
+use plan::canonical;
 
 /// What the daemon's own environment holds that a member must not inherit (where the hub's
 /// NATS is, which may name its server and account).
@@ -146,7 +147,7 @@ impl Sandbox {
                 plan::PersonConfig::default()
             }
         };
-        let base = Arc::new(plan::Base::new(layout, &config));
+        let base = Arc::new(plan::Base::new(layout, &config, troupe_exe));
         if !config.enabled {
             tracing::warn!(
                 "the member box is turned off ([sandbox] enabled = false in config.toml): members can write anywhere, read the person's secrets, the token and the database"
@@ -165,7 +166,7 @@ impl Sandbox {
                 _ => None,
             },
         );
-        let exe = Arc::new(canonical(troupe_exe));
+        let exe = Arc::new(base.troupe_exe.clone());
         let mut misses = Vec::new();
         if force != Some(LayerKind::Landlock) {
             match try_bwrap() {
@@ -260,10 +261,6 @@ impl Sandbox {
         run.egress.as_ref()?;
         Some(run.troupe_exe.clone())
     }
-}
-
-fn canonical(p: &Path) -> PathBuf {
-    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// Bubblewrap, checked by a trial run with the namespaces and mounts the box uses.

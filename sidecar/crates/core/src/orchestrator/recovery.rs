@@ -206,6 +206,19 @@ impl Loop {
         // 2b. An adopted member's box outlived the daemon, its relay too: the relay connects
         //     to the same socket path for each connection, so a proxy opened there again
         //     (with the run's allow list planned anew) gives it back its network.
+        // The boxes of runs that are gone (their temp files, a no-run box's under Landlock)
+        // go; an adopted run's stays.
+        let boxes = self.layout.data_dir.join("boxes");
+        if let Ok(entries) = std::fs::read_dir(&boxes) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if reboxed.iter().all(|r: &AgentRun| r.run_id != name)
+                    && let Err(err) = std::fs::remove_dir_all(e.path())
+                {
+                    tracing::debug!(dir = %e.path().display(), error = %err, "a stale box was not removed");
+                }
+            }
+        }
         for run in reboxed {
             let Ok(agent) = serde_json::from_value::<AgentDefinition>(run.definition.clone())
             else {

@@ -274,7 +274,6 @@ impl Loop {
                 .flatten()
                 .map(|c| c.sandbox())
         });
-        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("troupe"));
         let mut planned = plan::plan(
             self.sandbox.base(),
             plan::PlanInput {
@@ -282,62 +281,49 @@ impl Loop {
                 agent,
                 env,
                 project: project.as_ref(),
-                troupe_exe: &exe,
+                troupe_exe: &self.sandbox.base().troupe_exe,
                 project_root: root.as_deref(),
             },
         );
-        if let Some(endpoint) = self
+        let mut boxes = self
             .boxes
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(&run.run_id)
-        {
-            // Opened already (the run set up its checkout first): the same proxy goes on.
-            planned.egress = Some(plan::Egress {
-                socket: endpoint.socket.clone(),
-                tcp_port: endpoint.tcp_port,
-                forwards: crate::egress::loopback_ports(&planned.allow_hosts),
-            });
-            return self.sandbox.for_run(planned);
-        }
-        let gate = crate::egress::Gate::new(
-            run.run_id.clone(),
-            run.session_id.clone(),
-            Some(run.project_id.clone()),
-            run.party_id.clone(),
-            agent.name.clone(),
-            planned.allow_hosts.clone(),
-            Duration::from_secs_f64(
-                agent
-                    .approval_timeout_secs
-                    .unwrap_or(300.0)
-                    .clamp(1.0, 3600.0),
-            ),
-            self.store.clone(),
-            self.daemon.get().cloned(),
-        );
-        let forwards = crate::egress::loopback_ports(&planned.allow_hosts);
-        let landlock = self.sandbox.layer() == crate::sandbox::LayerKind::Landlock;
-        match crate::egress::open(
-            std::sync::Arc::new(gate),
-            &planned.box_dir.join("egress").join("sock"),
-            landlock,
-        ) {
-            Ok(endpoint) => {
-                planned.egress = Some(plan::Egress {
-                    socket: endpoint.socket.clone(),
-                    tcp_port: endpoint.tcp_port,
-                    forwards,
-                });
-                self.boxes
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .insert(run.run_id.clone(), endpoint);
-            }
-            Err(e) => {
-                tracing::warn!(run = %run.run_id, error = %e, "the run's egress proxy cannot open: it has no network");
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Opened already (the run set up its checkout first): the same proxy goes on.
+        if !boxes.contains_key(&run.run_id) {
+            let gate = crate::egress::Gate::new(
+                run.run_id.clone(),
+                run.session_id.clone(),
+                Some(run.project_id.clone()),
+                run.party_id.clone(),
+                agent.name.clone(),
+                planned.allow_hosts.clone(),
+                Duration::from_secs_f64(
+                    agent
+                        .approval_timeout_secs
+                        .unwrap_or(300.0)
+                        .clamp(1.0, 3600.0),
+                ),
+                self.store.clone(),
+                self.daemon.get().cloned(),
+            );
+            let landlock = self.sandbox.layer() == crate::sandbox::LayerKind::Landlock;
+            let socket = planned.box_dir.join("egress").join("sock");
+            match crate::egress::open(std::sync::Arc::new(gate), &socket, landlock) {
+                Ok(endpoint) => {
+                    boxes.insert(run.run_id.clone(), endpoint);
+                }
+                Err(e) => {
+                    tracing::warn!(run = %run.run_id, error = %e, "the run's egress proxy cannot open: it has no network");
+                }
             }
         }
+        planned.egress = boxes.get(&run.run_id).map(|endpoint| plan::Egress {
+            socket: endpoint.socket.clone(),
+            tcp_port: endpoint.tcp_port,
+            forwards: crate::egress::loopback_ports(&planned.allow_hosts),
+        });
+        drop(boxes);
         self.sandbox.for_run(planned)
     }
 

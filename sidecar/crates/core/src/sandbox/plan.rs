@@ -260,10 +260,12 @@ pub struct Base {
     pub allow_hosts: Vec<String>,
     /// Secrets the person let members read.
     pub readable: Vec<PathBuf>,
+    /// This binary (the relay inside a bubblewrap box, Landlock's `box-exec`).
+    pub troupe_exe: PathBuf,
 }
 
 impl Base {
-    pub fn new(layout: &Layout, config: &PersonConfig) -> Base {
+    pub fn new(layout: &Layout, config: &PersonConfig, troupe_exe: &Path) -> Base {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
@@ -289,6 +291,7 @@ impl Base {
             hidden,
             allow_hosts: config.allow_hosts.clone(),
             readable,
+            troupe_exe: canonical(troupe_exe),
         }
     }
 }
@@ -569,7 +572,7 @@ fn expand(p: &str, home: &Path) -> PathBuf {
     }
 }
 
-fn canonical(p: &Path) -> PathBuf {
+pub(super) fn canonical(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 

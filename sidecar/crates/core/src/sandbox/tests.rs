@@ -52,6 +52,7 @@ fn a_command_in_the_box_writes_only_its_checkout_and_its_own_tmp_and_reads_no_se
         hidden: vec![home.join(".ssh"), data.clone()],
         allow_hosts: Vec::new(),
         readable: Vec::new(),
+        troupe_exe: PathBuf::from("/bin/true"),
     };
     let sandbox = Sandbox {
         layer: Layer::Bwrap(Arc::new(program)),

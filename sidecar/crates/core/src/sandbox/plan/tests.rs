@@ -25,11 +25,55 @@ fn base(dir: &Path) -> Base {
         runtime_dir: dir.join("data/run"),
     };
     std::fs::create_dir_all(&layout.runtime_dir).unwrap();
-    let mut b = Base::new(&layout, &PersonConfig::default());
+    let mut b = Base::new(&layout, &PersonConfig::default(), Path::new("/bin/true"));
     b.home = home.canonicalize().unwrap();
     b.hidden = DEFAULT_SECRETS.iter().map(|p| b.home.join(p)).collect();
     b.hidden.push(b.data_dir.clone());
     b
+}
+
+/// The box of run `run_id` of `agent`, with `env` and a project's `[sandbox]`.
+fn planned(
+    b: &Base,
+    run_id: &str,
+    agent: &AgentDefinition,
+    env: &[(String, String)],
+    project: Option<&ProjectBox>,
+) -> RunBox {
+    let input = PlanInput {
+        run_id,
+        agent,
+        env,
+        project,
+        troupe_exe: Path::new("/bin/true"),
+        project_root: None,
+    };
+    plan(b, input)
+}
+
+/// bubblewrap's command line for `argv` in `workdir` (no relay).
+fn bwrap(b: &Base, run: Option<&RunBox>, argv: Vec<String>, workdir: &Path) -> Vec<String> {
+    bwrap_argv(Path::new("/usr/bin/bwrap"), None, b, run, argv, workdir)
+}
+
+/// Where `argv` first (or last) has option `what` on `path`.
+fn first_at(argv: &[String], what: &str, path: &Path) -> usize {
+    at(argv, what, path, false)
+}
+
+fn last_at(argv: &[String], what: &str, path: &Path) -> usize {
+    at(argv, what, path, true)
+}
+
+fn at(argv: &[String], what: &str, path: &Path, last: bool) -> usize {
+    let p = path.display().to_string();
+    let hit = |w: &[String]| w[0] == what && w[1] == p;
+    let found = if last {
+        argv.windows(2).rposition(hit)
+    } else {
+        argv.windows(2).position(hit)
+    };
+    found.unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
 }
 
 #[test]
@@ -58,23 +102,12 @@ fn vendors_are_known_by_runner_or_program() {
 fn each_cli_writes_its_own_state_and_reads_no_other_vendors() {
     let dir = tempfile::tempdir().unwrap();
     let b = base(dir.path());
-    let exe = Path::new("/bin/true");
     let claude = agent("acp:claude", None);
     let env = vec![(
         "ANTHROPIC_BASE_URL".to_string(),
         "http://127.0.0.1:4010".to_string(),
     )];
-    let r = plan(
-        &b,
-        PlanInput {
-            run_id: "r1",
-            agent: &claude,
-            env: &env,
-            project: None,
-            troupe_exe: exe,
-            project_root: None,
-        },
-    );
+    let r = planned(&b, "r1", &claude, &env, None);
     assert!(r.writable.contains(&b.home.join(".claude")));
     assert!(
         !r.writable
@@ -94,17 +127,7 @@ fn each_cli_writes_its_own_state_and_reads_no_other_vendors() {
     assert!(r.box_dir.join("tmp").is_dir());
 
     let shell = agent("process", Some(&["sh"]));
-    let r = plan(
-        &b,
-        PlanInput {
-            run_id: "r2",
-            agent: &shell,
-            env: &[],
-            project: None,
-            troupe_exe: exe,
-            project_root: None,
-        },
-    );
+    let r = planned(&b, "r2", &shell, &[], None);
     assert!(r.writable.is_empty(), "{:?}", r.writable);
     assert!(r.allow_hosts.is_empty());
     for v in [".claude", ".codex", ".gemini"] {
@@ -125,17 +148,7 @@ fn an_agent_or_a_project_adds_but_never_uncovers_a_secret() {
         allow_hosts: vec![],
         allow_registries: true,
     };
-    let r = plan(
-        &b,
-        PlanInput {
-            run_id: "r3",
-            agent: &a,
-            env: &[],
-            project: Some(&project),
-            troupe_exe: Path::new("/bin/true"),
-            project_root: None,
-        },
-    );
+    let r = planned(&b, "r3", &a, &[], Some(&project));
     assert_eq!(r.writable, vec![b.home.join("work-cache")]);
     assert!(r.hidden.contains(&b.home.join("notes")));
     assert!(
@@ -149,33 +162,11 @@ fn bubblewrap_hides_secrets_after_the_writable_binds() {
     let dir = tempfile::tempdir().unwrap();
     let b = base(dir.path());
     let a = agent("acp:claude", None);
-    let r = plan(
-        &b,
-        PlanInput {
-            run_id: "r4",
-            agent: &a,
-            env: &[],
-            project: None,
-            troupe_exe: Path::new("/bin/true"),
-            project_root: None,
-        },
-    );
+    let r = planned(&b, "r4", &a, &[], None);
     let work = b.data_dir.join("clones/p/dev-0");
     std::fs::create_dir_all(&work).unwrap();
-    let argv = bwrap_argv(
-        Path::new("/usr/bin/bwrap"),
-        None,
-        &b,
-        Some(&r),
-        vec!["sh".into()],
-        &work,
-    );
-    let at = |what: &str, path: &Path| {
-        let p = path.display().to_string();
-        argv.windows(2)
-            .position(|w| w[0] == what && w[1] == p)
-            .unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
-    };
+    let argv = bwrap(&b, Some(&r), vec!["sh".into()], &work);
+    let at = |what: &str, path: &Path| first_at(&argv, what, path);
     assert!(at("--bind", &b.home.join(".claude")) < at("--tmpfs", &b.home.join(".ssh")));
     assert!(at("--tmpfs", &b.data_dir) < at("--bind", &work));
     assert!(argv.contains(&"--unshare-net".to_string()));
@@ -192,20 +183,8 @@ fn a_checkout_that_holds_the_data_dir_does_not_uncover_it() {
     let dir = tempfile::tempdir().unwrap();
     let b = base(dir.path());
     let root = dir.path().canonicalize().unwrap();
-    let argv = bwrap_argv(
-        Path::new("/usr/bin/bwrap"),
-        None,
-        &b,
-        None,
-        vec!["true".into()],
-        &root,
-    );
-    let pos = |what: &str, path: &Path| {
-        let p = path.display().to_string();
-        argv.windows(2)
-            .position(|w| w[0] == what && w[1] == p)
-            .unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
-    };
+    let argv = bwrap(&b, None, vec!["true".into()], &root);
+    let pos = |what: &str, path: &Path| first_at(&argv, what, path);
     assert!(
         pos("--bind", &root) < pos("--tmpfs", &b.data_dir),
         "{argv:?}"
@@ -225,17 +204,7 @@ fn codex_may_reach_the_model_servers_its_config_names() {
     .unwrap();
     let env = vec![("CODEX_HOME".to_string(), codex_home.display().to_string())];
     let codex = agent("acp:codex", None);
-    let r = plan(
-        &b,
-        PlanInput {
-            run_id: "r5",
-            agent: &codex,
-            env: &env,
-            project: None,
-            troupe_exe: Path::new("/bin/true"),
-            project_root: None,
-        },
-    );
+    let r = planned(&b, "r5", &codex, &env, None);
     assert!(
         r.allow_hosts.contains(&"127.0.0.1:4567".to_string()),
         "{:?}",
@@ -270,9 +239,7 @@ fn what_a_member_writes_or_asks_binds_nothing_but_git_dirs_into_the_box() {
         ),
     )
     .unwrap();
-    let argv = bwrap_argv(
-        Path::new("/usr/bin/bwrap"),
-        None,
+    let argv = bwrap(
         &b,
         None,
         vec![
@@ -301,20 +268,8 @@ fn a_runtime_dir_inside_a_hidden_dir_comes_back_before_that_dir_is_made_read_onl
     b.hidden.push(session.clone());
     let work = b.data_dir.join("clones/p/dev-0");
     std::fs::create_dir_all(&work).unwrap();
-    let argv = bwrap_argv(
-        Path::new("/usr/bin/bwrap"),
-        None,
-        &b,
-        None,
-        vec!["true".into()],
-        &work,
-    );
-    let last = |what: &str, path: &Path| {
-        let p = path.display().to_string();
-        argv.windows(2)
-            .rposition(|w| w[0] == what && w[1] == p)
-            .unwrap_or_else(|| panic!("{what} {p} in {argv:?}"))
-    };
+    let argv = bwrap(&b, None, vec!["true".into()], &work);
+    let last = |what: &str, path: &Path| last_at(&argv, what, path);
     assert!(
         last("--tmpfs", &session) < last("--ro-bind", &b.runtime_dir),
         "{argv:?}"
