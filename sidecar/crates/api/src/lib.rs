@@ -255,6 +255,21 @@ macro_rules! for_each_operation {
         /// The conflict radar's current predictions: members' branches (or a branch and the
         /// target) that would conflict, with files and line ranges.
         list_conflicts(ListConflictsParams) -> ConflictsResult, Anyone;
+        /// What a party delivered: the request, the plan with each step's owner and state, the
+        /// decisions with their ADRs, the last test run and each member's cost, as data and as
+        /// Markdown (its pull request's body).
+        get_delivery_summary(PartyIdParams) -> DeliverySummary, Anyone;
+        /// A party's pull request on the forge and where it stands (checks, rounds of fixes,
+        /// ready, merged).
+        get_pull_request(PartyIdParams) -> PullRequestView, Anyone;
+        /// Merge a party's pull request on the forge with the person's forge credential (only
+        /// its head as pushed; the forge refuses what its rules refuse).
+        merge_pull_request(MergePullRequestParams) -> PullRequestView, Person;
+        /// An event from the forge (the webhook receiver hands it over once its signature is
+        /// checked): a label or a mention by someone with write access starts the project's
+        /// configured party; checks and reviews wake the pull request's watcher. A delivery
+        /// id seen before is refused.
+        receive_forge_event(ForgeEventParams) -> ForgeEventResult, Person;
         /// Propose a plan for a party (seed 004): steps with an owner role, acceptance text,
         /// tool policy, budget and dependencies; a new draft version, checked (owners are roles,
         /// no dependency cycle).
@@ -307,6 +322,16 @@ macro_rules! for_each_operation {
         dismiss_inbox_item(InboxItemParams) -> InboxResult, Person;
         /// Durable notifications for the person (escalations, paused roles, finished parties).
         list_notifications(ListNotificationsParams) -> NotificationsResult, Anyone;
+        /// The schedules that start parties (`[schedules.<name>]` of each project's
+        /// `.troupe/config.toml`, read again now), with their next due time (UTC), paused or
+        /// not, their last run and any error.
+        list_schedules(ListSchedulesParams) -> SchedulesResult, Anyone;
+        /// Pause a schedule: it fires no more until resumed (its due times meanwhile are not run).
+        pause_schedule(ScheduleParams) -> ScheduleResult, Person;
+        /// Resume a paused schedule: it fires next at its cron's next time from now.
+        resume_schedule(ScheduleParams) -> ScheduleResult, Person;
+        /// Launch a schedule's party now, with its task; its cron's sequence is unchanged.
+        run_schedule_now(ScheduleParams) -> RunScheduleNowResult, Person;
         /// Ask a person for permission and wait (long-poll; resume with approval_id): approved by a matching rule, decided, or denied on timeout.
         request_permission(RequestPermissionParams) -> PermissionResult, Caller("session_id");
         /// Ask a person a question and wait (long-poll; resume with question_id): one of

@@ -75,6 +75,7 @@ pub async fn start(
         orchestrator,
         plugins: plugins.clone(),
         radar: Arc::default(),
+        forges: Arc::new(crate::forge::Forges::new(layout.data_dir.clone())),
         config,
         layout,
         run_key,
@@ -113,6 +114,9 @@ pub async fn start(
     plugins.watch();
     crate::datadir::watch(&daemon);
     crate::retention::watch(&daemon);
+    crate::pulls::watch(&daemon);
+    crate::forge_events::poll(&daemon);
+    crate::schedules::watch(&daemon);
     if plugins.any_installed() {
         // Build the engine and load the plugins off the start-up path.
         tokio::task::spawn_blocking(move || {

@@ -37,6 +37,8 @@ pub struct Ctx {
     pub orchestrator: Orchestrator,
     /// What wraps the commands run for members (tests of their work).
     pub sandbox: crate::sandbox::Sandbox,
+    /// The forge (pull requests).
+    pub forges: std::sync::Arc<crate::forge::Forges>,
 }
 
 pub fn now_ms() -> i64 {

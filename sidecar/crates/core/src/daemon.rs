@@ -37,6 +37,8 @@ pub struct Daemon {
     pub layout: Layout,
     /// Signs and checks runs' credentials (`crate::authority`).
     pub run_key: crate::authority::RunKey,
+    /// The forge's client and the pull requests' watcher's wake-up (`crate::forge`).
+    pub forges: Arc<crate::forge::Forges>,
     /// What members run in (`crate::sandbox`).
     pub sandbox: crate::sandbox::Sandbox,
     pub ws_addr: SocketAddr,
@@ -68,6 +70,7 @@ impl crate::collab::Ctx {
             layout: d.layout.clone(),
             orchestrator: d.orchestrator.clone(),
             sandbox: d.sandbox.clone(),
+            forges: d.forges.clone(),
         }
     }
 }

@@ -158,6 +158,29 @@ pub fn items(
     {
         merge_conflicts(store, row, &mut out)?;
     }
+    out.extend(crate::schedules::inbox_items(store, project.as_deref())?);
+    for link in store.forge_links_in(&["ready"])? {
+        let Some(row) = by_id(&link.party_id) else {
+            continue; // another project's
+        };
+        let number = link.pull_number.unwrap_or_default();
+        out.push(InboxItem {
+            item_id: format!("pull_request_ready:{}:{}", link.party_id, link.head_sha.clone().unwrap_or_default()),
+            kind: "pull_request_ready".into(),
+            project_id: Some(row.project_id.clone()),
+            party_id: Some(link.party_id.clone()),
+            session_id: None,
+            title: format!("{}: pull request #{number} on {} is ready to merge", row.name, link.repo),
+            detail: link.pull_url.clone(),
+            since: link.updated_at.clone(),
+            answer: answer(
+                "merge_pull_request",
+                json!({ "party_id": link.party_id }),
+                None,
+                Vec::new(),
+            ),
+        });
+    }
     out.retain(|i| !dismissed.contains(&i.item_id));
     out.sort_by(|a, b| a.since.cmp(&b.since).then(a.item_id.cmp(&b.item_id)));
     Ok(out)

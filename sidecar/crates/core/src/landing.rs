@@ -28,6 +28,7 @@ mod checkouts;
 mod conflicts;
 mod integration;
 mod picks;
+mod pull;
 mod rework;
 
 pub use checkouts::{
@@ -37,6 +38,7 @@ pub use integration::{
     check_integration_of, integration_left, integration_of, remove_integration_of,
 };
 pub use picks::{all_picked, judge_prompt, land_when_picked, picked_checkouts};
+pub use pull::{PUSHED_BY, deliver, view as pull_view};
 pub use rework::{live_reworks, rework};
 
 use conflicts::{report_conflicts, short};
@@ -283,6 +285,7 @@ pub async fn land_as(
         integration_dir: None,
         members,
         test: None,
+        pull_request: None,
         summary: String::new(),
     };
     let integrated_any = result.members.iter().any(|m| m.outcome == "integrated");
@@ -387,6 +390,49 @@ pub async fn land_as(
             result.target,
             short(&result.tip)
         );
+        return Ok(result);
+    }
+    // A party started from an issue delivers as a pull request whatever its queue says.
+    let to = match p.to {
+        LandTo::Branch
+            if ctx
+                .store
+                .get_forge_link(&party.row.party_id)?
+                .is_some_and(|l| l.issue_number.is_some()) =>
+        {
+            LandTo::PullRequest
+        }
+        to => to,
+    };
+    if to == LandTo::PullRequest {
+        let _one = one;
+        let pull = pull::deliver(ctx, &party, &result).await;
+        let pull = match pull {
+            Ok(pull) => pull,
+            Err(e) => {
+                let text = format!("the pull request could not be delivered: {e}");
+                timeline(ctx, &party, "pull_request_failed", json!({ "error": e.to_string() }))
+                    .await;
+                tell_person(
+                    ctx,
+                    &party,
+                    "forge_error",
+                    &text,
+                    json!({ "party_id": party.row.party_id }),
+                )
+                .await;
+                return Err(e);
+            }
+        };
+        result.summary = format!(
+            "delivered {} as pull request #{} on {} ({})",
+            landed.join(", "),
+            pull.number.unwrap_or_default(),
+            pull.repo,
+            pull.url.clone().unwrap_or_default()
+        );
+        result.pull_request = Some(pull);
+        timeline(ctx, &party, "party_delivered", json!(&result)).await;
         return Ok(result);
     }
     // The last part runs to its end even if the caller stops waiting (a cancelled land run, a

@@ -4,12 +4,14 @@
 mod agents;
 pub mod approvals;
 mod collab;
+mod forge;
 mod hooks;
 mod inbox;
 mod landing;
 mod parties;
 mod plugins;
 mod questions;
+mod schedules;
 #[cfg(test)]
 mod tests;
 
@@ -22,12 +24,14 @@ pub use approvals::{
     request_permission_decided, revoke_approval_rule,
 };
 pub use collab::*;
+pub use forge::*;
 pub use hooks::*;
 pub use inbox::*;
 pub use landing::*;
 pub use parties::*;
 pub use plugins::*;
 pub use questions::*;
+pub use schedules::*;
 
 use std::path::Path;
 use std::time::Duration;

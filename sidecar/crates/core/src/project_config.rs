@@ -43,6 +43,11 @@ impl ProjectConfig {
     }
 
     /// `[section] key`, when it is a string.
+    /// A whole section (`[forge]`), as written.
+    pub fn section(&self, name: &str) -> Option<&toml::Value> {
+        self.table.get(name)
+    }
+
     pub fn string(&self, section: &str, key: &str) -> Option<&str> {
         self.table.get(section)?.get(key)?.as_str()
     }

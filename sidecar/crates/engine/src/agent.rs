@@ -301,6 +301,24 @@ fn llm() -> String {
     "llm".into()
 }
 
+/// Where the merge queue delivers the integrated, tested work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LandTo {
+    /// Move the target branch in the person's repository.
+    #[default]
+    Branch,
+    /// Push a branch to the project's forge and open (or update) a pull request on the
+    /// target, with the party's delivery summary; the target is not moved.
+    PullRequest,
+}
+
+impl LandTo {
+    pub fn is_branch(&self) -> bool {
+        *self == LandTo::Branch
+    }
+}
+
 /// How member branches join the target when a party's work lands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -330,6 +348,9 @@ pub struct LandOptions {
     /// Seconds the test command may take (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_timeout_secs: Option<u64>,
+    /// `pull_request`: deliver as a pull request on the project's forge.
+    #[serde(default, skip_serializing_if = "LandTo::is_branch")]
+    pub to: LandTo,
 }
 
 /// Options of the `acp:<agent>` runner (an Agent Client Protocol agent over stdio).

@@ -13,7 +13,7 @@ pub mod spec;
 
 pub use agent::{
     AcpOptions, AgentDefinition, AgentOverrides, BoxSettings, Budget, Isolation, LandOptions,
-    LandStrategy, RouterSpec, Spent, TeamSpec, Termination, Workflow, acp_default_command,
+    LandStrategy, LandTo, RouterSpec, Spent, TeamSpec, Termination, Workflow, acp_default_command,
 };
 pub use party::{
     Action, Decision, Input, Member, MemberStatus, Party, PartyStatus, Signal, StepError,

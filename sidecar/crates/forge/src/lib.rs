@@ -8,8 +8,11 @@
 
 use std::fmt;
 
+pub mod credential;
+mod github;
 mod refs;
 
+pub use github::GitHub;
 pub use refs::{IssueRef, RepoRef};
 
 /// Who wrote an issue, a comment or a review, as the forge sees them in the repository.

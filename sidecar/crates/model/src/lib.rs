@@ -705,3 +705,28 @@ pub struct MemberPick {
     pub created_at: String,
     pub picked_at: Option<String>,
 }
+
+/// A party's link to the forge: the issue it started from, the pull request it delivered and
+/// where that stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ForgeLink {
+    pub party_id: String,
+    /// `owner/name` on the forge.
+    pub repo: String,
+    pub issue_number: Option<i64>,
+    pub pull_number: Option<i64>,
+    pub pull_url: Option<String>,
+    pub head_branch: Option<String>,
+    pub base_branch: Option<String>,
+    /// The tip the daemon pushed last.
+    pub head_sha: Option<String>,
+    /// working (no pull request yet), open (checks and reviews awaited), fixing (a round of
+    /// fixes under way), ready (green and approved: the person merges), merged, closed,
+    /// gave_up (CI rounds spent).
+    pub state: String,
+    pub ci_rounds: i64,
+    /// The last failure, error or reason, in a sentence.
+    pub detail: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}

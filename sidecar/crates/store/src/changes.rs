@@ -72,9 +72,14 @@ pub(crate) fn event_topic(kind: &str) -> Option<Topic> {
         "member_picked" => Some(Topic::Picks),
         "question_asked" | "question_answered" | "question_expired" | "decision_proposed"
         | "decision_voted" | "decision_tied" | "decision_committed" | "task_escalated"
-        | "task_reassigned" | "inbox_dismissed" | "merge_conflict" | "party_landed" => {
+        | "task_reassigned" | "inbox_dismissed" | "merge_conflict" | "party_landed"
+        | "party_delivered" => {
             Some(Topic::Inbox)
         }
+        // Each schedule is an inbox item, its title and answer from its state.
+        "schedule_added" | "schedule_changed" | "schedule_removed" | "schedule_error"
+        | "schedule_fired" | "schedule_missed" | "schedule_launched" | "schedule_failed"
+        | "schedule_paused" | "schedule_resumed" => Some(Topic::Inbox),
         _ => None,
     }
 }

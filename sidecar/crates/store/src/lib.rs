@@ -18,6 +18,7 @@ mod error;
 mod events;
 mod filters;
 mod floor;
+mod forge;
 mod landing;
 mod messages;
 mod notifications;
@@ -25,6 +26,7 @@ mod parties;
 mod questions;
 mod retention;
 mod runs;
+mod schedules;
 mod schema;
 mod sessions;
 mod tasks;
@@ -47,10 +49,11 @@ pub use floor::{FloorFigures, group_commit_floor};
 pub use messages::{PollFilter, SendOutcome};
 pub use retention::{DbSize, Kind as RetentionKind, Swept, WINDOW as RETENTION_WINDOW};
 pub use runs::{ActiveRun, RunCaller, RunToComplete};
+pub use schedules::{Fire, Schedule, ScheduleConfig};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
     AgentRun, Approval, ApprovalRule, ApprovalStatus, Decision, DecisionRecord, DecisionStatus,
-    DefinitionRow, Event, MemberPick, MemberRow, MemberState, MemberStatus, Message, MessageType,
+    DefinitionRow, Event, ForgeLink, MemberPick, MemberRow, MemberState, MemberStatus, Message, MessageType,
     NewApproval, NewEvent, NewMessage, NewNotification, NewQuestion, NewRun, NewSession,
     Notification, PartyHead, PartyRow, PartyState, PartyStatus, PlanReview, PlanStatus, PlanStep,
     PlanVersion, Priority, Project, Question, QuestionStatus, Recipients, RegisterOutcome, RunEnd,

@@ -28,6 +28,8 @@ pub(crate) const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("migrations/0012_retention.sql")),
     M::up(include_str!("migrations/0013_run_prompts.sql")),
     M::up(include_str!("migrations/0014_member_checkouts.sql")),
+    M::up(include_str!("migrations/0015_schedules.sql")),
+    M::up(include_str!("migrations/0016_forge.sql")),
 ];
 
 /// The schema version a fully migrated database has.

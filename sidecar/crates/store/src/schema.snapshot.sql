@@ -252,6 +252,25 @@ CREATE TABLE questions (
     created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     answered_at TEXT
 ) STRICT;
+CREATE TABLE schedules (
+    project_id    TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    name          TEXT NOT NULL,
+    cron          TEXT NOT NULL,
+    party         TEXT NOT NULL,
+    task          TEXT NOT NULL,
+    missed        TEXT NOT NULL DEFAULT 'once' CHECK (missed IN ('once', 'skip')),
+    paused        INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+    problem       TEXT,
+    next_due_at   TEXT,
+    last_due_at   TEXT,
+    last_run_at   TEXT,
+    launching     INTEGER NOT NULL DEFAULT 0 CHECK (launching IN (0, 1)),
+    last_party_id TEXT,
+    last_error    TEXT,
+    state_at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (project_id, name)
+) STRICT;
 CREATE TABLE sessions (
     id                   TEXT PRIMARY KEY,
     project_id           TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,

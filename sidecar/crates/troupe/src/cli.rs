@@ -30,6 +30,7 @@ mod doctor;
 mod gc;
 mod land;
 mod review;
+mod schedule;
 
 /// Ends the command with this exit code, having said what it had to say (not an error message).
 #[derive(Debug)]
@@ -103,6 +104,10 @@ pub enum Command {
     /// Everything waiting for you (approvals, questions, paused roles, decisions…), and answers.
     #[command(subcommand)]
     Inbox(collab::InboxCommand),
+    /// The schedules that start parties (`[schedules.NAME]` of .troupe/config.toml): list them,
+    /// pause, resume, run one now.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// A party's plan: show it, review the draft, commit it.
     #[command(subcommand)]
     Plan(collab::PlanCommand),
@@ -308,6 +313,11 @@ pub enum PartyCommand {
         /// A task of the project's (`create_task`) the party takes on.
         #[arg(long)]
         task_id: Option<String>,
+        /// An issue of the project's forge repository as the task (`OWNER/REPO#N`, `#N` or
+        /// its URL): its title, body and comments, marked as untrusted; the work arrives as a
+        /// pull request.
+        #[arg(long)]
+        issue: Option<String>,
     },
     /// Parties of this directory's project.
     List,
@@ -482,6 +492,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Approvals(cmd) => approvals(&layout, cmd, cli.json).await,
             Command::Agent(cmd) => agent::run(&layout, cmd, cli.json).await,
             Command::Inbox(cmd) => collab::inbox(&layout, cmd, cli.json).await,
+            Command::Schedule(cmd) => schedule::run(&layout, cmd, cli.json).await,
             Command::Land(args) => land::run(&layout, args, cli.json).await,
             Command::Review(args) => review::run(&layout, args, cli.json).await,
             Command::Plan(cmd) => collab::plan(&layout, cmd, cli.json).await,
@@ -882,8 +893,12 @@ async fn party(layout: &Layout, cmd: PartyCommand, json: bool) -> anyhow::Result
             name,
             words,
             task_id,
+            issue,
         } => {
             let mut params = json!({ "name": name, "task_id": task_id, "cwd": cwd_string()? });
+            if let Some(issue) = issue {
+                params["issue"] = json!(issue);
+            }
             if !words.is_empty() {
                 params["inputs"] = json!({ "task": words.join(" ") });
             }

@@ -9,3 +9,4 @@ pub mod acp;
 pub mod lsp;
 pub mod mcp;
 pub mod rpc;
+pub mod webhook;

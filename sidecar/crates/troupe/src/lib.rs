@@ -4,6 +4,7 @@
 //! `troupe_api`. The binary (`main.rs`) is a thin clap front over this library.
 
 pub mod auth;
+pub mod away;
 pub mod cli;
 pub mod client;
 pub mod demo;

@@ -70,6 +70,12 @@ struct Settings {
     /// The retention rules (`[retention] max_age_days = 30`), read by the core.
     #[allow(dead_code)]
     retention: Option<toml::Table>,
+    /// Notifications away from the desk (`[notify] webhook_url = "…"`), read by `crate::away`.
+    #[allow(dead_code)]
+    notify: Option<toml::Table>,
+    /// The forge (`[forge] api_url = "…"`, the webhook receiver), read by the core.
+    #[allow(dead_code)]
+    forge: Option<toml::Table>,
 }
 
 /// How the hub or a worker authenticates to NATS and checks its server: `[nats_auth]` in

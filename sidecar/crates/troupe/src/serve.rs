@@ -56,6 +56,8 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     if let Some(hub) = &hub {
         hub.attach(&daemon).await?;
     }
+    // Notifications away from the desk (desktop, webhook) of what comes to wait in the inbox.
+    let away = crate::away::start(&daemon);
     let mut shutdown_rx = daemon.shutdown_requested();
     let methods = rpc::build_module(&daemon)?;
     let server_config = rpc::server_config(config.max_message_bytes);
@@ -82,6 +84,7 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
             }
         }
     });
+    start_webhook(&daemon, &config);
     let endpoint = Endpoint {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -141,6 +144,7 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
     // Stop accepting, let open connections finish, then flush the store.
     drop(unix);
     drop(tcp);
+    drop(away);
     // Only our own: a daemon whose data dir was deleted may find a newer daemon's files here.
     let endpoint_ours =
         crate::client::read_endpoint(&layout).is_ok_and(|e| e.pid == std::process::id());
@@ -179,4 +183,48 @@ pub async fn serve(config: Config, nats: Option<String>) -> anyhow::Result<()> {
 fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The forge's webhook receiver, when the person's `[forge] webhook_listen` asks for one. A
+/// setting that cannot be served is logged, and the daemon serves its other doors.
+fn start_webhook(daemon: &Arc<troupe_core::daemon::Daemon>, config: &Config) {
+    let settings = match troupe_core::forge::Settings::load(&config.layout.data_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "the forge settings are unreadable: no webhook receiver");
+            return;
+        }
+    };
+    let Some(listen) = settings.webhook_listen else {
+        return;
+    };
+    let addr: std::net::SocketAddr = match listen.parse() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(%listen, error = %e, "[forge] webhook_listen is not an address: no webhook receiver");
+            return;
+        }
+    };
+    if !addr.ip().is_loopback() && !config.allow_non_loopback {
+        tracing::error!(%addr, "[forge] webhook_listen is not a loopback address (a tunnel forwards to loopback): no webhook receiver");
+        return;
+    }
+    let Some(file) = settings.webhook_secret_file else {
+        tracing::error!("[forge] webhook_listen needs webhook_secret_file: no webhook receiver");
+        return;
+    };
+    let secret = match crate::doors::webhook::read_secret(&file) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "no webhook receiver");
+            return;
+        }
+    };
+    let weak = Arc::downgrade(daemon);
+    let shutdown = daemon.shutdown_requested();
+    tokio::spawn(async move {
+        if let Err(e) = crate::doors::webhook::serve(weak, addr, secret, shutdown).await {
+            tracing::error!(error = %e, "the webhook receiver stopped");
+        }
+    });
 }

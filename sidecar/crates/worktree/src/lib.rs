@@ -7,6 +7,7 @@
 //! (`radar`) each have their own room.
 
 pub mod land;
+pub mod push;
 pub mod radar;
 pub mod review;
 
@@ -54,6 +55,8 @@ pub enum WorktreeError {
     Undo { path: PathBuf, reason: String },
     #[error("{} is not a member's own checkout as Troupe made it ({why}); nothing was read or written there", path.display())]
     NotOwnRepo { path: PathBuf, why: String },
+    #[error("git push to {remote} failed: {reason}")]
+    Push { remote: String, reason: String },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{0}")]

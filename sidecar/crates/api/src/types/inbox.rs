@@ -32,7 +32,7 @@ pub struct InboxAnswer {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct InboxItem {
     pub item_id: String,
-    /// approval, question, paused_role, escalation, decision, pick, merge_conflict.
+    /// approval, question, paused_role, escalation, decision, pick, merge_conflict, schedule.
     pub kind: String,
     pub project_id: Option<String>,
     pub party_id: Option<String>,

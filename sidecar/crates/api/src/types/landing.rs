@@ -128,7 +128,7 @@ pub struct MemberCommitsResult {
     pub commits: Vec<CommitView>,
 }
 
-pub use troupe_engine::LandStrategy;
+pub use troupe_engine::{LandStrategy, LandTo};
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +148,10 @@ pub struct LandPartyParams {
     /// Integrate and test, but do not move the target.
     #[serde(default)]
     pub dry_run: bool,
+    /// `pull_request`: push the tested integration to the project's forge and open (or
+    /// update) the party's pull request on the target instead of moving it.
+    #[serde(default, skip_serializing_if = "LandTo::is_branch")]
+    pub to: LandTo,
 }
 
 /// A conflicting file and its hunks (with conflict markers).
@@ -198,6 +202,9 @@ pub struct LandResult {
     pub members: Vec<MemberLanding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test: Option<TestRun>,
+    /// Delivered as a pull request (`to: pull_request`): where it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<PullRequestView>,
     /// What happened, in a sentence.
     pub summary: String,
 }

@@ -20,6 +20,11 @@ pub struct LaunchPartyParams {
     /// Free-form inputs handed to every member's prompt.
     #[serde(default)]
     pub inputs: Option<serde_json::Value>,
+    /// An issue of the project's forge repository as the task: `OWNER/REPO#N`, `#N` (the
+    /// project's own repository) or its URL. Its title, body and comments become the `task`
+    /// input, marked as untrusted text from the forge; the party links back to it.
+    #[serde(default)]
+    pub issue: Option<String>,
     /// The project (its git root); or give `project_id`.
     #[serde(default)]
     pub cwd: Option<String>,

@@ -245,6 +245,33 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
     if let Some(s) = &p.created_by_session_id {
         d.store.get_session(s)?;
     }
+    // An issue as the task: read from the forge now, marked as untrusted text.
+    let mut inputs = p.inputs;
+    let issue = match &p.issue {
+        Some(text) => {
+            let r = crate::forge::issue_ref(&d.forges, &root, text)?;
+            let (issue, task) = crate::forge::fetch_issue_task(&d.forges, &r).await?;
+            let mut fields = match inputs.take() {
+                Some(serde_json::Value::Object(m)) => m,
+                None | Some(serde_json::Value::Null) => serde_json::Map::new(),
+                Some(_) => {
+                    return Err(ApiError::invalid(
+                        OP,
+                        "inputs must be an object when an issue is the task",
+                    ));
+                }
+            };
+            fields.insert("task".into(), task.into());
+            fields.insert(
+                "title".into(),
+                format!("Resolve issue {r}: {}", issue.title).into(),
+            );
+            fields.insert("issue".into(), r.to_string().into());
+            inputs = Some(serde_json::Value::Object(fields));
+            Some(r)
+        }
+        None => None,
+    };
     let self_led_by = match p.mode {
         LaunchMode::Spawn => None,
         LaunchMode::SelfLed => Some(self_leader(d, &def, p.created_by_session_id.as_deref())?),
@@ -276,7 +303,7 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         status: PartyStatus::Pending,
         status_reason: None,
         snapshot: serde_json::to_value(&snapshot).map_err(|e| ApiError::Internal(e.to_string()))?,
-        inputs: p.inputs,
+        inputs,
         overrides: Default::default(),
         paused: BTreeSet::new(),
         released: BTreeSet::new(),
@@ -292,6 +319,9 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         members,
         snapshot,
     });
+    if let Some(r) = &issue {
+        crate::forge::link_issue(&crate::collab::Ctx::of(d), &party, r).await?;
+    }
     d.orchestrator
         .request(|reply| Command::Launch { party, reply })
         .await?;

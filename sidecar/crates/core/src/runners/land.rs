@@ -69,13 +69,14 @@ async fn land(host: Weak<dyn RunnerHost>, run: AgentRun, agent: AgentDefinition)
                 test_command: options.test_command,
                 test_timeout_secs: options.test_timeout_secs,
                 dry_run: false,
+                to: options.to,
             },
             wait,
             &run.run_id,
         )
         .await;
     let result = match result {
-        Ok(r) if r.landed => r,
+        Ok(r) if r.landed || r.pull_request.is_some() => r,
         Ok(r) => return Exit::Failed(r.summary),
         Err(e) => return Exit::Failed(e.to_string()),
     };

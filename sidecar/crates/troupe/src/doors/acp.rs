@@ -69,6 +69,11 @@ const COMMANDS: &[SlashCommand] = &[
         hint: Some("<party> <task>"),
     },
     SlashCommand {
+        name: "issue",
+        description: "Launch a party on an issue of the project's forge repository; the work arrives as a pull request",
+        hint: Some("<party> <OWNER/REPO#N | #N | issue URL>"),
+    },
+    SlashCommand {
         name: "agent",
         description: "Run one agent (or a pattern); the rest of the prompt is its task",
         hint: Some("<agent> [model=… runner=… isolation=… timeout=…] <task>"),
@@ -477,6 +482,13 @@ impl Turn {
             .map_or((rest, ""), |(a, b)| (a, b.trim()));
         match name {
             "party" if !first.is_empty() => self.party(first, after).await,
+            "issue" if !first.is_empty() && !after.is_empty() => {
+                self.launch(first, json!({ "issue": after })).await
+            }
+            "issue" => {
+                self.say("Usage: /issue <party> <OWNER/REPO#N | #N | issue URL>\n")?;
+                Ok(Stop::EndTurn)
+            }
             "agent" if !first.is_empty() && !after.is_empty() => self.agent(first, after).await,
             "status" => self.status().await,
             "land" => self.land(first).await,
@@ -573,16 +585,21 @@ impl Turn {
     }
 
     async fn party(&mut self, name: &str, task: &str) -> Result<Stop, DoorError> {
+        self.launch(name, json!({ "inputs": { "task": task } })).await
+    }
+
+    /// Launches party `name` with `with` (its task or issue) and follows it.
+    async fn launch(&mut self, name: &str, with: serde_json::Value) -> Result<Stop, DoorError> {
         let (c, events) = self.events().await?;
+        let mut params = json!({
+            "name": name, "cwd": s(&self.row, "cwd"),
+            "created_by_session_id": self.session,
+        });
+        if let (Some(p), Some(w)) = (params.as_object_mut(), with.as_object()) {
+            p.extend(w.clone());
+        }
         let launched = c
-            .call(
-                "launch_party",
-                json!({
-                    "name": name, "cwd": s(&self.row, "cwd"),
-                    "inputs": { "task": task },
-                    "created_by_session_id": self.session,
-                }),
-            )
+            .call("launch_party", params)
             .await
             .map_err(|e| failed("launch_party", e))?;
         let party = s(&launched, "party_id");

@@ -5,7 +5,9 @@
 use std::collections::VecDeque;
 
 use serde_json::Value;
-use troupe_api::types::{Event, InboxItem, MemberDiffResult, PartyStatusResult, PartySummary};
+use troupe_api::types::{
+    Event, InboxItem, MemberDiffResult, PartyStatusResult, PartySummary, ScheduleView,
+};
 
 /// Timeline events kept for the timeline pane.
 const TIMELINE_KEEP: usize = 500;
@@ -22,6 +24,8 @@ pub enum Update {
     Parties(Vec<PartySummary>),
     Party(Box<PartyStatusResult>),
     Inbox(Vec<InboxItem>),
+    /// The schedules in scope (`list_schedules`).
+    Schedules(Vec<ScheduleView>),
     Event(Box<Event>),
     /// The watched run's output from `offset`.
     Log {
@@ -80,6 +84,7 @@ pub enum Key {
 pub enum Focus {
     Parties,
     Inbox,
+    Schedules,
 }
 
 /// What the lower pane shows.
@@ -140,6 +145,9 @@ pub struct App {
     pub connection: String,
     pub parties: Vec<PartyView>,
     pub inbox: Vec<InboxItem>,
+    /// The schedules, in a pane of their own (the inbox leaves their items out).
+    pub schedules: Vec<ScheduleView>,
+    pub schedule_row: usize,
     pub timeline: VecDeque<Event>,
     pub log: Option<LogView>,
     pub diff: Option<(MemberKey, Result<Box<MemberDiffResult>, String>)>,
@@ -170,6 +178,8 @@ impl App {
             connection: "connecting…".into(),
             parties: Vec::new(),
             inbox: Vec::new(),
+            schedules: Vec::new(),
+            schedule_row: 0,
             timeline: VecDeque::new(),
             log: None,
             diff: None,
@@ -241,7 +251,8 @@ impl App {
             }
             Update::Inbox(items) => {
                 let selected = self.inbox.get(self.inbox_row).map(|i| i.item_id.clone());
-                self.inbox = items;
+                // The schedules have a pane of their own.
+                self.inbox = items.into_iter().filter(|i| i.kind != "schedule").collect();
                 self.inbox_row = selected
                     .and_then(|id| self.inbox.iter().position(|i| i.item_id == id))
                     .unwrap_or(self.inbox_row)
@@ -251,6 +262,24 @@ impl App {
                     && !self.inbox.iter().any(|i| &i.item_id == item_id)
                 {
                     self.mode = Mode::Normal;
+                }
+            }
+            Update::Schedules(list) => {
+                let selected = self
+                    .schedules
+                    .get(self.schedule_row)
+                    .map(|s| (s.project_id.clone(), s.name.clone()));
+                self.schedules = list;
+                self.schedule_row = selected
+                    .and_then(|(p, n)| {
+                        self.schedules
+                            .iter()
+                            .position(|s| s.project_id == p && s.name == n)
+                    })
+                    .unwrap_or(self.schedule_row)
+                    .min(self.schedules.len().saturating_sub(1));
+                if self.schedules.is_empty() && self.focus == Focus::Schedules {
+                    self.focus = Focus::Parties;
                 }
             }
             Update::Event(event) => {
@@ -378,7 +407,8 @@ impl App {
             Key::Tab => {
                 self.focus = match self.focus {
                     Focus::Parties => Focus::Inbox,
-                    Focus::Inbox => Focus::Parties,
+                    Focus::Inbox if !self.schedules.is_empty() => Focus::Schedules,
+                    Focus::Inbox | Focus::Schedules => Focus::Parties,
                 };
                 if self.focus == Focus::Inbox {
                     self.show(Pane::Item);
@@ -393,6 +423,7 @@ impl App {
             Key::PageDown => self.scroll = self.scroll.saturating_sub(10),
             Key::Char('t') => self.show(Pane::Timeline),
             _ if self.focus == Focus::Parties => return self.parties_key(key),
+            _ if self.focus == Focus::Schedules => return self.schedules_key(key),
             _ => return self.inbox_key(key),
         }
         Vec::new()
@@ -430,6 +461,28 @@ impl App {
             }
             _ => Vec::new(),
         }
+    }
+
+    /// `p` pauses the selected schedule (or resumes it, when paused); `r` runs it now.
+    fn schedules_key(&mut self, key: Key) -> Vec<Command> {
+        let Some(s) = self.schedules.get(self.schedule_row) else {
+            return Vec::new();
+        };
+        let params = serde_json::json!({ "project_id": s.project_id, "name": s.name });
+        let (op, title) = match key {
+            Key::Char('p') if s.paused => {
+                ("resume_schedule", format!("resume schedule {}", s.name))
+            }
+            Key::Char('p') => ("pause_schedule", format!("pause schedule {}", s.name)),
+            Key::Char('r') => ("run_schedule_now", format!("run schedule {} now", s.name)),
+            _ => return Vec::new(),
+        };
+        self.notice = Some(format!("asking: {title}"));
+        vec![Command::Answer {
+            title,
+            op: op.into(),
+            params,
+        }]
     }
 
     fn inbox_key(&mut self, key: Key) -> Vec<Command> {
@@ -570,6 +623,7 @@ impl App {
         let (row, len) = match self.focus {
             Focus::Parties => (&mut self.party_row, rows),
             Focus::Inbox => (&mut self.inbox_row, self.inbox.len()),
+            Focus::Schedules => (&mut self.schedule_row, self.schedules.len()),
         };
         let next = row.saturating_add_signed(by);
         *row = next.min(len.saturating_sub(1));

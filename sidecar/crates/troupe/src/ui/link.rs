@@ -12,6 +12,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use troupe_api::layout::Layout;
 use troupe_api::types::{
     Event, InboxResult, MemberDiffResult, PartiesResult, PartyStatusResult, RunLogChunk,
+    SchedulesResult,
 };
 
 use super::app::{Command, Update};
@@ -135,6 +136,8 @@ async fn session(
                 if let Ok(result) = serde_json::from_value::<InboxResult>(item.map_err(|e| gone(&e))?) {
                     let _ = updates.send(Update::Inbox(result.items));
                 }
+                // A schedule's change is the inbox's too.
+                load_schedules(c, scope, updates).await;
             }
             event = events.next() => {
                 let Some(event) = event else { return Err("the daemon closed the connection".into()) };
@@ -208,6 +211,15 @@ async fn session(
                 }
             }
         }
+    }
+}
+
+/// Lists the schedules in scope and sends them (a daemon without them: none).
+async fn load_schedules(c: &Client, scope: &Scope, updates: &UnboundedSender<Update>) {
+    if let Ok(listed) = c.call("list_schedules", scope.0.clone()).await
+        && let Ok(result) = serde_json::from_value::<SchedulesResult>(listed)
+    {
+        let _ = updates.send(Update::Schedules(result.schedules));
     }
 }
 

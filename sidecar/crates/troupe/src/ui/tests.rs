@@ -256,3 +256,78 @@ fn a_lost_daemon_is_said_and_times_parse() {
     assert_eq!(super::parse_ms("soon"), None);
     assert_eq!(super::view::clock(3_723_000), "1:02:03");
 }
+
+fn schedule(name: &str, paused: bool, error: Option<&str>) -> Value {
+    json!({ "project_id": "p", "project_root": "/r", "name": name, "cron": "0 2 * * *",
+            "party": "team", "task": "fix", "missed": "once", "paused": paused,
+            "next_due_at": if paused || error.is_some() { Value::Null } else { json!("2026-11-29T02:00:00.000Z") },
+            "error": error, "launching": false, "state_at": "2026-11-25T12:00:00.000Z" })
+}
+
+#[test]
+fn schedules_have_a_pane_under_the_inbox_where_p_pauses_or_resumes_and_r_runs_one() {
+    let mut app = app();
+    app.apply(party("running", "running", "pending"));
+    // The inbox's schedule items are left to the schedules' pane.
+    let Update::Inbox(mut items) = approval() else {
+        unreachable!()
+    };
+    items.push(
+        serde_json::from_value(json!({
+            "item_id": "schedule:p:nightly:active", "kind": "schedule", "project_id": "p",
+            "party_id": null, "title": "schedule nightly: next 2026-11-29T02:00Z, party team",
+            "since": "2026-11-25T12:00:00.000Z",
+            "answer": { "op": "pause_schedule", "params": { "project_id": "p", "name": "nightly" } },
+        }))
+        .expect("an inbox item"),
+    );
+    app.apply(Update::Inbox(items));
+    assert_eq!(app.inbox.len(), 1);
+    let schedules = [
+        schedule("nightly", false, None),
+        schedule("weekly", true, None),
+        schedule("broken", false, Some("cron \"x\": invalid")),
+    ];
+    app.apply(Update::Schedules(
+        schedules
+            .iter()
+            .map(|s| serde_json::from_value(s.clone()).expect("a schedule"))
+            .collect(),
+    ));
+    app.key(Key::Tab);
+    app.key(Key::Tab);
+    expect![[r#""#]].assert_eq(&screen(&app));
+    let params = |name: &str| json!({ "project_id": "p", "name": name });
+    assert_eq!(
+        app.key(Key::Char('p')),
+        vec![Command::Answer {
+            title: "pause schedule nightly".into(),
+            op: "pause_schedule".into(),
+            params: params("nightly"),
+        }]
+    );
+    app.key(Key::Down);
+    assert_eq!(
+        app.key(Key::Char('p')),
+        vec![Command::Answer {
+            title: "resume schedule weekly".into(),
+            op: "resume_schedule".into(),
+            params: params("weekly"),
+        }]
+    );
+    assert_eq!(
+        app.key(Key::Char('r')),
+        vec![Command::Answer {
+            title: "run schedule weekly now".into(),
+            op: "run_schedule_now".into(),
+            params: params("weekly"),
+        }]
+    );
+    // Tab goes round to the parties; without schedules, the inbox's Tab does too.
+    app.key(Key::Tab);
+    assert_eq!(app.focus, super::app::Focus::Parties);
+    app.apply(Update::Schedules(Vec::new()));
+    app.key(Key::Tab);
+    app.key(Key::Tab);
+    assert_eq!(app.focus, super::app::Focus::Parties);
+}

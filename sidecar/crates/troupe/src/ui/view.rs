@@ -1,5 +1,5 @@
 //! Draws the dashboard: a header line, the parties (as trees of roles and members) beside the
-//! inbox, a lower pane (timeline, an inbox item, a member's output or diff), a key line, and a
+//! inbox (and the schedules under it, when there are some), a lower pane (timeline, an inbox item, a member's output or diff), a key line, and a
 //! dialog over them when picking or typing an answer. Fits 80×24 and grows with the terminal.
 
 use ratatui::Frame;
@@ -7,7 +7,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, List, ListItem, ListState, Paragraph, Wrap};
-use troupe_api::types::{MemberStatusView, RoleStatus};
+use troupe_api::types::{MemberStatusView, RoleStatus, ScheduleView};
 
 use super::app::{App, Focus, Mode, Pane, Row};
 
@@ -24,7 +24,16 @@ pub fn draw(frame: &mut Frame<'_>, app: &App) {
         Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(top);
     draw_header(frame, app, header);
     draw_parties(frame, app, parties);
-    draw_inbox(frame, app, inbox);
+    if app.schedules.is_empty() {
+        draw_inbox(frame, app, inbox);
+    } else {
+        // The schedules under the inbox: a line each, up to four shown at once.
+        let shown = u16::try_from(app.schedules.len().min(4)).unwrap_or(4);
+        let [inbox, schedules] =
+            Layout::vertical([Constraint::Min(3), Constraint::Length(shown + 2)]).areas(inbox);
+        draw_inbox(frame, app, inbox);
+        draw_schedules(frame, app, schedules);
+    }
     draw_pane(frame, app, bottom);
     draw_footer(frame, app, footer);
     match &app.mode {
@@ -222,6 +231,62 @@ fn draw_inbox(frame: &mut Frame<'_>, app: &App, area: Rect) {
     frame.render_stateful_widget(list, area, &mut state);
 }
 
+/// `MM-DDTHH:MMZ` of a UTC time (`2026-11-29T02:00:00.000Z`).
+fn short_time(at: &str) -> String {
+    match (at.get(5..16), at.len() >= 16) {
+        (Some(t), true) => format!("{t}Z"),
+        _ => at.to_string(),
+    }
+}
+
+fn schedule_line(s: &ScheduleView) -> Line<'static> {
+    let (m, color, state) = if let Some(e) = &s.error {
+        ("✗", Color::Red, format!("not running: {e}"))
+    } else if s.paused {
+        ("‖", Color::Magenta, "paused".to_string())
+    } else {
+        let next = s
+            .next_due_at
+            .as_deref()
+            .map_or_else(|| "never".to_string(), short_time);
+        ("●", Color::Green, format!("next {next}"))
+    };
+    let failed = if s.last_error.is_some() {
+        " · last launch failed"
+    } else {
+        ""
+    };
+    Line::from(vec![
+        Span::styled(m, Style::new().fg(color)),
+        Span::styled(
+            format!(" {}", s.name),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!(" {state} · {}", s.party)),
+        Span::styled(failed, Style::new().fg(Color::Red)),
+    ])
+}
+
+fn draw_schedules(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let focused = app.focus == Focus::Schedules && app.mode == Mode::Normal;
+    let title = format!(" Schedules ({}) ", app.schedules.len());
+    let items: Vec<ListItem<'_>> = app
+        .schedules
+        .iter()
+        .map(|s| ListItem::new(schedule_line(s)))
+        .collect();
+    let list = List::new(items)
+        .block(block(title, focused))
+        .highlight_symbol("›")
+        .highlight_style(if focused {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::new()
+        });
+    let mut state = ListState::default().with_selected(Some(app.schedule_row));
+    frame.render_stateful_widget(list, area, &mut state);
+}
+
 fn kind_color(kind: &str) -> Color {
     match kind {
         "approval" => Color::Yellow,
@@ -403,7 +468,11 @@ fn diff_pane(app: &App) -> (String, Vec<Line<'static>>, bool) {
 fn draw_footer(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let keys = match app.focus {
         Focus::Parties => "Tab inbox · ↑↓ · o output · v diff · t timeline · q quit",
+        Focus::Inbox if !app.schedules.is_empty() => {
+            "Tab schedules · ↑↓ · a approve · d deny · Enter answer · q quit"
+        }
         Focus::Inbox => "Tab parties · ↑↓ · a approve · d deny · Enter answer · q quit",
+        Focus::Schedules => "Tab parties · ↑↓ · p pause/resume · r run now · q quit",
     };
     let line = match &app.notice {
         Some(n) => Line::from(vec![
@@ -479,9 +548,10 @@ fn draw_help(frame: &mut Frame<'_>) {
         "a d        approve, deny the selected item",
         "1-9        answer with that choice",
         "Enter      pick an answer, or type one",
+        "p r        pause/resume, run a schedule",
         "q Ctrl-C   quit",
     ];
-    let area = centered(frame.area(), 44, 12);
+    let area = centered(frame.area(), 44, 13);
     frame.render_widget(Clear, area);
     let p = Paragraph::new(lines.iter().map(|l| Line::from(*l)).collect::<Vec<_>>())
         .block(block(" Keys — any key closes ".into(), true));
