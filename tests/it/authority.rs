@@ -515,6 +515,7 @@ async fn mcp_rows(
     let connect = |token: String, session: String| {
         let url = url.clone();
         async move {
+            crate::support::rustls_provider();
             let cfg = StreamableHttpClientTransportConfig::with_uri(url)
                 .auth_header(token)
                 .custom_headers(std::collections::HashMap::from([(

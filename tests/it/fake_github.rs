@@ -16,7 +16,7 @@
 //! and, when present, a GitHub `Accept` media type, a supported `X-GitHub-Api-Version`
 //! (`2022-11-28`, `2026-03-10`) and a JSON `Content-Type`. Every request is recorded *before* it
 //! is answered, with what is wrong with it ([`Recorded::problems`]); a test ends with
-//! `assert!(github.invalid_requests().is_empty(), …)`.
+//! [`FakeGitHub::assert_all_valid`], which lists them.
 //!
 //! **Answers.** Requests with problems are still answered as GitHub would: unknown paths and
 //! methods and bad path parameters 404, a bad body 422 (`Invalid request.`), a missing
@@ -39,7 +39,8 @@
 //! description's example and recorded with a problem saying so.
 //!
 //! The authenticated user (whatever writes through the API) is [`LOGIN`], associated with every
-//! repository as [`LOGIN_ASSOCIATION`].
+//! repository as [`LOGIN_ASSOCIATION`]. [`http`] is a blocking HTTP/1.1 client for tests that
+//! talk to the fake (or to a webhook receiver) without one of their own.
 
 #![allow(dead_code)] // each test uses only part of this
 
@@ -287,7 +288,7 @@ impl FakeGitHub {
         self.state().add_repo(repo, bare.map(Path::to_path_buf));
     }
 
-    /// An open issue; returns its number.
+    /// An open issue (an empty `body` is GitHub's `null`); returns its number.
     pub fn add_issue(
         &self,
         repo: &str,
@@ -298,8 +299,10 @@ impl FakeGitHub {
         association: &str,
     ) -> u64 {
         let labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
+        // GitHub's issue without a body has `"body": null`.
+        let body = (!body.is_empty()).then_some(body);
         self.state()
-            .add_issue(repo, title, Some(body), &labels, author, association)
+            .add_issue(repo, title, body, &labels, author, association)
     }
 
     /// A comment on an issue or pull request (bumping its `updated_at`); returns its id.

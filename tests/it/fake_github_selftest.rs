@@ -172,7 +172,8 @@ fn fake_github_accepts_a_clients_whole_round_and_answers_like_github() {
     );
     assert_eq!(status, 201, "{comment}");
     assert_eq!(comment["user"]["login"], github.login);
-    assert!(comment["id"].as_u64().unwrap() > u64::from(u32::MAX) / 2);
+    // Ids past 32 bits, as GitHub's comment ids are.
+    assert!(comment["id"].as_u64().unwrap() > u64::try_from(i32::MAX).unwrap());
     assert!(header(&headers, "location").is_some());
     let (_, _, comments) = call(
         &github,
@@ -694,6 +695,225 @@ fn fake_github_answers_conditional_requests_faults_and_pages_like_github() {
         "{:#?}",
         github.answer_problems()
     );
+}
+
+#[test]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "needs GitHub's OpenAPI description, which scripts/test installs (tests/forge-fixtures): run with TROUPE_TEST_TOOLS=1"
+)]
+fn fake_github_answers_its_other_operations_as_the_description_says() {
+    let github = FakeGitHub::start();
+    github.add_repo(REPO, None);
+    let sha = state::fake_sha("somewhere");
+    let run = github.set_check_run(REPO, &sha, "lint", "in_progress", None, "", "", "", &[]);
+
+    let (status, _, repo) = call(&github, "GET", &format!("/repos/{REPO}"), None, &[]);
+    assert_eq!(status, 200);
+    assert_eq!(repo["full_name"], REPO);
+    assert_eq!(repo["default_branch"], "main");
+    let (status, _, user) = call(&github, "GET", "/user", None, &[]);
+    assert_eq!(status, 200);
+    assert_eq!(user["login"], github.login);
+    let (status, _, issue) = call(
+        &github,
+        "POST",
+        &format!("/repos/{REPO}/issues"),
+        Some(json!({ "title": "New", "body": "text", "labels": ["bug"] })),
+        &[],
+    );
+    assert_eq!(status, 201, "{issue}");
+    let n = issue["number"].as_u64().unwrap();
+    let (status, _, labels) = call(
+        &github,
+        "POST",
+        &format!("/repos/{REPO}/issues/{n}/labels"),
+        Some(json!({ "labels": ["troupe"] })),
+        &[],
+    );
+    assert_eq!(status, 200, "{labels}");
+    assert_eq!(labels.as_array().unwrap().len(), 2);
+    let (status, _, labels) = call(
+        &github,
+        "DELETE",
+        &format!("/repos/{REPO}/issues/{n}/labels/bug"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200, "{labels}");
+    assert_eq!(labels[0]["name"], "troupe");
+    let (status, _, closed) = call(
+        &github,
+        "PATCH",
+        &format!("/repos/{REPO}/issues/{n}"),
+        Some(json!({ "state": "closed", "state_reason": "not_planned" })),
+        &[],
+    );
+    assert_eq!(status, 200, "{closed}");
+    assert_eq!(closed["state"], "closed");
+    assert_eq!(closed["state_reason"], "not_planned");
+    let (_, _, comment) = call(
+        &github,
+        "POST",
+        &format!("/repos/{REPO}/issues/{n}/comments"),
+        Some(json!({ "body": "first" })),
+        &[],
+    );
+    let id = comment["id"].as_u64().unwrap();
+    let (status, _, edited) = call(
+        &github,
+        "PATCH",
+        &format!("/repos/{REPO}/issues/comments/{id}"),
+        Some(json!({ "body": "edited" })),
+        &[],
+    );
+    assert_eq!(status, 200);
+    assert_eq!(edited["body"], "edited");
+    let (status, _, got) = call(
+        &github,
+        "GET",
+        &format!("/repos/{REPO}/issues/comments/{id}"),
+        None,
+        &[],
+    );
+    assert_eq!((status, got["body"].as_str()), (200, Some("edited")));
+    let (status, _, check) = call(
+        &github,
+        "GET",
+        &format!("/repos/{REPO}/check-runs/{run}"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200);
+    assert_eq!(check["status"], "in_progress");
+    assert_eq!(check["completed_at"], Value::Null);
+    let (status, _, combined) = call(
+        &github,
+        "GET",
+        &format!("/repos/{REPO}/commits/{sha}/status"),
+        None,
+        &[],
+    );
+    assert_eq!((status, combined["state"].as_str()), (200, Some("pending")));
+    let (status, _, _) = call(
+        &github,
+        "DELETE",
+        &format!("/repos/{REPO}/issues/comments/{id}"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 204);
+    // Unknown repositories and numbers are GitHub's 404s, and valid requests all the same.
+    assert_eq!(
+        call(&github, "GET", "/repos/acme/nothing/issues/1", None, &[]).0,
+        404
+    );
+    assert_eq!(
+        call(
+            &github,
+            "GET",
+            &format!("/repos/{REPO}/pulls/{n}"),
+            None,
+            &[]
+        )
+        .0,
+        404
+    );
+
+    github.assert_all_valid();
+    assert!(
+        github.answer_problems().is_empty(),
+        "{:#?}",
+        github.answer_problems()
+    );
+    // An operation the fake does not implement: the description's example, and a problem.
+    let (status, _, _) = call(
+        &github,
+        "GET",
+        &format!("/repos/{REPO}/branches"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200);
+    let invalid = github.invalid_requests();
+    assert_eq!(invalid.len(), 1);
+    assert!(
+        invalid[0].problems[0].contains("does not implement GET /repos/{owner}/{repo}/branches"),
+        "{:?}",
+        invalid[0].problems
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "needs GitHub's OpenAPI description, which scripts/test installs (tests/forge-fixtures): run with TROUPE_TEST_TOOLS=1"
+)]
+fn fake_github_squashes_and_rebases_in_the_bare_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bare, work) = bare_repo(dir.path());
+    git(&work, &["checkout", "--quiet", "-b", "other", "main"]);
+    std::fs::write(work.join("other.txt"), "other\n").unwrap();
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "--quiet", "-m", "add other"]);
+    git(&work, &["push", "--quiet", "origin", "other"]);
+    let github = FakeGitHub::start();
+    github.add_repo(REPO, Some(&bare));
+    let open = |head: &str| {
+        let (status, _, pull) = call(
+            &github,
+            "POST",
+            &format!("/repos/{REPO}/pulls"),
+            Some(json!({ "title": format!("From {head}"), "head": head, "base": "main" })),
+            &[],
+        );
+        assert_eq!(status, 201, "{pull}");
+        (
+            pull["number"].as_u64().unwrap(),
+            pull["head"]["sha"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (first, first_head) = open("feature");
+    let (second, second_head) = open("other");
+
+    let (status, _, merged) = call(
+        &github,
+        "PUT",
+        &format!("/repos/{REPO}/pulls/{first}/merge"),
+        Some(json!({ "sha": first_head, "merge_method": "squash" })),
+        &[],
+    );
+    assert_eq!(status, 200, "{merged}");
+    let squashed = git(&bare, &["rev-parse", "main"]);
+    assert_eq!(merged["sha"], squashed.as_str());
+    // One parent: a squash.
+    assert_eq!(
+        git(&bare, &["log", "-1", "--format=%P", "main"])
+            .split_whitespace()
+            .count(),
+        1
+    );
+    assert_eq!(
+        git(&bare, &["log", "-1", "--format=%s", "main"]),
+        format!("From feature (#{first})")
+    );
+    assert_eq!(git(&bare, &["show", "main:src.txt"]), "one\ntwo");
+
+    let (status, _, merged) = call(
+        &github,
+        "PUT",
+        &format!("/repos/{REPO}/pulls/{second}/merge"),
+        Some(json!({ "sha": second_head, "merge_method": "rebase" })),
+        &[],
+    );
+    assert_eq!(status, 200, "{merged}");
+    assert_eq!(git(&bare, &["rev-parse", "main^"]), squashed);
+    assert_eq!(
+        git(&bare, &["log", "-1", "--format=%s|%an|%cn", "main"]),
+        "add other|Dev|GitHub"
+    );
+    assert_eq!(git(&bare, &["show", "main:other.txt"]), "other");
+    github.assert_all_valid();
 }
 
 #[test]

@@ -484,3 +484,263 @@ fn the_github_adapter_does_every_call_as_github_s_description_says() {
             .join("\n")
     );
 }
+
+/// The requests recorded after the first `from`.
+fn since(fake: &FakeGitHub, from: usize) -> Vec<crate::fake_github::Recorded> {
+    fake.requests().into_iter().skip(from).collect()
+}
+
+#[test]
+fn the_watcher_s_reads_are_conditional_and_free_while_nothing_changes() {
+    let fake = FakeGitHub::start();
+    let dir = tempfile::tempdir().unwrap();
+    let head = bare_repository(dir.path());
+    fake.add_repo(REPO, Some(&dir.path().join("hello.git")));
+    let repo = RepoRef::parse(REPO).unwrap();
+    fake.add_repo(BUSY, None);
+    let busy_repo = RepoRef::parse(BUSY).unwrap();
+    let busy = fake.add_issue(BUSY, "Busy", "", &[], "cy", "MEMBER");
+    for i in 0..120 {
+        fake.add_issue_comment(BUSY, busy, "cy", "MEMBER", &format!("comment {i}"));
+    }
+
+    runtime().block_on(async {
+        let github = GitHub::new(
+            &fake.url,
+            "github.com",
+            Token::new(fake.token.clone()),
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        let pull = github
+            .open_pull(
+                &repo,
+                &NewPull {
+                    head: BRANCH.to_string(),
+                    base: "main".to_string(),
+                    title: "Fix the login".to_string(),
+                    body: "Fixes #1".to_string(),
+                    draft: false,
+                },
+            )
+            .await
+            .unwrap();
+        let number = pull.number;
+        fake.set_check_run(
+            REPO,
+            &head,
+            "test",
+            "completed",
+            Some("failure"),
+            "1 test failed",
+            "login::works failed",
+            "",
+            &[Annotation::new(
+                "login.rs",
+                1,
+                "failure",
+                "assertion failed",
+            )],
+        );
+        fake.set_check_run(
+            REPO,
+            &head,
+            "lint",
+            "completed",
+            Some("success"),
+            "Clean",
+            "",
+            "",
+            &[],
+        );
+        fake.set_status(REPO, &head, "ci/legacy", "pending", "queued");
+        fake.add_review(
+            REPO,
+            number,
+            "cy",
+            "MEMBER",
+            "COMMENTED",
+            "Looks close",
+            &head,
+        );
+        fake.add_review_comment(
+            REPO,
+            number,
+            "cy",
+            "MEMBER",
+            "login.rs",
+            1,
+            "What if it fails?",
+            &head,
+        );
+
+        // One look of the watcher: the pull request, its checks (check runs, the failed run's
+        // annotations, the combined status), reviews and line comments.
+        let look = || async {
+            let pull = github.pull(&repo, number).await.unwrap();
+            let checks = github.checks(&repo, &head).await.unwrap();
+            let reviews = github.reviews(&repo, number).await.unwrap();
+            let lines = github.line_comments(&repo, number).await.unwrap();
+            (pull, checks, reviews, lines)
+        };
+
+        // The first look asks afresh.
+        let mark = fake.requests().len();
+        let first = look().await;
+        let sent = since(&fake, mark);
+        assert_eq!(sent.len(), 6, "{sent:#?}");
+        assert!(
+            sent.iter()
+                .all(|r| r.method == "GET" && !r.conditional && r.status == 200),
+            "{sent:#?}"
+        );
+        assert_eq!(first.1.len(), 3, "{:?}", first.1);
+        assert_eq!(first.2.len(), 1, "{:?}", first.2);
+        assert_eq!(first.3.len(), 1, "{:?}", first.3);
+        assert_eq!(github.requests_not_modified(), 0);
+
+        // Nothing changed: every read is conditional, answered 304, and the answers are the
+        // same.
+        let mark = fake.requests().len();
+        let second = look().await;
+        let sent = since(&fake, mark);
+        assert_eq!(sent.len(), 6, "{sent:#?}");
+        assert!(
+            sent.iter().all(|r| r.conditional && r.status == 304),
+            "{sent:#?}"
+        );
+        assert_eq!(second, first);
+        assert_eq!(github.requests_not_modified(), 6);
+        assert_eq!(github.requests_conditional(), 6);
+
+        // Each change shows in the next look; what did not change is still 304.
+        fake.set_check_run(
+            REPO,
+            &head,
+            "test",
+            "completed",
+            Some("success"),
+            "All tests pass",
+            "",
+            "",
+            &[],
+        );
+        fake.add_review(REPO, number, "ada", "OWNER", "APPROVED", "Ship it", &head);
+        let mark = fake.requests().len();
+        let third = look().await;
+        let sent = since(&fake, mark);
+        let status_of = |sent: &[crate::fake_github::Recorded], suffix: &str| {
+            let r = sent
+                .iter()
+                .find(|r| r.path.ends_with(suffix))
+                .unwrap_or_else(|| panic!("no request for {suffix} in {sent:#?}"));
+            assert!(r.conditional, "{}", r.summary());
+            r.status
+        };
+        assert_eq!(status_of(&sent, &format!("/pulls/{number}")), 304);
+        assert_eq!(status_of(&sent, "/check-runs"), 200);
+        assert_eq!(status_of(&sent, "/status"), 304);
+        assert_eq!(status_of(&sent, "/reviews"), 200);
+        assert_eq!(status_of(&sent, &format!("/pulls/{number}/comments")), 304);
+        // The run is green now: no annotations are asked for.
+        assert_eq!(sent.len(), 5, "{sent:#?}");
+        assert_eq!((&third.0, &third.3), (&first.0, &first.3));
+        let test = third.1.iter().find(|c| c.name == "test").unwrap();
+        assert_eq!(
+            (test.state, test.annotations.len()),
+            (CheckState::Success, 0)
+        );
+        assert_ne!(third.1, first.1);
+        assert_eq!(
+            third.1.iter().find(|c| c.name == "ci/legacy"),
+            first.1.iter().find(|c| c.name == "ci/legacy")
+        );
+        assert_eq!(third.2.len(), 2, "{:?}", third.2);
+        assert!(
+            third
+                .2
+                .iter()
+                .any(|r| r.author == "ada" && r.state == ReviewState::Approved)
+        );
+
+        // A line comment (the pull request counts them, as GitHub's does), and GitHub finding
+        // that it no longer merges.
+        fake.add_review_comment(REPO, number, "ada", "OWNER", "login.rs", 1, "Nice.", &head);
+        fake.set_mergeable(REPO, number, false);
+        let mark = fake.requests().len();
+        let fourth = look().await;
+        let sent = since(&fake, mark);
+        assert_eq!(status_of(&sent, &format!("/pulls/{number}")), 200);
+        assert_eq!(status_of(&sent, "/check-runs"), 304);
+        assert_eq!(status_of(&sent, "/status"), 304);
+        assert_eq!(status_of(&sent, "/reviews"), 304);
+        assert_eq!(status_of(&sent, &format!("/pulls/{number}/comments")), 200);
+        assert_eq!(sent.len(), 5, "{sent:#?}");
+        assert_eq!(fourth.0.mergeable, Some(false));
+        assert_ne!(fourth.0, first.0);
+        assert_eq!((&fourth.1, &fourth.2), (&third.1, &third.2));
+        let bodies: Vec<_> = fourth.3.iter().map(|l| l.body.as_str()).collect();
+        assert_eq!(bodies, ["What if it fails?", "Nice."]);
+
+        // Then unchanged again: all 304, the changed answers kept.
+        let mark = fake.requests().len();
+        let fifth = look().await;
+        let sent = since(&fake, mark);
+        assert!(
+            sent.len() == 5 && sent.iter().all(|r| r.conditional && r.status == 304),
+            "{sent:#?}"
+        );
+        assert_eq!(fifth, fourth);
+
+        // An issue and its comments too, each page with its own validator (a 304 has no Link
+        // header: the next page is remembered with the first).
+        let mark = fake.requests().len();
+        let issue = github.issue(&busy_repo, busy).await.unwrap();
+        let comments = github.issue_comments(&busy_repo, busy).await.unwrap();
+        assert_eq!(comments.len(), 120);
+        assert!(
+            since(&fake, mark)
+                .iter()
+                .all(|r| !r.conditional && r.status == 200)
+        );
+        let mark = fake.requests().len();
+        assert_eq!(github.issue(&busy_repo, busy).await.unwrap(), issue);
+        assert_eq!(
+            github.issue_comments(&busy_repo, busy).await.unwrap(),
+            comments
+        );
+        let sent = since(&fake, mark);
+        assert!(
+            sent.len() == 3 && sent.iter().all(|r| r.conditional && r.status == 304),
+            "{sent:#?}"
+        );
+        // A new comment lands on the second page; the first is unchanged.
+        fake.add_issue_comment(BUSY, busy, "cy", "MEMBER", "comment 120");
+        let mark = fake.requests().len();
+        let more = github.issue_comments(&busy_repo, busy).await.unwrap();
+        let sent = since(&fake, mark);
+        let statuses: Vec<_> = sent.iter().map(|r| (r.conditional, r.status)).collect();
+        assert_eq!(statuses, [(true, 304), (true, 200)], "{sent:#?}");
+        assert_eq!(more.len(), 121);
+        assert_eq!(more[..120], comments[..]);
+        assert_eq!(more[120].body, "comment 120");
+
+        // Every request counted; the 304s cost nothing against the rate limit.
+        let all = fake.requests();
+        assert_eq!(github.requests_sent(), all.len() as u64);
+        let not_modified = all.iter().filter(|r| r.status == 304).count() as u64;
+        assert_eq!(github.requests_not_modified(), not_modified);
+        assert_eq!(
+            github.requests_conditional(),
+            all.iter().filter(|r| r.conditional).count() as u64
+        );
+        assert_eq!(not_modified, 6 + 3 + 3 + 5 + 3 + 1);
+    });
+
+    fake.assert_all_valid();
+    assert!(
+        fake.answer_problems().is_empty(),
+        "{:?}",
+        fake.answer_problems()
+    );
+}

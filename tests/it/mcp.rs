@@ -285,6 +285,7 @@ async fn the_daemon_serves_mcp_over_streamable_http_with_its_token() {
     let connect = |token: String, session: String| {
         let url = url.clone();
         async move {
+            crate::support::rustls_provider();
             let cfg = StreamableHttpClientTransportConfig::with_uri(url)
                 .auth_header(token)
                 .custom_headers(std::collections::HashMap::from([(

@@ -728,3 +728,9 @@ pub fn asks_for_in_box_requests(root: impl AsRef<Path>) {
     };
     std::fs::write(&path, new).unwrap();
 }
+
+/// Installs rustls's ring provider for this test process (once): the product's reqwest is built
+/// without a default provider (it passes its own), and the MCP client of the tests shares it.
+pub fn rustls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default(); // already installed is fine
+}

@@ -29,6 +29,6 @@ end, {
   complete = function()
     return vim.tbl_keys(require('troupe').subcommands)
   end,
-  desc = 'Troupe: inbox | launch | status | agents | log | runs | plan | decide | timeline | review | comment | '
+  desc = 'Troupe: inbox | launch | issue | status | agents | log | runs | plan | decide | timeline | review | comment | '
     .. 'request-changes | approve-member | pick | send | cancel | approvals | start',
 })

@@ -54,6 +54,12 @@ function report(err: unknown) {
   vscode.window.showErrorMessage(`Troupe: ${err instanceof Error ? err.message : String(err)}`);
 }
 
+/** A party definition's name, picked from those the daemon knows. */
+async function pickDefinition(title: string): Promise<string | undefined> {
+  const { definitions } = await call('list_party_definitions');
+  return vscode.window.showQuickPick(definitions.map((d: any) => d.name as string), { title });
+}
+
 async function pickParty(): Promise<string | undefined> {
   const { parties } = await call('list_parties');
   const picked = await vscode.window.showQuickPick(
@@ -275,10 +281,26 @@ export async function activate(context: vscode.ExtensionContext) {
 
   const commands: Record<string, () => Promise<void>> = {
     'troupe.launchParty': async () => {
-      const { definitions } = await call('list_party_definitions');
-      const picked = await vscode.window.showQuickPick(definitions.map((d: any) => d.name), { title: 'Troupe: launch which party?' });
+      const picked = await pickDefinition('Troupe: launch which party?');
       if (picked) {
         const r = await call('launch_party', { name: picked });
+        showParty(context, r.party_id);
+      }
+    },
+    'troupe.launchPartyOnIssue': async () => {
+      const name = await pickDefinition('Troupe: launch which party on an issue?');
+      if (!name) {
+        return;
+      }
+      const issue = await vscode.window.showInputBox({
+        title: `Troupe: the issue ${name} takes as its task (its work comes back as a pull request)`,
+        prompt: "OWNER/REPO#N, #N (the project's own repository) or the issue's URL",
+        placeHolder: 'owner/repo#12',
+        ignoreFocusOut: true,
+        validateInput: (v) => (v.trim() ? undefined : 'name an issue'),
+      });
+      if (issue?.trim()) {
+        const r = await call('launch_party', { name, issue: issue.trim() });
         showParty(context, r.party_id);
       }
     },

@@ -1314,6 +1314,8 @@ fn repo_json(repo: &Repo, template: &Value) -> Value {
     value["fork"] = json!(false);
     value["description"] = Value::Null;
     value["topics"] = json!([]);
+    // The description requires it of a full repository, whose example lacks it.
+    value["has_discussions"] = json!(false);
     if value.get("default_branch").is_some() {
         value["default_branch"] = json!(repo.default_branch);
     }

@@ -578,6 +578,19 @@ M.subcommands = {
       vim.notify('troupe: launched party ' .. r.party_id)
     end)
   end,
+  -- `:Troupe issue <party> <issue>`: the party takes the issue (OWNER/REPO#N, #N for the
+  -- project's own repository, or its URL) as its task and delivers a pull request.
+  issue = function(args)
+    local name, issue = args[1], args[2]
+    if not name or not issue then
+      vim.notify('troupe: issue needs a party and an issue (:Troupe issue {party} {OWNER/REPO#N|#N|url})',
+        vim.log.levels.ERROR)
+      return
+    end
+    M.call('launch_party', { name = name, issue = issue }, function(r)
+      vim.notify('troupe: launched party ' .. r.party_id .. ' on ' .. issue)
+    end)
+  end,
   status = function(args)
     if args[1] then
       M.call('get_party_status', { party_id = args[1] }, function(r) show('party ' .. args[1], r) end)
@@ -661,7 +674,7 @@ function M.command(opts)
   local sub = table.remove(args, 1)
   local fn = M.subcommands[sub or '']
   if not fn then
-    vim.notify('troupe: :Troupe inbox|launch|status|agents|runs|plan|decide|timeline|review|comment|approve-member|'
+    vim.notify('troupe: :Troupe inbox|launch|issue|status|agents|runs|plan|decide|timeline|review|comment|approve-member|'
       .. 'request-changes|pick|send|cancel|approvals|start', vim.log.levels.ERROR)
     return
   end

@@ -184,18 +184,27 @@ impl Forges {
     }
 
     /// The client for the settings now (built with the credential on first use, and again
-    /// when the settings change).
-    pub fn client(&self) -> Result<Arc<dyn Forge>, ApiError> {
+    /// when the settings change). Finding the credential may ask `gh` (a process): off the
+    /// async threads.
+    pub async fn client(&self) -> Result<Arc<dyn Forge>, ApiError> {
         let settings = self.settings()?;
-        let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((s, c)) = slot.as_ref()
+        if let Some((s, c)) = self
+            .client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
             && *s == settings
         {
             return Ok(c.clone());
         }
-        let token = troupe_forge::credential::discover(&settings.web_host, &|k| {
-            std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+        let host = settings.web_host.clone();
+        let token = tokio::task::spawn_blocking(move || {
+            troupe_forge::credential::discover(&host, &|k| {
+                std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+            })
         })
+        .await
+        .map_err(|e| ApiError::Internal(format!("finding the forge credential: {e}")))?
         .map_err(|e| ApiError::Unavailable(e.to_string()))?;
         let client: Arc<dyn Forge> = Arc::new(
             troupe_forge::GitHub::new(
@@ -207,20 +216,20 @@ impl Forges {
             .map_err(|e| ApiError::Unavailable(e.to_string()))?,
         );
         *self.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
-        *slot = Some((settings, client.clone()));
+        *self.client.lock().unwrap_or_else(|p| p.into_inner()) = Some((settings, client.clone()));
         Ok(client)
     }
 
     /// The git configuration a push to `url` needs to carry the credential: an HTTP header
     /// for an https remote on the forge's host (else nothing: ssh keys and git's own
     /// credential helpers do it).
-    pub fn push_config(&self, url: &str) -> Result<Vec<(String, String)>, ApiError> {
+    pub async fn push_config(&self, url: &str) -> Result<Vec<(String, String)>, ApiError> {
         let settings = self.settings()?;
         let prefix = format!("https://{}/", settings.web_host);
         if !url.to_ascii_lowercase().starts_with(&prefix) {
             return Ok(Vec::new());
         }
-        self.client()?;
+        self.client().await?;
         let token = self.token.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(token) = token else {
             return Ok(Vec::new());
@@ -392,7 +401,7 @@ pub async fn fetch_issue_task(
     forges: &Forges,
     issue_ref: &IssueRef,
 ) -> Result<(Issue, String), ApiError> {
-    let client = forges.client()?;
+    let client = forges.client().await?;
     let what = format!("reading issue {issue_ref}");
     let issue = retry(&what, || client.issue(&issue_ref.repo, issue_ref.number))
         .await
@@ -404,6 +413,64 @@ pub async fn fetch_issue_task(
     .map_err(|e| api_error(&what, e))?;
     let task = issue_task(issue_ref, &issue, &comments);
     Ok((issue, task))
+}
+
+/// Links a party to the issue it started from (before its members start), and comments on
+/// the issue when the project asks for that (a failure tells the person; the party goes on).
+pub async fn link_issue(
+    ctx: &crate::collab::Ctx,
+    party: &crate::party::PartyView,
+    issue: &IssueRef,
+) -> Result<(), ApiError> {
+    let link = troupe_store::ForgeLink {
+        party_id: party.row.party_id.clone(),
+        repo: issue.repo.to_string(),
+        issue_number: Some(issue.number as i64),
+        pull_number: None,
+        pull_url: None,
+        head_branch: None,
+        base_branch: None,
+        head_sha: None,
+        state: "working".into(),
+        ci_rounds: 0,
+        detail: None,
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    let event = troupe_store::NewEvent {
+        kind: "party_started_from_issue".into(),
+        project_id: Some(party.row.project_id.clone()),
+        party_id: Some(party.row.party_id.clone()),
+        session_id: None,
+        data: serde_json::json!({ "issue": issue.to_string() }),
+    };
+    ctx.store.put_forge_link(link, Some(event)).await?;
+    let project = ProjectForge::of(Path::new(&party.row.repo_root)).unwrap_or_default();
+    if project.comment_on_start {
+        let client = ctx.forges.client().await?;
+        let text = format!(
+            "A Troupe party (**{}**, `{}`) started on this issue; its work will arrive as a pull request.",
+            party.row.name, party.row.party_id
+        );
+        let what = format!("commenting on {issue}");
+        let (ctx2, party2, issue2) = (ctx.clone(), party.clone(), issue.clone());
+        // Off the launch's path: the forge may be slow, and the comment is a courtesy.
+        tokio::spawn(async move {
+            if let Err(e) =
+                retry(&what, || client.comment(&issue2.repo, issue2.number, &text)).await
+            {
+                crate::collab::tell_person(
+                    &ctx2,
+                    &party2,
+                    "forge_error",
+                    &format!("{what} failed: {e}"),
+                    serde_json::json!({ "party_id": party2.row.party_id }),
+                )
+                .await;
+            }
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -441,62 +508,4 @@ mod tests {
         assert_eq!(task.matches("forge-issue>>>").count(), 1, "{task}");
         assert!(task.trim_end().ends_with("forge-issue>>>"));
     }
-}
-
-/// Links a party to the issue it started from (before its members start), and comments on
-/// the issue when the project asks for that (a failure tells the person; the party goes on).
-pub async fn link_issue(
-    ctx: &crate::collab::Ctx,
-    party: &crate::party::PartyView,
-    issue: &IssueRef,
-) -> Result<(), ApiError> {
-    let link = troupe_store::ForgeLink {
-        party_id: party.row.party_id.clone(),
-        repo: issue.repo.to_string(),
-        issue_number: Some(issue.number as i64),
-        pull_number: None,
-        pull_url: None,
-        head_branch: None,
-        base_branch: None,
-        head_sha: None,
-        state: "working".into(),
-        ci_rounds: 0,
-        detail: None,
-        created_at: String::new(),
-        updated_at: String::new(),
-    };
-    let event = troupe_store::NewEvent {
-        kind: "party_started_from_issue".into(),
-        project_id: Some(party.row.project_id.clone()),
-        party_id: Some(party.row.party_id.clone()),
-        session_id: None,
-        data: serde_json::json!({ "issue": issue.to_string() }),
-    };
-    ctx.store.put_forge_link(link, Some(event)).await?;
-    let project = ProjectForge::of(Path::new(&party.row.repo_root)).unwrap_or_default();
-    if project.comment_on_start {
-        let client = ctx.forges.client()?;
-        let text = format!(
-            "A Troupe party (**{}**, `{}`) started on this issue; its work will arrive as a pull request.",
-            party.row.name, party.row.party_id
-        );
-        let what = format!("commenting on {issue}");
-        let (ctx2, party2, issue2) = (ctx.clone(), party.clone(), issue.clone());
-        // Off the launch's path: the forge may be slow, and the comment is a courtesy.
-        tokio::spawn(async move {
-            if let Err(e) =
-                retry(&what, || client.comment(&issue2.repo, issue2.number, &text)).await
-            {
-                crate::collab::tell_person(
-                    &ctx2,
-                    &party2,
-                    "forge_error",
-                    &format!("{what} failed: {e}"),
-                    serde_json::json!({ "party_id": party2.row.party_id }),
-                )
-                .await;
-            }
-        });
-    }
-    Ok(())
 }

@@ -245,7 +245,7 @@ async fn poll_project(
     repo: &RepoRef,
     forge: &ProjectForge,
 ) -> Result<(), troupe_forge::ForgeError> {
-    let Ok(client) = d.forges.client() else {
+    let Ok(client) = d.forges.client().await else {
         return Ok(());
     };
     let key = format!("{project_id}:{repo}:labeled:{}", forge.label);

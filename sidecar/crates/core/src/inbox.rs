@@ -165,12 +165,19 @@ pub fn items(
         };
         let number = link.pull_number.unwrap_or_default();
         out.push(InboxItem {
-            item_id: format!("pull_request_ready:{}:{}", link.party_id, link.head_sha.clone().unwrap_or_default()),
+            item_id: format!(
+                "pull_request_ready:{}:{}",
+                link.party_id,
+                link.head_sha.clone().unwrap_or_default()
+            ),
             kind: "pull_request_ready".into(),
             project_id: Some(row.project_id.clone()),
             party_id: Some(link.party_id.clone()),
             session_id: None,
-            title: format!("{}: pull request #{number} on {} is ready to merge", row.name, link.repo),
+            title: format!(
+                "{}: pull request #{number} on {} is ready to merge",
+                row.name, link.repo
+            ),
             detail: link.pull_url.clone(),
             since: link.updated_at.clone(),
             answer: answer(

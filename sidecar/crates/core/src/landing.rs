@@ -411,8 +411,13 @@ pub async fn land_as(
             Ok(pull) => pull,
             Err(e) => {
                 let text = format!("the pull request could not be delivered: {e}");
-                timeline(ctx, &party, "pull_request_failed", json!({ "error": e.to_string() }))
-                    .await;
+                timeline(
+                    ctx,
+                    &party,
+                    "pull_request_failed",
+                    json!({ "error": e.to_string() }),
+                )
+                .await;
                 tell_person(
                     ctx,
                     &party,

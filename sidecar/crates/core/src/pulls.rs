@@ -115,7 +115,7 @@ async fn tick(ctx: &Ctx, mut link: ForgeLink) -> Result<(), ApiError> {
     if link.state == "fixing" {
         return finish_round(ctx, &party, link).await;
     }
-    let client = ctx.forges.client()?;
+    let client = ctx.forges.client().await?;
     let repo = troupe_forge::RepoRef::parse(&link.repo).map_err(ApiError::Internal)?;
     let what = format!("pull request {}#{number}", link.repo);
     let pr = retry(&what, || client.pull(&repo, number))
@@ -216,27 +216,29 @@ async fn tick(ctx: &Ctx, mut link: ForgeLink) -> Result<(), ApiError> {
         .collect();
     let pending = checks.iter().any(|c| c.state == CheckState::Pending);
     if !failing.is_empty() {
+        // The round is claimed and recorded in one transaction before anyone is started: a
+        // restart never starts it twice (one that died before its reworks began ends at its
+        // re-landing, which finds nothing changed and hands the pull request to the person).
         let key = format!("failed:{}:{head}", link.party_id);
-        let fresh = ctx
-            .store
-            .claim_forge_keys(vec![key], Some(link.party_id.clone()), None)
-            .await?;
-        if !fresh.is_empty() {
-            if link.ci_rounds >= i64::from(project.max_ci_rounds) {
-                let names: Vec<&str> = failing.iter().map(|c| c.name.as_str()).collect();
-                let text = format!(
-                    "pull request #{number}: checks still fail ({}) after {} rounds of fixes; it is yours now",
-                    names.join(", "),
-                    link.ci_rounds
-                );
-                link.state = "gave_up".into();
-                link.detail = Some(text.clone());
-                let e = event(
-                    &link,
-                    "pull_request_gave_up",
-                    json!({ "number": number, "checks": names }),
-                );
-                ctx.store.put_forge_link(link, Some(e)).await?;
+        let names: Vec<String> = failing.iter().map(|c| c.name.clone()).collect();
+        if link.ci_rounds >= i64::from(project.max_ci_rounds) {
+            let text = format!(
+                "pull request #{number}: checks still fail ({}) after {} rounds of fixes; it is yours now",
+                names.join(", "),
+                link.ci_rounds
+            );
+            link.state = "gave_up".into();
+            link.detail = Some(text.clone());
+            let e = event(
+                &link,
+                "pull_request_gave_up",
+                json!({ "number": number, "checks": names }),
+            );
+            if ctx
+                .store
+                .claim_and_put_forge_link(key, link, Some(e))
+                .await?
+            {
                 tell_person(
                     ctx,
                     &party,
@@ -245,26 +247,46 @@ async fn tick(ctx: &Ctx, mut link: ForgeLink) -> Result<(), ApiError> {
                     json!({ "party_id": party.row.party_id }),
                 )
                 .await;
-                return Ok(());
             }
-            let (text, paths) = failure_text(number, &failing);
-            let mut owners: Vec<&Checkout> = all
-                .iter()
-                .filter(|c| {
-                    changed.get(&c.label()).is_some_and(|files| {
-                        files
-                            .iter()
-                            .any(|f| paths.contains(f) || text.contains(f.as_str()))
-                    })
+            return Ok(());
+        }
+        let (text, paths) = failure_text(number, &failing);
+        let mut owners: Vec<&Checkout> = all
+            .iter()
+            .filter(|c| {
+                changed.get(&c.label()).is_some_and(|files| {
+                    files
+                        .iter()
+                        .any(|f| paths.contains(f) || text.contains(f.as_str()))
                 })
+            })
+            .collect();
+        if owners.is_empty() {
+            owners = all
+                .iter()
+                .filter(|c| changed.get(&c.label()).is_some_and(|f| !f.is_empty()))
                 .collect();
-            if owners.is_empty() {
-                owners = all
-                    .iter()
-                    .filter(|c| changed.get(&c.label()).is_some_and(|f| !f.is_empty()))
-                    .collect();
-            }
-            let mut names = Vec::new();
+        }
+        let labels: Vec<String> = owners.iter().map(|c| c.label()).collect();
+        let mut round = link.clone();
+        round.ci_rounds += 1;
+        round.state = "fixing".into();
+        round.detail = Some(format!(
+            "round {} of fixes: {} failed",
+            round.ci_rounds,
+            names.join(", ")
+        ));
+        let e = event(
+            &round,
+            "ci_round_started",
+            json!({ "number": number, "round": round.ci_rounds, "head": head,
+                    "owners": labels, "checks": names }),
+        );
+        if ctx
+            .store
+            .claim_and_put_forge_link(key, round, Some(e))
+            .await?
+        {
             for c in &owners {
                 send_or_rework(
                     ctx,
@@ -274,26 +296,7 @@ async fn tick(ctx: &Ctx, mut link: ForgeLink) -> Result<(), ApiError> {
                     &text,
                 )
                 .await?;
-                names.push(c.label());
             }
-            link.ci_rounds += 1;
-            link.state = "fixing".into();
-            link.detail = Some(format!(
-                "round {} of fixes: {} failed",
-                link.ci_rounds,
-                failing
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            let e = event(
-                &link,
-                "ci_round_started",
-                json!({ "number": number, "round": link.ci_rounds, "head": head, "owners": names,
-                        "checks": failing.iter().map(|c| &c.name).collect::<Vec<_>>() }),
-            );
-            ctx.store.put_forge_link(link, Some(e)).await?;
             return Ok(());
         }
     }
@@ -372,7 +375,7 @@ pub async fn merge(
 ) -> Result<ForgeLink, ApiError> {
     let root = PathBuf::from(&party.row.repo_root);
     let project = ProjectForge::of(&root).map_err(ApiError::Unavailable)?;
-    let client = ctx.forges.client()?;
+    let client = ctx.forges.client().await?;
     let repo = troupe_forge::RepoRef::parse(&link.repo).map_err(ApiError::Internal)?;
     let number = link.pull_number.ok_or_else(|| {
         ApiError::Conflict(format!("party {} has no pull request yet", link.party_id))
@@ -429,7 +432,31 @@ async fn finish_round(ctx: &Ctx, party: &PartyView, mut link: ForgeLink) -> Resu
         dry_run: false,
         to: LandTo::PullRequest,
     };
+    let before = link.head_sha.clone();
     match crate::landing::land(ctx, params).await {
+        Ok(r) if r.pull_request.is_some() && before.as_deref() == Some(r.tip.as_str()) => {
+            // Nothing new to push: the round's members changed nothing.
+            let Some(mut link) = ctx.store.get_forge_link(&party.row.party_id)? else {
+                return Ok(());
+            };
+            let text = format!(
+                "the round of fixes changed nothing on pull request #{}; it is yours now",
+                link.pull_number.unwrap_or_default()
+            );
+            link.state = "gave_up".into();
+            link.detail = Some(text.clone());
+            let e = event(&link, "pull_request_gave_up", json!({ "reason": text }));
+            ctx.store.put_forge_link(link, Some(e)).await?;
+            tell_person(
+                ctx,
+                party,
+                "pull_request_gave_up",
+                &text,
+                json!({ "party_id": party.row.party_id }),
+            )
+            .await;
+            Ok(())
+        }
         Ok(r) if r.pull_request.is_some() => Ok(()),
         Ok(r) => {
             link.state = "gave_up".into();

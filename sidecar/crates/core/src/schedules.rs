@@ -31,6 +31,9 @@ use crate::project_config::ProjectConfig;
 pub const LOOK_EVERY: Duration = Duration::from_secs(60);
 /// A due time found later than this was missed (the daemon was not running then).
 pub const LATE_AFTER: TimeDelta = TimeDelta::seconds(60);
+/// A launch under way longer than this was lost (its caller went before it ended): it is taken
+/// up again as at start.
+const LOST_LAUNCH: TimeDelta = TimeDelta::minutes(5);
 /// The least wait between two passes while something is still due (a failing store).
 const LEAST_WAIT: Duration = Duration::from_secs(1);
 /// Missed due times counted at most (a minutely cron left for years).
@@ -390,8 +393,9 @@ fn launched_already(d: &Daemon, s: &Schedule) -> Option<String> {
         .map(|p| p.party_id)
 }
 
-/// At start: the fires an earlier daemon committed and did not see launched.
-async fn resume_launches(d: &Arc<Daemon>) {
+/// The fires committed and not seen launched: at start, those an earlier daemon left; later,
+/// those under way since before `lost_before` (a `run_schedule_now` whose caller went).
+async fn resume_launches(d: &Arc<Daemon>, lost_before: Option<DateTime<Utc>>) {
     let rows = match d.store.schedules(None) {
         Ok(rows) => rows,
         Err(e) => {
@@ -399,7 +403,15 @@ async fn resume_launches(d: &Arc<Daemon>) {
             return;
         }
     };
-    for s in rows.iter().filter(|s| s.launching) {
+    let lost = |s: &&Schedule| match lost_before {
+        None => true,
+        Some(t) => s
+            .last_run_at
+            .as_deref()
+            .and_then(parse_time)
+            .is_none_or(|at| at < t),
+    };
+    for s in rows.iter().filter(|s| s.launching).filter(lost) {
         let (outcome, adopted) = match launched_already(d, s) {
             Some(party_id) => (Ok(party_id), true),
             None => (launch(d, s).await, false),
@@ -558,14 +570,15 @@ fn inbox_item(s: &Schedule) -> InboxItem {
 
 /// Fires the schedules of the projects the daemon knows until it stops: at start, the launches
 /// an earlier daemon committed and did not finish; then at each due time (a timer, woken early
-/// when a schedule changes), reading the projects' configs again every `LOOK_EVERY`.
+/// when a schedule changes), reading the projects' configs again (and taking up a launch lost
+/// for `LOST_LAUNCH`) every `LOOK_EVERY`.
 pub fn watch(daemon: &Arc<Daemon>) {
     let weak = Arc::downgrade(daemon);
     let mut shutdown = daemon.shutdown_requested();
     let mut changes = daemon.store.changes(troupe_store::Topic::Inbox);
     tokio::spawn(async move {
         if let Some(d) = weak.upgrade() {
-            resume_launches(&d).await;
+            resume_launches(&d, None).await;
         }
         let mut read_at: Option<tokio::time::Instant> = None;
         loop {
@@ -579,6 +592,7 @@ pub fn watch(daemon: &Arc<Daemon>) {
                 let reread = read_at.is_none_or(|at| at.elapsed() >= LOOK_EVERY);
                 if reread {
                     sync_all(&d).await;
+                    resume_launches(&d, Some(now() - LOST_LAUNCH)).await;
                     read_at = Some(tokio::time::Instant::now());
                 }
                 fire_due(&d, &shutdown).await;

@@ -1,7 +1,13 @@
 //! GitHub's adapter: [`Forge`] over GitHub's REST API (version 2022-11-28), through octocrab's
 //! generic requests (`answer.rs` reads refusals, links and failures; `wire.rs` reads bodies).
 //! No retries here: a failure is a typed [`ForgeError`] and the daemon backs off and retries.
+//!
+//! The reads the daemon repeats while it watches (an issue and its comments, a pull request,
+//! its checks, reviews and line comments) are conditional: the last answer to each address
+//! (each page its own) is kept in a bounded cache (`cache.rs`), sent back as `If-None-Match`,
+//! and a `304 Not Modified` (free against GitHub's rate limit) is answered from it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,11 +21,13 @@ use crate::{
 };
 
 mod answer;
+mod cache;
 #[cfg(test)]
 mod tests;
 mod wire;
 
 use answer::encode;
+use cache::{Cache, Cached};
 
 /// At most this many pages are read for one list (100 items each).
 const MAX_PAGES: usize = 10;
@@ -39,6 +47,12 @@ pub struct GitHub {
     authorization: HeaderValue,
     timeout: Duration,
     sent: AtomicU64,
+    /// Of those, the ones with `If-None-Match`.
+    conditional: AtomicU64,
+    /// Of those, the ones answered `304 Not Modified`.
+    not_modified: AtomicU64,
+    /// The last answers to the watcher's reads, by address.
+    cache: Cache,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -48,6 +62,15 @@ impl std::fmt::Debug for GitHub {
             .field("web_host", &self.web_host)
             .field("timeout", &self.timeout)
             .field("requests_sent", &self.sent.load(Ordering::Relaxed))
+            .field(
+                "requests_conditional",
+                &self.conditional.load(Ordering::Relaxed),
+            )
+            .field(
+                "requests_not_modified",
+                &self.not_modified.load(Ordering::Relaxed),
+            )
+            .field("answers_cached", &self.cache.len())
             .finish_non_exhaustive()
     }
 }
@@ -57,6 +80,13 @@ struct Answer {
     status: StatusCode,
     headers: HeaderMap,
     body: String,
+}
+
+/// A read's answer (fresh, or remembered and not modified since): its body and the address of
+/// its next page, as GitHub gave it.
+struct Read {
+    body: Arc<str>,
+    next: Option<String>,
 }
 
 impl GitHub {
@@ -124,7 +154,16 @@ impl GitHub {
             authorization,
             timeout,
             sent: AtomicU64::new(0),
+            conditional: AtomicU64::new(0),
+            not_modified: AtomicU64::new(0),
+            cache: Cache::new(cache::MAX_ENTRIES, cache::MAX_BYTES),
         })
+    }
+
+    /// How many of the requests sent had `If-None-Match` (the watcher's reads of what was read
+    /// before, and the polls given a validator).
+    pub fn requests_conditional(&self) -> u64 {
+        self.conditional.load(Ordering::Relaxed)
     }
 
     /// The request for `path_and_query` (below the API's base), with the headers every request
@@ -165,6 +204,9 @@ impl GitHub {
     ) -> Result<Answer, ForgeError> {
         let request = self.request(method.clone(), path_and_query, body, etag)?;
         self.sent.fetch_add(1, Ordering::Relaxed);
+        if etag.is_some() {
+            self.conditional.fetch_add(1, Ordering::Relaxed);
+        }
         let exchange = async {
             let response = self.octo.execute(request).await?;
             let status = response.status();
@@ -193,6 +235,9 @@ impl GitHub {
             }
             Err(e) => return Err(answer::unanswered(what, &e)),
         };
+        if status == StatusCode::NOT_MODIFIED && etag.is_some() {
+            self.not_modified.fetch_add(1, Ordering::Relaxed);
+        }
         if status.is_success() || (status == StatusCode::NOT_MODIFIED && etag.is_some()) {
             return Ok(Answer {
                 status,
@@ -207,23 +252,69 @@ impl GitHub {
     }
 
     /// Reads an answer's body as `T`.
-    fn parse<T: DeserializeOwned>(answer: &Answer, what: &str) -> Result<T, ForgeError> {
-        serde_json::from_str(&answer.body).map_err(|e| {
+    fn parse<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, ForgeError> {
+        serde_json::from_str(body).map_err(|e| {
             ForgeError::BadAnswer(format!(
                 "{what}: GitHub's answer is not what its API says: {e}"
             ))
         })
     }
 
+    /// One of the watcher's reads: a `GET` of `path_and_query`, conditional on the last answer
+    /// to it when there is one (then a 304 is that answer). A successful answer with an `ETag`
+    /// replaces the remembered one (one without, forgets it).
+    async fn read(&self, path_and_query: &str, what: &str) -> Result<Read, ForgeError> {
+        let cached = self.cache.get(path_and_query);
+        let etag = cached.as_ref().map(|c| c.etag.as_str());
+        let answer = self
+            .send(Method::GET, path_and_query, None, etag, what)
+            .await?;
+        if answer.status == StatusCode::NOT_MODIFIED {
+            // `send` lets a 304 through only when a validator was sent, that is, from `cached`.
+            let Some(cached) = cached else {
+                return Err(ForgeError::BadAnswer(format!(
+                    "{what}: GitHub answered 304 Not Modified to an unconditional request"
+                )));
+            };
+            tracing::trace!(
+                path = path_and_query,
+                "GitHub: not modified, answered from the cache"
+            );
+            return Ok(Read {
+                body: cached.body,
+                next: cached.next,
+            });
+        }
+        let next = answer::next_link(&answer.headers);
+        let body: Arc<str> = Arc::from(answer.body);
+        let fresh_etag = answer
+            .headers
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|e| !e.is_empty());
+        match fresh_etag {
+            Some(etag) => self.cache.put(
+                path_and_query,
+                Cached {
+                    etag: etag.to_string(),
+                    body: body.clone(),
+                    next: next.clone(),
+                },
+            ),
+            None => self.cache.remove(path_and_query),
+        }
+        Ok(Read { body, next })
+    }
+
+    /// One of the watcher's reads (see [`GitHub::read`]), as `T`.
     async fn get<T: DeserializeOwned>(
         &self,
         path_and_query: &str,
         what: &str,
     ) -> Result<T, ForgeError> {
-        let answer = self
-            .send(Method::GET, path_and_query, None, None, what)
-            .await?;
-        Self::parse(&answer, what)
+        let read = self.read(path_and_query, what).await?;
+        Self::parse(&read.body, what)
     }
 
     async fn write<T: DeserializeOwned>(
@@ -234,11 +325,11 @@ impl GitHub {
         what: &str,
     ) -> Result<T, ForgeError> {
         let answer = self.send(method, path, Some(&body), None, what).await?;
-        Self::parse(&answer, what)
+        Self::parse(&answer.body, what)
     }
 
     /// Every page of a list (following `Link: rel="next"`, at most [`MAX_PAGES`]), each page's
-    /// items read by `items`.
+    /// items read by `items`; each page is one of the watcher's reads (see [`GitHub::read`]).
     async fn pages<P: DeserializeOwned, T>(
         &self,
         first: String,
@@ -249,9 +340,9 @@ impl GitHub {
         let mut next = Some(first);
         for _ in 0..MAX_PAGES {
             let Some(path) = next.take() else { break };
-            let answer = self.send(Method::GET, &path, None, None, what).await?;
-            all.extend(items(Self::parse::<P>(&answer, what)?));
-            next = match answer::next_link(&answer.headers) {
+            let read = self.read(&path, what).await?;
+            all.extend(items(Self::parse::<P>(&read.body, what)?));
+            next = match read.next {
                 None => None,
                 Some(url) => Some(
                     answer::below_base(&url, &self.base, &self.base_path).ok_or_else(|| {
@@ -277,7 +368,7 @@ impl GitHub {
         if answer.status == StatusCode::NOT_MODIFIED {
             return Ok(Polled::NotModified);
         }
-        let items: Vec<J> = Self::parse(&answer, what)?;
+        let items: Vec<J> = Self::parse(&answer.body, what)?;
         let etag = answer
             .headers
             .get(http::header::ETAG)
@@ -307,6 +398,10 @@ impl Forge for GitHub {
 
     fn requests_sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
+    }
+
+    fn requests_not_modified(&self) -> u64 {
+        self.not_modified.load(Ordering::Relaxed)
     }
 
     async fn issue(&self, repo: &RepoRef, number: u64) -> Result<Issue, ForgeError> {
@@ -383,7 +478,9 @@ impl Forge for GitHub {
             repo_path(repo),
             encode(&format!("{}:{head}", repo.owner))
         );
-        let pulls: Vec<wire::PullJson> = self.get(&path, &what).await?;
+        // Not one of the watcher's reads: asked before opening, always afresh.
+        let answer = self.send(Method::GET, &path, None, None, &what).await?;
+        let pulls: Vec<wire::PullJson> = Self::parse(&answer.body, &what)?;
         Ok(pulls.into_iter().next().map(PullRequest::from))
     }
 

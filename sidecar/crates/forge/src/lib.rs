@@ -287,6 +287,12 @@ pub trait Forge: Send + Sync + fmt::Debug {
     fn web_host(&self) -> &str;
     /// How many HTTP requests this forge has sent (for the figures).
     fn requests_sent(&self) -> u64;
+    /// How many of those were answered "not modified" (a conditional request whose validator
+    /// still held: GitHub does not count them against its rate limit), for the figures. An
+    /// adapter that sends no conditional requests has none.
+    fn requests_not_modified(&self) -> u64 {
+        0
+    }
 
     async fn issue(&self, repo: &RepoRef, number: u64) -> Result<Issue, ForgeError>;
     /// An issue's comments, oldest first.

@@ -139,17 +139,30 @@ mod tests {
             "ssh://git@github.com/octo-org/hello.world.git",
             "git@github.com:octo-org/hello.world.git",
         ] {
-            assert_eq!(RepoRef::from_remote_url(url, "github.com"), Some(r.clone()), "{url}");
+            assert_eq!(
+                RepoRef::from_remote_url(url, "github.com"),
+                Some(r.clone()),
+                "{url}"
+            );
         }
-        assert_eq!(RepoRef::from_remote_url("git@gitlab.com:a/b", "github.com"), None);
-        assert_eq!(RepoRef::from_remote_url("/srv/git/a.git", "github.com"), None);
+        assert_eq!(
+            RepoRef::from_remote_url("git@gitlab.com:a/b", "github.com"),
+            None
+        );
+        assert_eq!(
+            RepoRef::from_remote_url("/srv/git/a.git", "github.com"),
+            None
+        );
         for bad in ["a", "a/b/c", "../b", "a/..", "a b/c", "/b"] {
             assert!(RepoRef::parse(bad).is_err(), "{bad}");
         }
         let i = IssueRef::parse("octo-org/hello.world#12", "github.com").unwrap();
         assert_eq!(i.number, 12);
         assert_eq!(
-            IssueRef::parse("https://github.com/octo-org/hello.world/issues/12", "github.com"),
+            IssueRef::parse(
+                "https://github.com/octo-org/hello.world/issues/12",
+                "github.com"
+            ),
             Ok(i.clone())
         );
         assert_eq!(i.to_string(), "octo-org/hello.world#12");

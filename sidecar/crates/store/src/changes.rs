@@ -73,9 +73,7 @@ pub(crate) fn event_topic(kind: &str) -> Option<Topic> {
         "question_asked" | "question_answered" | "question_expired" | "decision_proposed"
         | "decision_voted" | "decision_tied" | "decision_committed" | "task_escalated"
         | "task_reassigned" | "inbox_dismissed" | "merge_conflict" | "party_landed"
-        | "party_delivered" => {
-            Some(Topic::Inbox)
-        }
+        | "party_delivered" => Some(Topic::Inbox),
         // Each schedule is an inbox item, its title and answer from its state.
         "schedule_added" | "schedule_changed" | "schedule_removed" | "schedule_error"
         | "schedule_fired" | "schedule_missed" | "schedule_launched" | "schedule_failed"

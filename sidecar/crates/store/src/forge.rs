@@ -38,6 +38,46 @@ fn load(conn: &Connection, party_id: &str) -> Result<Option<ForgeLink>, StoreErr
         .optional()?)
 }
 
+/// Writes a link (and its event); a link becoming or leaving `ready` changes the inbox.
+fn put(
+    conn: &Connection,
+    link: &ForgeLink,
+    event: Option<&NewEvent>,
+) -> Result<ForgeLink, StoreError> {
+    let before = load(conn, &link.party_id)?;
+    conn.prepare_cached(&format!(
+        "INSERT INTO forge_links ({COLUMNS}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, {NOW}, {NOW}) \
+         ON CONFLICT(party_id) DO UPDATE SET repo = ?2, issue_number = ?3, \
+         pull_number = ?4, pull_url = ?5, head_branch = ?6, base_branch = ?7, \
+         head_sha = ?8, state = ?9, ci_rounds = ?10, detail = ?11, updated_at = {NOW}"
+    ))?
+    .execute(params![
+        link.party_id,
+        link.repo,
+        link.issue_number,
+        link.pull_number,
+        link.pull_url,
+        link.head_branch,
+        link.base_branch,
+        link.head_sha,
+        link.state,
+        link.ci_rounds,
+        link.detail,
+    ])?;
+    let was = before.as_ref().map(|l| l.state.as_str());
+    if (was == Some("ready")) != (link.state == "ready") {
+        crate::changes::mark(crate::Topic::Inbox);
+    }
+    if let Some(e) = event {
+        append_event(conn, e)?;
+    }
+    load(conn, &link.party_id)?.ok_or_else(|| StoreError::NotFound {
+        what: "forge link",
+        id: link.party_id.clone(),
+    })
+}
+
 impl Store {
     /// Writes a party's forge link (inserted or replaced whole) and, if given, its timeline
     /// event, in one transaction. A link becoming or leaving `ready` changes the inbox.
@@ -46,41 +86,34 @@ impl Store {
         link: ForgeLink,
         event: Option<NewEvent>,
     ) -> Result<ForgeLink, StoreError> {
-        self.write(move |conn| {
-            let before = load(conn, &link.party_id)?;
-            conn.prepare_cached(&format!(
-                "INSERT INTO forge_links ({COLUMNS}) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, {NOW}, {NOW}) \
-                 ON CONFLICT(party_id) DO UPDATE SET repo = ?2, issue_number = ?3, \
-                 pull_number = ?4, pull_url = ?5, head_branch = ?6, base_branch = ?7, \
-                 head_sha = ?8, state = ?9, ci_rounds = ?10, detail = ?11, updated_at = {NOW}"
-            ))?
-            .execute(params![
-                link.party_id,
-                link.repo,
-                link.issue_number,
-                link.pull_number,
-                link.pull_url,
-                link.head_branch,
-                link.base_branch,
-                link.head_sha,
-                link.state,
-                link.ci_rounds,
-                link.detail,
-            ])?;
-            let was = before.as_ref().map(|l| l.state.as_str());
-            if (was == Some("ready")) != (link.state == "ready") {
-                crate::changes::mark(crate::Topic::Inbox);
-            }
-            if let Some(e) = &event {
-                append_event(conn, e)?;
-            }
-            load(conn, &link.party_id)?.ok_or_else(|| StoreError::NotFound {
-                what: "forge link",
-                id: link.party_id.clone(),
+        self.write(move |conn| put(conn, &link, event.as_ref()))
+            .await
+    }
+
+    /// Claims `key` and, only if it was new, writes the link and its event: one transaction,
+    /// so a kill -9 leaves either both or neither. True when this call claimed it.
+    pub async fn claim_and_put_forge_link(
+        &self,
+        key: String,
+        link: ForgeLink,
+        event: Option<NewEvent>,
+    ) -> Result<bool, StoreError> {
+        let claimed = self
+            .write(move |conn| {
+                let n = conn
+                    .prepare_cached(&format!(
+                        "INSERT OR IGNORE INTO forge_seen (key, party_id, created_at) \
+                         VALUES (?1, ?2, {NOW})"
+                    ))?
+                    .execute(params![key, link.party_id])?;
+                if n == 0 {
+                    return Ok(false);
+                }
+                put(conn, &link, event.as_ref())?;
+                Ok(true)
             })
-        })
-        .await
+            .await?;
+        Ok(claimed)
     }
 
     /// A party's forge link, if it has one.

@@ -53,12 +53,12 @@ pub use schedules::{Fire, Schedule, ScheduleConfig};
 pub use schema::{SCHEMA_VERSION, schema_sql};
 pub use troupe_model::{
     AgentRun, Approval, ApprovalRule, ApprovalStatus, Decision, DecisionRecord, DecisionStatus,
-    DefinitionRow, Event, ForgeLink, MemberPick, MemberRow, MemberState, MemberStatus, Message, MessageType,
-    NewApproval, NewEvent, NewMessage, NewNotification, NewQuestion, NewRun, NewSession,
-    Notification, PartyHead, PartyRow, PartyState, PartyStatus, PlanReview, PlanStatus, PlanStep,
-    PlanVersion, Priority, Project, Question, QuestionStatus, Recipients, RegisterOutcome, RunEnd,
-    RunStatus, Session, SessionFilter, SessionStatus, StepState, Strategy, Task, TaskStatus, Usage,
-    Vote,
+    DefinitionRow, Event, ForgeLink, MemberPick, MemberRow, MemberState, MemberStatus, Message,
+    MessageType, NewApproval, NewEvent, NewMessage, NewNotification, NewQuestion, NewRun,
+    NewSession, Notification, PartyHead, PartyRow, PartyState, PartyStatus, PlanReview, PlanStatus,
+    PlanStep, PlanVersion, Priority, Project, Question, QuestionStatus, Recipients,
+    RegisterOutcome, RunEnd, RunStatus, Session, SessionFilter, SessionStatus, StepState, Strategy,
+    Task, TaskStatus, Usage, Vote,
 };
 
 /// How many read connections are kept open between reads.

@@ -52,7 +52,7 @@ pub async fn deliver(
     let root = PathBuf::from(&party.row.repo_root);
     let project = ProjectForge::of(&root).map_err(ApiError::Unavailable)?;
     let repo = ctx.forges.repo_of(&root, &project.remote)?;
-    let client = ctx.forges.client()?;
+    let client = ctx.forges.client().await?;
     let before = ctx.store.get_forge_link(&party.row.party_id)?;
     let branch = result.integration_branch.clone();
     // The lease: what Troupe pushed there last (nothing: the branch must not exist yet).
@@ -63,7 +63,7 @@ pub async fn deliver(
     if expect.as_deref() != Some(result.tip.as_str()) {
         let url =
             troupe_worktree::push::remote_url(&root, &project.remote).map_err(super::git_error)?;
-        let config = ctx.forges.push_config(&url)?;
+        let config = ctx.forges.push_config(&url).await?;
         let (root2, remote, tip, branch2) = (
             root.clone(),
             project.remote.clone(),

@@ -409,6 +409,13 @@ fn every_request_carries_its_headers_once_and_never_shows_the_token() {
     assert_eq!(only("if-none-match"), "W/\"abc\"");
     assert_eq!(request.uri(), "/repos/o/r/issues?labels=x");
     assert_eq!(github.requests_sent(), 0);
+    assert_eq!(
+        (
+            github.requests_conditional(),
+            github.requests_not_modified()
+        ),
+        (0, 0)
+    );
     assert!(!format!("{github:?}").contains("ghp_secret"));
     assert_eq!(github.kind(), "github");
     assert_eq!(github.web_host(), "github.com");
@@ -471,4 +478,78 @@ fn outside_a_runtime_the_client_is_refused_not_a_panic() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("tokio runtime"), "{e}");
+}
+
+#[test]
+fn the_cache_keeps_the_most_recently_used_answers_within_its_bounds() {
+    use super::cache::{Cache, Cached};
+    let answer = |etag: &str, body: &str| Cached {
+        etag: etag.to_string(),
+        body: body.into(),
+        next: None,
+    };
+
+    let cache = Cache::new(3, 1024);
+    cache.put("/a", answer("\"1\"", "a"));
+    cache.put("/b", answer("\"2\"", "b"));
+    cache.put("/c", answer("\"3\"", "c"));
+    assert_eq!(cache.len(), 3);
+    // Looking up /a makes /b the least recently used: a fourth entry evicts it.
+    assert_eq!(cache.get("/a"), Some(answer("\"1\"", "a")));
+    cache.put("/d", answer("\"4\"", "d"));
+    assert_eq!(cache.len(), 3);
+    assert_eq!(cache.get("/b"), None);
+    for key in ["/a", "/c", "/d"] {
+        assert!(cache.get(key).is_some(), "{key}");
+    }
+    // Replacing an entry is not another entry, and keeps its new answer.
+    cache.put("/c", answer("\"5\"", "c2"));
+    assert_eq!(cache.len(), 3);
+    assert_eq!(cache.get("/c"), Some(answer("\"5\"", "c2")));
+    assert_eq!(cache.get("/a").map(|c| c.etag), Some("\"1\"".to_string()));
+    // Now /d is the oldest.
+    cache.put("/e", answer("\"6\"", "e"));
+    assert_eq!(cache.get("/d"), None);
+    cache.remove("/e");
+    assert_eq!(cache.len(), 2);
+    assert_eq!(cache.get("/e"), None);
+
+    // The byte bound: each entry here is 2 + 3 + 30 = 35 bytes; at most 100 are kept.
+    let cache = Cache::new(256, 100);
+    let body = "x".repeat(30);
+    for key in ["/1", "/2", "/3"] {
+        cache.put(key, answer("\"e\"", &body));
+    }
+    assert_eq!((cache.len(), cache.bytes()), (2, 70));
+    assert_eq!(cache.get("/1"), None);
+    // A next page counts too, and an answer bigger than the whole bound is not kept (nor is
+    // the entry it would have replaced).
+    cache.put(
+        "/2",
+        Cached {
+            next: Some("/2?page=2".to_string()),
+            ..answer("\"e\"", &body)
+        },
+    );
+    assert_eq!((cache.len(), cache.bytes()), (2, 79));
+    cache.put("/3", answer("\"e\"", &"y".repeat(200)));
+    assert_eq!((cache.len(), cache.bytes()), (1, 44));
+    assert_eq!(cache.get("/3"), None);
+    assert_eq!(
+        cache.get("/2").and_then(|c| c.next),
+        Some("/2?page=2".to_string())
+    );
+
+    // The adapter's own: 256 entries at most, the least recently used evicted first.
+    let cache = Cache::new(super::cache::MAX_ENTRIES, super::cache::MAX_BYTES);
+    for i in 0..300 {
+        cache.put(&format!("/repos/o/r/pulls/{i}"), answer("\"e\"", "{}"));
+        // The first one is looked up all along: it stays.
+        assert!(cache.get("/repos/o/r/pulls/0").is_some(), "{i}");
+    }
+    assert_eq!(cache.len(), 256);
+    assert!(cache.get("/repos/o/r/pulls/1").is_none());
+    assert!(cache.get("/repos/o/r/pulls/44").is_none());
+    assert!(cache.get("/repos/o/r/pulls/45").is_some());
+    assert!(cache.get("/repos/o/r/pulls/299").is_some());
 }

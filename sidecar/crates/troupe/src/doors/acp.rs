@@ -585,7 +585,8 @@ impl Turn {
     }
 
     async fn party(&mut self, name: &str, task: &str) -> Result<Stop, DoorError> {
-        self.launch(name, json!({ "inputs": { "task": task } })).await
+        self.launch(name, json!({ "inputs": { "task": task } }))
+            .await
     }
 
     /// Launches party `name` with `with` (its task or issue) and follows it.

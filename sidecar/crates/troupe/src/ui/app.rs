@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 use troupe_api::types::{
-    Event, InboxItem, MemberDiffResult, PartyStatusResult, PartySummary, ScheduleView,
+    Event, InboxItem, MemberDiffResult, PartyStatusResult, PartySummary, PullRequestView,
+    ScheduleView,
 };
 
 /// Timeline events kept for the timeline pane.
@@ -23,6 +24,11 @@ pub enum Update {
     /// The parties in scope, newest first (statuses follow one at a time).
     Parties(Vec<PartySummary>),
     Party(Box<PartyStatusResult>),
+    /// A party's pull request (`get_pull_request`); `None`: it has none.
+    Pull {
+        party_id: String,
+        pull: Option<Box<PullRequestView>>,
+    },
     Inbox(Vec<InboxItem>),
     /// The schedules in scope (`list_schedules`).
     Schedules(Vec<ScheduleView>),
@@ -127,6 +133,8 @@ pub enum Row {
 pub struct PartyView {
     pub summary: PartySummary,
     pub status: Option<PartyStatusResult>,
+    /// Its pull request, when it delivers (or will deliver) one.
+    pub pull: Option<PullRequestView>,
 }
 
 /// The watched run's output.
@@ -215,11 +223,16 @@ impl App {
                 self.parties = list
                     .into_iter()
                     .map(|summary| {
-                        let status = old
+                        let was = old
                             .iter_mut()
-                            .find(|p| p.summary.party_id == summary.party_id)
-                            .and_then(|p| p.status.take());
-                        PartyView { summary, status }
+                            .find(|p| p.summary.party_id == summary.party_id);
+                        let (status, pull) =
+                            was.map_or((None, None), |p| (p.status.take(), p.pull.take()));
+                        PartyView {
+                            summary,
+                            status,
+                            pull,
+                        }
                     })
                     .collect();
                 self.reselect(selected);
@@ -244,10 +257,20 @@ impl App {
                         PartyView {
                             summary: status.party.clone(),
                             status: Some(*status),
+                            pull: None,
                         },
                     ),
                 }
                 self.reselect(selected);
+            }
+            Update::Pull { party_id, pull } => {
+                if let Some(p) = self
+                    .parties
+                    .iter_mut()
+                    .find(|p| p.summary.party_id == party_id)
+                {
+                    p.pull = pull.map(|b| *b);
+                }
             }
             Update::Inbox(items) => {
                 let selected = self.inbox.get(self.inbox_row).map(|i| i.item_id.clone());

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use troupe_api::layout::Layout;
 use troupe_api::types::{
-    Event, InboxResult, MemberDiffResult, PartiesResult, PartyStatusResult, RunLogChunk,
-    SchedulesResult,
+    Event, InboxResult, MemberDiffResult, PartiesResult, PartyStatusResult, PullRequestView,
+    RunLogChunk, SchedulesResult,
 };
 
 use super::app::{Command, Update};
@@ -125,6 +125,9 @@ async fn session(
         log = watch(c, run_id, *offset, updates).await;
     }
     let mut dirty: BTreeSet<String> = known.iter().cloned().collect();
+    // The parties whose pull request to read again: all at first, then those whose events say
+    // it changed.
+    let mut dirty_pulls = dirty.clone();
     let mut last_read: Option<tokio::time::Instant> = None;
     loop {
         let settle = tokio::time::sleep(
@@ -152,6 +155,9 @@ async fn session(
                     if !known.contains(&party) {
                         continue;
                     }
+                }
+                if moves_pull(&event.kind) {
+                    dirty_pulls.insert(party.clone());
                 }
                 dirty.insert(party);
                 let _ = updates.send(Update::Event(Box::new(event)));
@@ -196,7 +202,7 @@ async fn session(
                     }
                 }
             }
-            () = settle, if !dirty.is_empty() => {
+            () = settle, if !dirty.is_empty() || !dirty_pulls.is_empty() => {
                 last_read = Some(tokio::time::Instant::now());
                 for party in std::mem::take(&mut dirty) {
                     match c.call("get_party_status", json!({ "party_id": party })).await {
@@ -209,9 +215,46 @@ async fn session(
                         Err(_) => {}
                     }
                 }
+                for party in std::mem::take(&mut dirty_pulls) {
+                    read_pull(c, party, updates).await.map_err(|e| gone(&e))?;
+                }
             }
         }
     }
+}
+
+/// Whether an event of this kind can change its party's pull request.
+fn moves_pull(kind: &str) -> bool {
+    kind.starts_with("pull_request_")
+        || matches!(
+            kind,
+            "ci_round_started" | "party_delivered" | "party_started_from_issue"
+        )
+}
+
+/// Reads a party's pull request and sends it; a party without one (not found) is sent as none,
+/// quietly, and any other failure leaves what is shown. `Err` only when the daemon is gone.
+async fn read_pull(
+    c: &Client,
+    party: String,
+    updates: &UnboundedSender<Update>,
+) -> Result<(), client::CallError> {
+    let pull = match c
+        .call("get_pull_request", json!({ "party_id": party }))
+        .await
+    {
+        Ok(v) => serde_json::from_value::<PullRequestView>(v)
+            .ok()
+            .map(Box::new),
+        Err(e) if !c.is_connected() => return Err(e),
+        Err(e) if e.kind() == Some("not_found") => None,
+        Err(_) => return Ok(()),
+    };
+    let _ = updates.send(Update::Pull {
+        party_id: party,
+        pull,
+    });
+    Ok(())
 }
 
 /// Lists the schedules in scope and sends them (a daemon without them: none).

@@ -296,7 +296,33 @@ fn schedules_have_a_pane_under_the_inbox_where_p_pauses_or_resumes_and_r_runs_on
     ));
     app.key(Key::Tab);
     app.key(Key::Tab);
-    expect![[r#""#]].assert_eq(&screen(&app));
+    expect![[r#"
+         Troupe · proj · ● connected · inbox 1 · ? help                                 
+        ┌ Parties (1) ─────────────────────────────┐┌ Inbox (1) ───────────────────────┐
+        │›● notes running · executing bbb-cccc     ││›approval  writer asks to use writ│
+        │   ● writer [codex] running 0/1           ││                                  │
+        │      ● #0 running   1:15                 ││                                  │
+        │   · check [codex] pending 0/1            ││                                  │
+        │      · #0 pending                        │└──────────────────────────────────┘
+        │                                          │┌ Schedules (3) ───────────────────┐
+        │                                          ││›● nightly next 11-29T02:00Z · tea│
+        │                                          ││ ‖ weekly paused · team           │
+        │                                          ││ ✗ broken not running: cron "x": i│
+        └──────────────────────────────────────────┘└──────────────────────────────────┘
+        ┌ Timeline ────────────────────────────────────────────────────────────────────┐
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        └──────────────────────────────────────────────────────────────────────────────┘
+        Tab parties · ↑↓ · p pause/resume · r run now · q quit                          
+    "#]]
+    .assert_eq(&screen(&app));
     let params = |name: &str| json!({ "project_id": "p", "name": name });
     assert_eq!(
         app.key(Key::Char('p')),
@@ -330,4 +356,77 @@ fn schedules_have_a_pane_under_the_inbox_where_p_pauses_or_resumes_and_r_runs_on
     app.key(Key::Tab);
     app.key(Key::Tab);
     assert_eq!(app.focus, super::app::Focus::Parties);
+}
+
+fn pull(state: &str, rounds: i64) -> Update {
+    let view = json!({ "party_id": "0190aaaa-bbbb-cccc", "repo": "o/r", "number": 12,
+                       "url": "https://github.com/o/r/pull/12", "state": state, "ci_rounds": rounds,
+                       "max_ci_rounds": 3, "issue": "o/r#5", "pushed_by": "troupe" });
+    Update::Pull {
+        party_id: "0190aaaa-bbbb-cccc".into(),
+        pull: Some(Box::new(
+            serde_json::from_value(view).expect("a pull request"),
+        )),
+    }
+}
+
+#[test]
+fn a_partys_pull_request_shows_under_it_and_the_rows_still_select_its_members() {
+    let mut app = app();
+    app.apply(party("running", "running", "pending"));
+    app.apply(pull("open", 1));
+    expect![[r#"
+         Troupe · proj · ● connected · inbox 0 · ? help                                 
+        ┌ Parties (1) ─────────────────────────────┐┌ Inbox (0) ───────────────────────┐
+        │›● notes running · executing bbb-cccc     ││nothing is waiting for you        │
+        │   ↳ PR #12 open · CI round 1/3           ││                                  │
+        │   ● writer [codex] running 0/1           ││                                  │
+        │      ● #0 running   1:15                 ││                                  │
+        │   · check [codex] pending 0/1            ││                                  │
+        │      · #0 pending                        ││                                  │
+        │                                          ││                                  │
+        │                                          ││                                  │
+        │                                          ││                                  │
+        └──────────────────────────────────────────┘└──────────────────────────────────┘
+        ┌ Timeline ────────────────────────────────────────────────────────────────────┐
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        │                                                                              │
+        └──────────────────────────────────────────────────────────────────────────────┘
+        Tab inbox · ↑↓ · o output · v diff · t timeline · q quit                        
+    "#]]
+    .assert_eq(&screen(&app));
+    // The pull request's line belongs to the party's row: one Down is the first role, a
+    // second its member.
+    app.key(Key::Down);
+    assert!(
+        app.selected_member()
+            .is_some_and(|(m, _)| m.role == "writer")
+    );
+    app.key(Key::Down);
+    assert_eq!(
+        app.selected_member().map(|m| m.1),
+        Some(Some("run-writer".into()))
+    );
+    app.apply(pull("ready", 1));
+    assert!(
+        screen(&app).contains("│   ↳ PR #12 ready to merge    "),
+        "{}",
+        screen(&app)
+    );
+    // The list of parties again keeps it; a party without one (not found) shows none.
+    let summary = app.parties[0].summary.clone();
+    app.apply(Update::Parties(vec![summary]));
+    assert!(screen(&app).contains("PR #12 ready to merge"));
+    app.apply(Update::Pull {
+        party_id: "0190aaaa-bbbb-cccc".into(),
+        pull: None,
+    });
+    assert!(!screen(&app).contains("PR #"), "{}", screen(&app));
 }

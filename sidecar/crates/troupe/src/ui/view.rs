@@ -7,7 +7,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, List, ListItem, ListState, Paragraph, Wrap};
-use troupe_api::types::{MemberStatusView, RoleStatus, ScheduleView};
+use troupe_api::types::{MemberStatusView, PullRequestView, RoleStatus, ScheduleView};
 
 use super::app::{App, Focus, Mode, Pane, Row};
 
@@ -132,6 +132,45 @@ fn member_line(member: &MemberStatusView, now_ms: i64) -> Line<'static> {
     ])
 }
 
+/// A party's pull request: `PR #12 open · CI round 1/3`, `PR #12 ready to merge`, ….
+pub fn pull_line(pull: &PullRequestView) -> Line<'static> {
+    let pr = pull
+        .number
+        .map_or_else(|| "PR".to_string(), |n| format!("PR #{n}"));
+    let rounds = if pull.ci_rounds > 0 {
+        format!(" · CI round {}/{}", pull.ci_rounds, pull.max_ci_rounds)
+    } else {
+        String::new()
+    };
+    let (text, color) = match pull.state.as_str() {
+        "working" if pull.number.is_none() => (
+            format!(
+                "PR not opened yet{}",
+                pull.issue
+                    .as_deref()
+                    .map(|i| format!(" · issue {i}"))
+                    .unwrap_or_default()
+            ),
+            Color::Gray,
+        ),
+        "open" | "fixing" | "working" => (format!("{pr} {}{rounds}", pull.state), Color::Yellow),
+        "ready" => (format!("{pr} ready to merge"), Color::Green),
+        "merged" => (format!("{pr} merged"), Color::Green),
+        "gave_up" => (
+            match &pull.detail {
+                Some(why) => format!("{pr} gave up{rounds}: {why}"),
+                None => format!("{pr} gave up{rounds}"),
+            },
+            Color::Red,
+        ),
+        other => (format!("{pr} {other}"), Color::DarkGray),
+    };
+    Line::from(vec![
+        Span::raw("  "),
+        Span::styled(format!("↳ {text}"), Style::new().fg(color)),
+    ])
+}
+
 fn draw_parties(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let rows = app.rows();
     let items: Vec<ListItem<'_>> = rows
@@ -147,7 +186,7 @@ fn draw_parties(frame: &mut Frame<'_>, app: &App, area: Rect) {
                     .and_then(|v| v.as_str().map(str::to_string))
                     .map(|s| format!(" · {s}"))
                     .unwrap_or_default();
-                ListItem::new(Line::from(vec![
+                let head = Line::from(vec![
                     Span::styled(m, Style::new().fg(color)),
                     Span::styled(
                         format!(" {}", p.summary.name),
@@ -158,7 +197,12 @@ fn draw_parties(frame: &mut Frame<'_>, app: &App, area: Rect) {
                         p.summary.status,
                         crate::client::short(&p.summary.party_id)
                     )),
-                ]))
+                ]);
+                // Its pull request under it, as part of the same row.
+                match &p.pull {
+                    Some(pull) => ListItem::new(vec![head, pull_line(pull)]),
+                    None => ListItem::new(head),
+                }
             }
             Row::Role { party, role } => {
                 let status = app.parties[*party].status.as_ref();

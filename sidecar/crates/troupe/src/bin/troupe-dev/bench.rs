@@ -27,6 +27,9 @@ pub enum BenchCommand {
     Radar(crate::bench_radar::RadarArgs),
     /// `troupe ui` in a real terminal: status change → screen, beside a bare subscriber; idle CPU.
     Ui(crate::bench_ui::UiArgs),
+    /// The forge: a failing check → its owner's fix pushed to the same pull request, requests
+    /// to GitHub per party and per hour of watching (against the tests' fake GitHub).
+    Forge(crate::bench_forge::ForgeArgs),
     /// A store that does not grow forever: size and send rate after a million messages and
     /// after `gc`.
     Gc(crate::bench_gc::GcArgs),
@@ -51,5 +54,6 @@ pub async fn run(cmd: BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Radar(args) => crate::bench_radar::run(args, json).await,
         BenchCommand::Ui(args) => crate::bench_ui::run(args, json).await,
         BenchCommand::Gc(args) => crate::bench_gc::run(args, json).await,
+        BenchCommand::Forge(args) => crate::bench_forge::run(args, json).await,
     }
 }

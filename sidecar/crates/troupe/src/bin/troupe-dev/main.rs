@@ -12,6 +12,7 @@ mod bench_acp_door;
 mod bench_agents;
 mod bench_approvals;
 mod bench_authority;
+mod bench_forge;
 mod bench_gc;
 mod bench_messaging;
 mod bench_parties;
