@@ -679,3 +679,117 @@ async fn a_failing_forge_is_retried_with_backoff_and_the_person_told_and_nothing
     assert_eq!(fake.pulls(REPO).len(), 1);
     fake.assert_all_valid();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "needs GitHub's OpenAPI description, which scripts/test installs (tests/forge-fixtures): run with TROUPE_TEST_TOOLS=1"
+)]
+async fn polling_starts_a_party_once_with_conditional_requests_and_waits_out_a_spent_rate_limit() {
+    let fake = FakeGitHub::start();
+    let s = forge_scenario(
+        &fake,
+        "",
+        "party = \"poller\"\npoll = true\nlabel = \"troupe\"\nmention = \"@troupe\"\n",
+    )
+    .await;
+    team(&s, "poller", &[("dev", "polled.txt")], false).await;
+    s.person
+        .call(
+            "register_session",
+            json!({ "cli": "vscode", "cwd": s.project }),
+        )
+        .await
+        .unwrap();
+    // The first poll finds the limit spent: polling waits for its reset, then asks again.
+    fake.fail_next(
+        "GET",
+        &format!("/repos/{REPO}/issues"),
+        Fault::RateLimited { reset_in_secs: 2 },
+        1,
+    );
+    let labeled = fake.add_issue(REPO, "Polled", "Do it", &["troupe"], "alice", "OWNER");
+    // Then the labelled issue starts the party, once.
+    let started = wait_for("the party started by polling", 30, || async {
+        let p = s
+            .person
+            .call("list_parties", json!({ "cwd": s.project }))
+            .await
+            .unwrap();
+        let list = p["parties"].as_array().unwrap().clone();
+        (!list.is_empty()).then_some(list)
+    })
+    .await;
+    assert_eq!(started.len(), 1);
+    let party = started[0]["party_id"].as_str().unwrap().to_string();
+    let label_polls: Vec<u16> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == format!("/repos/{REPO}/issues"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(label_polls.first(), Some(&403), "{label_polls:?}");
+    assert!(label_polls.contains(&200), "{label_polls:?}");
+    let pr = wait_for("the party linked to its issue", 30, || async {
+        s.person
+            .call("get_pull_request", json!({ "party_id": party }))
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(pr["issue"], format!("{REPO}#{labeled}"), "{pr}");
+    // A mention from someone without write access starts nothing; the polls that follow are
+    // conditional and mostly answered 304.
+    let other = fake.add_issue(REPO, "Mine too", "x", &[], "mallory", "NONE");
+    fake.add_issue_comment(REPO, other, "mallory", "NONE", "@troupe do this");
+    wait_for("the outsider's mention ignored", 30, || async {
+        let e = s
+            .person
+            .call("list_events", json!({ "kind": "forge_event_ignored" }))
+            .await
+            .unwrap();
+        e["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["data"]["reason"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("mallory")
+            })
+            .cloned()
+    })
+    .await;
+    let seen = fake.requests().len();
+    wait_for("more polls", 30, || async {
+        (fake.requests().len() > seen + 8).then_some(())
+    })
+    .await;
+    let polls: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .skip(seen)
+        .filter(|r| {
+            r.method == "GET"
+                && (r.path.ends_with("/issues") || r.path.ends_with("/issues/comments"))
+        })
+        .collect();
+    assert!(!polls.is_empty());
+    // Every poll is conditional; once the cursor has moved past the last change, the answers
+    // are 304s (free of the rate limit): at most one fresh answer per poll kind here.
+    let shown: Vec<_> = polls
+        .iter()
+        .map(|r| (r.path.clone(), r.status, r.conditional))
+        .collect();
+    assert!(polls.iter().all(|r| r.conditional), "{shown:?}");
+    let fresh = polls.iter().filter(|r| r.status != 304).count();
+    assert!(fresh <= 2 && polls.len() > 4, "{shown:?}");
+    let parties = s
+        .person
+        .call("list_parties", json!({ "cwd": s.project }))
+        .await
+        .unwrap();
+    assert_eq!(parties["parties"].as_array().unwrap().len(), 1, "{parties}");
+    fake.assert_all_valid();
+}

@@ -415,64 +415,6 @@ pub async fn fetch_issue_task(
     Ok((issue, task))
 }
 
-/// Links a party to the issue it started from (before its members start), and comments on
-/// the issue when the project asks for that (a failure tells the person; the party goes on).
-pub async fn link_issue(
-    ctx: &crate::collab::Ctx,
-    party: &crate::party::PartyView,
-    issue: &IssueRef,
-) -> Result<(), ApiError> {
-    let link = troupe_store::ForgeLink {
-        party_id: party.row.party_id.clone(),
-        repo: issue.repo.to_string(),
-        issue_number: Some(issue.number as i64),
-        pull_number: None,
-        pull_url: None,
-        head_branch: None,
-        base_branch: None,
-        head_sha: None,
-        state: "working".into(),
-        ci_rounds: 0,
-        detail: None,
-        created_at: String::new(),
-        updated_at: String::new(),
-    };
-    let event = troupe_store::NewEvent {
-        kind: "party_started_from_issue".into(),
-        project_id: Some(party.row.project_id.clone()),
-        party_id: Some(party.row.party_id.clone()),
-        session_id: None,
-        data: serde_json::json!({ "issue": issue.to_string() }),
-    };
-    ctx.store.put_forge_link(link, Some(event)).await?;
-    let project = ProjectForge::of(Path::new(&party.row.repo_root)).unwrap_or_default();
-    if project.comment_on_start {
-        let client = ctx.forges.client().await?;
-        let text = format!(
-            "A Troupe party (**{}**, `{}`) started on this issue; its work will arrive as a pull request.",
-            party.row.name, party.row.party_id
-        );
-        let what = format!("commenting on {issue}");
-        let (ctx2, party2, issue2) = (ctx.clone(), party.clone(), issue.clone());
-        // Off the launch's path: the forge may be slow, and the comment is a courtesy.
-        tokio::spawn(async move {
-            if let Err(e) =
-                retry(&what, || client.comment(&issue2.repo, issue2.number, &text)).await
-            {
-                crate::collab::tell_person(
-                    &ctx2,
-                    &party2,
-                    "forge_error",
-                    &format!("{what} failed: {e}"),
-                    serde_json::json!({ "party_id": party2.row.party_id }),
-                )
-                .await;
-            }
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

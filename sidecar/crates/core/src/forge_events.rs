@@ -6,7 +6,8 @@
 //! receiver (the `troupe` binary checks the signature, then calls `receive_forge_event`), and,
 //! for projects with `[forge] poll = true`, polling here with conditional requests (an ETag per
 //! poll: an unchanged answer costs no rate limit), paused until the forge's limit resets when
-//! it says it is spent. Each issue starts one party, once (claimed in the store).
+//! it says it is spent. Each issue starts one party, once (claimed in the store), and the party
+//! is linked to its issue before its members start (`link_issue`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -164,6 +165,13 @@ pub async fn claim_start(d: &Daemon, issue: &str) -> Result<bool, ApiError> {
         .claim_forge_keys(vec![format!("start:{issue}")], None, None)
         .await?
         .is_empty())
+}
+
+/// Gives issue `issue`'s start back (its party did not launch).
+pub async fn release_start(d: &Daemon, issue: &str) {
+    if let Err(e) = d.store.release_forge_key(format!("start:{issue}")).await {
+        tracing::warn!(error = %e, "an issue's start was not given back");
+    }
 }
 
 /// An ignored event on the timeline.
@@ -355,6 +363,7 @@ pub async fn start_from(
                     (decision, id)
                 }
                 Err(e) => {
+                    release_start(d, issue).await;
                     record_ignored(
                         d,
                         Some(project_id.clone()),
@@ -375,6 +384,64 @@ pub async fn start_from(
             (decision, None)
         }
     }
+}
+
+/// Links a party to the issue it started from (before its members start), and comments on
+/// the issue when the project asks for that (a failure tells the person; the party goes on).
+pub async fn link_issue(
+    ctx: &crate::collab::Ctx,
+    party: &crate::party::PartyView,
+    issue: &troupe_forge::IssueRef,
+) -> Result<(), ApiError> {
+    let link = troupe_store::ForgeLink {
+        party_id: party.row.party_id.clone(),
+        repo: issue.repo.to_string(),
+        issue_number: Some(issue.number as i64),
+        pull_number: None,
+        pull_url: None,
+        head_branch: None,
+        base_branch: None,
+        head_sha: None,
+        state: "working".into(),
+        ci_rounds: 0,
+        detail: None,
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    let event = troupe_store::NewEvent {
+        kind: "party_started_from_issue".into(),
+        project_id: Some(party.row.project_id.clone()),
+        party_id: Some(party.row.party_id.clone()),
+        session_id: None,
+        data: serde_json::json!({ "issue": issue.to_string() }),
+    };
+    ctx.store.put_forge_link(link, Some(event)).await?;
+    let project = ProjectForge::of(std::path::Path::new(&party.row.repo_root)).unwrap_or_default();
+    if project.comment_on_start {
+        let client = ctx.forges.client().await?;
+        let text = format!(
+            "A Troupe party (**{}**, `{}`) started on this issue; its work will arrive as a pull request.",
+            party.row.name, party.row.party_id
+        );
+        let what = format!("commenting on {issue}");
+        let (ctx2, party2, issue2) = (ctx.clone(), party.clone(), issue.clone());
+        // Off the launch's path: the forge may be slow, and the comment is a courtesy.
+        tokio::spawn(async move {
+            if let Err(e) =
+                retry(&what, || client.comment(&issue2.repo, issue2.number, &text)).await
+            {
+                crate::collab::tell_person(
+                    &ctx2,
+                    &party2,
+                    "forge_error",
+                    &format!("{what} failed: {e}"),
+                    serde_json::json!({ "party_id": party2.row.party_id }),
+                )
+                .await;
+            }
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

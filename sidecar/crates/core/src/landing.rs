@@ -436,8 +436,15 @@ pub async fn land_as(
             pull.repo,
             pull.url.clone().unwrap_or_default()
         );
+        if !conflicted.is_empty() {
+            let left: Vec<String> = conflicted.iter().map(Checkout::label).collect();
+            result
+                .summary
+                .push_str(&format!("; left out with conflicts: {}", left.join(", ")));
+        }
         result.pull_request = Some(pull);
         timeline(ctx, &party, "party_delivered", json!(&result)).await;
+        report_conflicts(ctx, &party, &conflicted, &mut result, &branch, true).await;
         return Ok(result);
     }
     // The last part runs to its end even if the caller stops waiting (a cancelled land run, a

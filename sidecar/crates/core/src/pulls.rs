@@ -38,7 +38,7 @@ pub fn watch(d: &Arc<Daemon>) {
                 .settings()
                 .map(|s| s.poll())
                 .unwrap_or(std::time::Duration::from_secs(60));
-            look(&ctx).await;
+            look(&ctx, &stop).await;
             tokio::select! {
                 _ = tokio::time::sleep(poll) => {}
                 _ = ctx.forges.wake.notified() => {}
@@ -48,8 +48,8 @@ pub fn watch(d: &Arc<Daemon>) {
     });
 }
 
-/// One look at every watched pull request.
-pub async fn look(ctx: &Ctx) {
+/// One look at every watched pull request (a failure while the daemon stops is not one).
+pub async fn look(ctx: &Ctx, stop: &tokio::sync::watch::Receiver<bool>) {
     let links = match ctx.store.forge_links_in(&WATCHED) {
         Ok(links) => links,
         Err(e) => {
@@ -60,6 +60,10 @@ pub async fn look(ctx: &Ctx) {
     for link in links {
         let party_id = link.party_id.clone();
         if let Err(e) = tick(ctx, link).await {
+            let stopping = matches!(&e, ApiError::Unavailable(m) if m.contains("shutting down"));
+            if *stop.borrow() || stopping {
+                return;
+            }
             tracing::warn!(party = %party_id, error = %e, "the pull request's look failed");
             note_error(ctx, &party_id, &e).await;
         }

@@ -171,6 +171,17 @@ impl Store {
         .await
     }
 
+    /// Gives a claimed key back (what it claimed could not be carried out: a party that did
+    /// not launch), so that the next event or poll may try again.
+    pub async fn release_forge_key(&self, key: String) -> Result<(), StoreError> {
+        self.write(move |conn| {
+            conn.prepare_cached("DELETE FROM forge_seen WHERE key = ?1")?
+                .execute(params![key])?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Whether a key was claimed.
     pub fn forge_key_seen(&self, key: &str) -> Result<bool, StoreError> {
         let key = key.to_string();

@@ -7,7 +7,7 @@ use troupe_api::types::*;
 
 use crate::collab::{Ctx, PartyView};
 use crate::daemon::Daemon;
-use crate::forge_events::{Decision, claim_start, decide, record_ignored};
+use crate::forge_events::{Decision, claim_start, decide, record_ignored, release_start};
 
 pub async fn get_delivery_summary(
     d: &Daemon,
@@ -99,7 +99,10 @@ pub async fn receive_forge_event(
             })
         }
         Decision::Start {
-            root, party, issue, ..
+            root,
+            party,
+            issue,
+            project_id,
         } => {
             if !claim_start(d, &issue).await? {
                 return Ok(ForgeEventResult {
@@ -122,7 +125,22 @@ pub async fn receive_forge_event(
                     mode: LaunchMode::Spawn,
                 },
             )
-            .await?;
+            .await;
+            let launched = match launched {
+                Ok(l) => l,
+                Err(e) => {
+                    // Not started: the next event (or the person) may start it.
+                    release_start(d, &issue).await;
+                    record_ignored(
+                        d,
+                        Some(project_id),
+                        &p.event,
+                        &format!("starting party {party} on {issue} failed: {e}"),
+                    )
+                    .await;
+                    return Err(e);
+                }
+            };
             d.store
                 .append_event(troupe_store::NewEvent {
                     kind: "forge_event_started_party".into(),

@@ -320,7 +320,7 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
         snapshot,
     });
     if let Some(r) = &issue {
-        crate::forge::link_issue(&crate::collab::Ctx::of(d), &party, r).await?;
+        crate::forge_events::link_issue(&crate::collab::Ctx::of(d), &party, r).await?;
     }
     d.orchestrator
         .request(|reply| Command::Launch { party, reply })

@@ -109,6 +109,14 @@ impl Mode {
         }
     }
 
+    fn poll_secs(self, args: &ForgeArgs) -> f64 {
+        match self {
+            Mode::Poll => args.poll_secs,
+            Mode::Webhook => args.webhook_poll_secs,
+            Mode::Woken => args.woken_poll_secs,
+        }
+    }
+
     fn describe(self) -> &'static str {
         match self {
             Mode::Poll => "polling",
@@ -186,30 +194,27 @@ pub async fn run(args: ForgeArgs, json_out: bool) -> anyhow::Result<()> {
         .1
         .context("no look was counted")?;
     bench.floor_round("warm-floor").await?;
-    let mut by_mode = Vec::new();
-    for mode in [Mode::Poll, Mode::Webhook, Mode::Woken] {
-        let poll = match mode {
-            Mode::Poll => args.poll_secs,
-            Mode::Webhook => args.webhook_poll_secs,
-            Mode::Woken => args.woken_poll_secs,
-        };
-        write_settings(&bench.data_dir, &bench.fake.url, poll)?;
-        // One party first, not counted: the watcher takes the new poll after its current sleep.
-        bench
-            .forge_round(&format!("{}-warm", mode.key()), mode, None)
-            .await?;
-        let mut rounds = Vec::new();
-        for i in 0..args.rounds {
-            let mut round = bench
-                .forge_round(&format!("{}{i}", mode.key()), mode, None)
-                .await?
-                .0;
-            round.floor_ms = bench
-                .floor_round(&format!("{}{i}-floor", mode.key()))
+    // The modes in turn in each round, so that what grows over the run (the parties the daemon
+    // holds, the machine's other load) weighs on each alike.
+    let modes = [Mode::Poll, Mode::Webhook, Mode::Woken];
+    let mut by_mode: Vec<(Mode, f64, Vec<Round>)> = modes
+        .iter()
+        .map(|m| (*m, m.poll_secs(&args), Vec::new()))
+        .collect();
+    let mut wakes = 0;
+    for i in 0..args.rounds {
+        for (mode, poll, rounds) in &mut by_mode {
+            // The watcher reads its poll before each sleep: woken, it takes the new one now.
+            write_settings(&bench.data_dir, &bench.fake.url, *poll)?;
+            wakes += 1;
+            bench
+                .send_event("check_suite", "completed", &format!("settings-{wakes}"))
                 .await?;
+            let name = format!("{}{i}", mode.key());
+            let mut round = bench.forge_round(&name, *mode, None).await?.0;
+            round.floor_ms = bench.floor_round(&format!("{name}-floor")).await?;
             eprintln!(
-                "{} {i}: fix pushed {:.1} ms (round started {:.1}, rework {:.1}, → landed {:.1}, → pushed {:.1}); {} requests; floor {:.1} ms",
-                mode.key(),
+                "{name}: fix pushed {:.1} ms (round started {:.1}, rework {:.1}, → integrated {:.1}, → pushed {:.1}); {} requests; floor {:.1} ms",
                 round.fix_ms,
                 round.round_started_ms,
                 round.rework_ms,
@@ -220,7 +225,6 @@ pub async fn run(args: ForgeArgs, json_out: bool) -> anyhow::Result<()> {
             );
             rounds.push(round);
         }
-        by_mode.push((mode, poll, rounds));
     }
 
     let all = bench.fake.requests();
@@ -442,7 +446,7 @@ impl Bench {
     }
 
     /// `receive_forge_event` with GitHub's example payload of `event`, pointed at `REPO`.
-    async fn send_event(&self, event: &str, action: &str, n: usize) -> anyhow::Result<()> {
+    async fn send_event(&self, event: &str, action: &str, tag: &str) -> anyhow::Result<()> {
         let delivery = self
             .fake
             .webhook(event, Some(action), "unused", |v: &mut Value| {
@@ -453,7 +457,7 @@ impl Bench {
             .c
             .call(
                 "receive_forge_event",
-                json!({ "event": event, "delivery_id": format!("{}-{n}", delivery.delivery_id),
+                json!({ "event": event, "delivery_id": format!("{}-{tag}", delivery.delivery_id),
                         "payload": payload }),
             )
             .await?;
@@ -552,7 +556,8 @@ impl Bench {
             )],
         );
         if mode != Mode::Poll {
-            self.send_event("check_run", "completed", 0).await?;
+            self.send_event("check_run", "completed", &format!("{name}-failing"))
+                .await?;
         }
         if let Some(timeline) = timeline.as_mut() {
             let mut rework = None;
@@ -574,7 +579,8 @@ impl Bench {
                     _ => {}
                 }
             }
-            self.send_event("check_run", "completed", 1).await?;
+            self.send_event("check_run", "completed", &format!("{name}-reworked"))
+                .await?;
         }
         drop(timeline);
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -610,7 +616,8 @@ impl Bench {
         self.fake
             .add_review(REPO, number, "carol", "MEMBER", "APPROVED", "LGTM", &second);
         if mode != Mode::Poll {
-            self.send_event("check_run", "completed", 2).await?;
+            self.send_event("check_run", "completed", &format!("{name}-green"))
+                .await?;
         }
         self.wait_pull(&party, "merged", |pr| pr["state"] == "merged")
             .await?;
