@@ -288,7 +288,8 @@ impl FakeGitHub {
         self.state().add_repo(repo, bare.map(Path::to_path_buf));
     }
 
-    /// An open issue (an empty `body` is GitHub's `null`); returns its number.
+    /// An open issue (an empty `body` is GitHub's `null`); returns its number. Its labels are
+    /// recorded as `labeled` events by `author`.
     pub fn add_issue(
         &self,
         repo: &str,
@@ -316,6 +317,31 @@ impl FakeGitHub {
     ) -> u64 {
         self.state()
             .add_comment(repo, number, author, association, body)
+    }
+
+    /// `login`'s role in the repository (`admin`, `maintain`, `write`, `triage`, `read` or
+    /// `none`), as `GET …/collaborators/{login}/permission` answers it. Without one set, the
+    /// repository's owner is admin, [`LOGIN`] write, and anyone else what the association they
+    /// were last given (issues, comments, reviews) says: `OWNER` admin, `MEMBER` and
+    /// `COLLABORATOR` write; for everyone else the answer is GitHub's 404 for someone who is
+    /// not a collaborator.
+    pub fn set_permission(&self, repo: &str, login: &str, permission: &str) {
+        assert!(
+            state::PERMISSIONS.contains(&permission),
+            "fake GitHub: a permission is one of {:?}, not {permission:?}",
+            state::PERMISSIONS
+        );
+        self.state()
+            .repo_mut(repo)
+            .permissions
+            .insert(login.to_lowercase(), permission.to_owned());
+    }
+
+    /// `label` applied to an issue or pull request by `actor`: added (if it lacks it) and a
+    /// `labeled` event by `actor` recorded, which `GET …/issues/{n}/events` lists. (`add_issue`
+    /// records its labels as applied by the issue's author.)
+    pub fn label_issue(&self, repo: &str, number: u64, label: &str, actor: &str) {
+        self.state().label_issue(repo, number, label, actor);
     }
 
     /// A check run on a commit, replacing one of the same name there (the new one has a new
@@ -386,6 +412,7 @@ impl FakeGitHub {
     ) -> u64 {
         let mut guard = self.state();
         let id = guard.next_id();
+        guard.repo_mut(repo).note_association(author, association);
         let pull = Self::pull_mut(&mut guard, repo, pull);
         pull.reviews.push(state::Review {
             id,
@@ -418,6 +445,7 @@ impl FakeGitHub {
         let id = guard.next_id();
         let new_review = guard.next_id();
         let at = state::now();
+        guard.repo_mut(repo).note_association(author, association);
         let pull = Self::pull_mut(&mut guard, repo, pull);
         let review_id = match pull.reviews.iter().rev().find(|r| r.user == author) {
             Some(review) => review.id,

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use troupe_forge::{
-    Association, CheckState, Forge, ForgeError, GitHub, MergeMethod, NewPull, Polled, RepoRef,
-    ReviewState, Token,
+    Association, CheckState, Forge, ForgeError, GitHub, MergeMethod, NewPull, Permission, Polled,
+    RepoRef, ReviewState, Token,
 };
 
 use crate::fake_github::{Annotation, FakeGitHub, Fault, LOGIN};
@@ -735,6 +735,139 @@ fn the_watcher_s_reads_are_conditional_and_free_while_nothing_changes() {
             all.iter().filter(|r| r.conditional).count() as u64
         );
         assert_eq!(not_modified, 6 + 3 + 3 + 5 + 3 + 1);
+    });
+
+    fake.assert_all_valid();
+    assert!(
+        fake.answer_problems().is_empty(),
+        "{:?}",
+        fake.answer_problems()
+    );
+}
+
+#[test]
+fn permissions_and_who_labeled_an_issue_are_read_as_github_s_description_says() {
+    let fake = FakeGitHub::start();
+    fake.add_repo(REPO, None);
+    let repo = RepoRef::parse(REPO).unwrap();
+    // Opened with the label by someone who may not write; labeled again later by a writer.
+    let asked = fake.add_issue(
+        REPO,
+        "Start the team",
+        "",
+        &["troupe"],
+        "mallory",
+        "CONTRIBUTOR",
+    );
+    fake.add_issue_comment(REPO, asked, "ada", "OWNER", "Go ahead");
+    fake.add_issue_comment(REPO, asked, "cy", "MEMBER", "+1");
+    let plain = fake.add_issue(REPO, "Unlabeled", "", &[], "bo", "NONE");
+    // More events than one page holds: the adapter follows the Link header.
+    let busy = fake.add_issue(REPO, "Busy", "", &[], "cy", "MEMBER");
+    for _ in 0..130 {
+        fake.label_issue(REPO, busy, "bug", "bo");
+    }
+    fake.label_issue(REPO, busy, "Troupe", "dee");
+    fake.set_permission(REPO, "wanda", "write");
+    fake.set_permission(REPO, "maya", "maintain");
+    fake.set_permission(REPO, "tria", "triage");
+    fake.set_permission(REPO, "rita", "read");
+    fake.set_permission(REPO, "nora", "none");
+
+    runtime().block_on(async {
+        let github = GitHub::new(
+            &fake.url,
+            "github.com",
+            Token::new(fake.token.clone()),
+            Duration::from_secs(20),
+        )
+        .unwrap();
+
+        // Set, derived from the association last seen, and unknown (404: none, no error).
+        for (login, expected) in [
+            ("wanda", Permission::Write),
+            ("maya", Permission::Maintain),
+            ("tria", Permission::Triage),
+            ("rita", Permission::Read),
+            ("nora", Permission::None),
+            ("ada", Permission::Admin),
+            ("cy", Permission::Write),
+            ("octo", Permission::Admin),
+            (LOGIN, Permission::Write),
+            ("mallory", Permission::None),
+            ("no-such-user", Permission::None),
+        ] {
+            let got = github.permission(&repo, login).await.unwrap();
+            assert_eq!(got, expected, "{login}");
+        }
+        let writers = ["wanda", "maya", "ada", "cy", "octo", LOGIN];
+        for login in ["wanda", "maya", "tria", "rita", "nora", "ada", "mallory"] {
+            let can = github.permission(&repo, login).await.unwrap().can_write();
+            assert_eq!(can, writers.contains(&login), "{login}");
+        }
+        let unknown = fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/no-such-user/permission"))
+            .collect::<Vec<_>>();
+        assert_eq!(unknown.len(), 1, "{unknown:#?}");
+        assert_eq!(unknown[0].status, 404);
+
+        // Remembered for a while, names in any case: no request the second time, even for a
+        // 404; a change on GitHub shows only once the answer expires.
+        let mark = fake.requests().len();
+        fake.set_permission(REPO, "rita", "write");
+        assert_eq!(
+            github.permission(&repo, "Rita").await.unwrap(),
+            Permission::Read
+        );
+        assert_eq!(
+            github
+                .permission(&RepoRef::parse("Octo/Hello").unwrap(), "NO-SUCH-USER")
+                .await
+                .unwrap(),
+            Permission::None
+        );
+        assert_eq!(since(&fake, mark).len(), 0);
+        // Another repository is asked afresh (and one that is not there is none too).
+        let other = RepoRef::parse("octo/elsewhere").unwrap();
+        assert_eq!(
+            github.permission(&other, "wanda").await.unwrap(),
+            Permission::None
+        );
+        assert_eq!(since(&fake, mark).len(), 1);
+
+        // Who labeled: the last to apply it, in any case; none when it never was.
+        assert_eq!(
+            github.labeled_by(&repo, asked, "troupe").await.unwrap(),
+            Some("mallory".to_string())
+        );
+        fake.label_issue(REPO, asked, "troupe", "ada");
+        assert_eq!(
+            github.labeled_by(&repo, asked, "TROUPE").await.unwrap(),
+            Some("ada".to_string())
+        );
+        assert_eq!(github.labeled_by(&repo, asked, "bug").await.unwrap(), None);
+        assert_eq!(
+            github.labeled_by(&repo, plain, "troupe").await.unwrap(),
+            None
+        );
+        let mark = fake.requests().len();
+        assert_eq!(
+            github.labeled_by(&repo, busy, "troupe").await.unwrap(),
+            Some("dee".to_string())
+        );
+        let pages = since(&fake, mark);
+        assert_eq!(pages.len(), 2, "{pages:#?}");
+        assert!(pages[1].path.starts_with("/repositories/"), "{pages:#?}");
+        assert_eq!(
+            github.labeled_by(&repo, busy, "bug").await.unwrap(),
+            Some("bo".to_string())
+        );
+        let e = github.labeled_by(&repo, 999, "troupe").await.unwrap_err();
+        assert!(matches!(e, ForgeError::NotFound(_)), "{e:?}");
+
+        assert_eq!(github.requests_sent(), fake.requests().len() as u64);
     });
 
     fake.assert_all_valid();

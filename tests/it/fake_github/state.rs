@@ -75,7 +75,28 @@ pub struct Repo {
     pub check_runs: Vec<CheckRun>,
     pub statuses: Vec<CommitStatus>,
     pub created_at: u64,
+    /// Issue events (labeled, unlabeled), oldest first.
+    pub events: Vec<IssueEvent>,
+    /// Permissions set by the test, by lowercased login (`admin` … `none`).
+    pub permissions: BTreeMap<String, String>,
+    /// The `author_association` each login was last given (issues, comments, reviews), by
+    /// lowercased login: what its permission is when none was set.
+    pub associations: BTreeMap<String, String>,
 }
+
+/// One of an issue's events.
+pub struct IssueEvent {
+    pub id: u64,
+    pub issue: u64,
+    pub actor: String,
+    /// `labeled` or `unlabeled`.
+    pub event: String,
+    pub label: String,
+    pub created_at: u64,
+}
+
+/// The roles `set_permission` takes.
+pub const PERMISSIONS: [&str; 6] = ["admin", "maintain", "write", "triage", "read", "none"];
 
 pub struct Issue {
     pub number: u64,
@@ -190,6 +211,34 @@ impl Repo {
         }
     }
 
+    /// Remembers the association `login` was last seen with.
+    pub fn note_association(&mut self, login: &str, association: &str) {
+        self.associations
+            .insert(login.to_lowercase(), association.to_owned());
+    }
+
+    /// `login`'s role: the one set, else the repository's owner's (admin), else [`LOGIN`]'s
+    /// (write, as a collaborator), else from the association it was last seen with (OWNER:
+    /// admin; MEMBER, COLLABORATOR: write); `None` for anyone else (GitHub's 404 for someone
+    /// who is not a collaborator).
+    pub fn permission_of(&self, login: &str) -> Option<String> {
+        let key = login.to_lowercase();
+        if let Some(set) = self.permissions.get(&key) {
+            return Some(set.clone());
+        }
+        if login.eq_ignore_ascii_case(&self.owner) {
+            return Some("admin".to_owned());
+        }
+        if login.eq_ignore_ascii_case(LOGIN) {
+            return Some("write".to_owned());
+        }
+        match self.associations.get(&key).map(String::as_str) {
+            Some("OWNER") => Some("admin".to_owned()),
+            Some("MEMBER" | "COLLABORATOR") => Some("write".to_owned()),
+            _ => None,
+        }
+    }
+
     /// The commit a ref names (`sha`, `branch`, `heads/branch`, `tags/v1`).
     pub fn resolve_ref(&self, reference: &str) -> Option<String> {
         match &self.bare {
@@ -252,6 +301,9 @@ impl State {
             check_runs: Vec::new(),
             statuses: Vec::new(),
             created_at: now(),
+            events: Vec::new(),
+            permissions: BTreeMap::new(),
+            associations: BTreeMap::new(),
         });
     }
 
@@ -291,10 +343,23 @@ impl State {
         association: &str,
     ) -> u64 {
         let id = self.next_id();
+        let event_ids: Vec<u64> = labels.iter().map(|_| self.next_id()).collect();
         let repo = self.repo_mut(full);
         let number = repo.next_number;
         repo.next_number += 1;
         let at = now();
+        repo.note_association(user, association);
+        // GitHub records the labels an issue is opened with as `labeled` by its author.
+        for (event_id, label) in event_ids.into_iter().zip(labels) {
+            repo.events.push(IssueEvent {
+                id: event_id,
+                issue: number,
+                actor: user.to_owned(),
+                event: "labeled".to_owned(),
+                label: label.clone(),
+                created_at: at,
+            });
+        }
         repo.issues.insert(
             number,
             Issue {
@@ -328,6 +393,7 @@ impl State {
         let id = self.next_id();
         let repo = self.repo_mut(full);
         let at = now();
+        repo.note_association(user, association);
         let issue = repo
             .issues
             .get_mut(&number)
@@ -343,6 +409,69 @@ impl State {
             updated_at: at,
         });
         id
+    }
+
+    /// `label` applied to issue `number` by `actor`: added if missing, and a `labeled` event
+    /// recorded either way (as if it had been taken off and applied again).
+    pub fn label_issue(&mut self, full: &str, number: u64, label: &str, actor: &str) {
+        let id = self.next_id();
+        let repo = self.repo_mut(full);
+        let at = now();
+        let issue = repo
+            .issues
+            .get_mut(&number)
+            .unwrap_or_else(|| panic!("fake GitHub: {full} has no issue #{number}"));
+        if !issue.labels.iter().any(|l| l.eq_ignore_ascii_case(label)) {
+            issue.labels.push(label.to_owned());
+        }
+        issue.updated_at = at;
+        repo.events.push(IssueEvent {
+            id,
+            issue: number,
+            actor: actor.to_owned(),
+            event: "labeled".to_owned(),
+            label: label.to_owned(),
+            created_at: at,
+        });
+    }
+
+    /// `labeled` and `unlabeled` events by `actor` for what differs between an issue's labels
+    /// `before` and now.
+    fn record_label_changes(&mut self, full: &str, number: u64, before: &[String], actor: &str) {
+        let Some(after) = self
+            .repo(full)
+            .and_then(|r| r.issues.get(&number))
+            .map(|i| i.labels.clone())
+        else {
+            return;
+        };
+        let missing =
+            |from: &[String], name: &String| !from.iter().any(|l| l.eq_ignore_ascii_case(name));
+        let mut changes: Vec<(&str, String)> = Vec::new();
+        changes.extend(
+            before
+                .iter()
+                .filter(|l| missing(&after, l))
+                .map(|l| ("unlabeled", l.clone())),
+        );
+        changes.extend(
+            after
+                .iter()
+                .filter(|l| missing(before, l))
+                .map(|l| ("labeled", l.clone())),
+        );
+        let at = now();
+        for (event, label) in changes {
+            let id = self.next_id();
+            self.repo_mut(full).events.push(IssueEvent {
+                id,
+                issue: number,
+                actor: actor.to_owned(),
+                event: event.to_owned(),
+                label,
+                created_at: at,
+            });
+        }
     }
 
     /// The JSON of every pull request of a repository, as `GET /pulls/{n}` answers it.
@@ -472,6 +601,7 @@ impl State {
                 let Some(issue) = number.and_then(|n| repo.issues.get_mut(&n)) else {
                     return error(404, "Not Found", docs);
                 };
+                let before = issue.labels.clone();
                 if let Some(title) = body["title"].as_str() {
                     issue.title = title.to_owned();
                 }
@@ -485,6 +615,7 @@ impl State {
                     set_state(issue, state, body["state_reason"].as_str());
                 }
                 issue.updated_at = now();
+                self.record_label_changes(full, number.unwrap(), &before, LOGIN);
                 let repo = self.repo(full).unwrap();
                 Answer::ok(200, issue_json(repo, &repo.issues[&number.unwrap()]))
             }
@@ -499,6 +630,7 @@ impl State {
                 let Some(issue) = number.and_then(|n| repo.issues.get_mut(&n)) else {
                     return error(404, "Not Found", docs);
                 };
+                let before = issue.labels.clone();
                 if replace {
                     issue.labels.clear();
                 }
@@ -508,6 +640,7 @@ impl State {
                     }
                 }
                 issue.updated_at = now();
+                self.record_label_changes(full, number.unwrap(), &before, LOGIN);
                 let repo = self.repo(full).unwrap();
                 let issue = &repo.issues[&number.unwrap()];
                 Answer::ok(200, Value::Array(labels_json(repo, &issue.labels)))
@@ -518,15 +651,37 @@ impl State {
                 let Some(issue) = number.and_then(|n| repo.issues.get_mut(&n)) else {
                     return error(404, "Not Found", docs);
                 };
-                let before = issue.labels.len();
+                let before = issue.labels.clone();
                 issue.labels.retain(|l| !l.eq_ignore_ascii_case(&name));
-                if issue.labels.len() == before {
+                if issue.labels.len() == before.len() {
                     return error(404, "Label does not exist", docs);
                 }
                 issue.updated_at = now();
+                self.record_label_changes(full, number.unwrap(), &before, LOGIN);
                 let repo = self.repo(full).unwrap();
                 let issue = &repo.issues[&number.unwrap()];
                 Answer::ok(200, Value::Array(labels_json(repo, &issue.labels)))
+            }
+            "issues/list-events" => {
+                let repo = self.repo(full).unwrap();
+                let Some(number) = number.filter(|n| repo.issues.contains_key(n)) else {
+                    return error(404, "Not Found", docs);
+                };
+                let items = repo
+                    .events
+                    .iter()
+                    .filter(|e| e.issue == number)
+                    .map(|e| event_json(repo, e))
+                    .collect();
+                call.page(repo, items)
+            }
+            "repos/get-collaborator-permission-level" => {
+                let repo = self.repo(full).unwrap();
+                let login = call.params.get("username").cloned().unwrap_or_default();
+                match repo.permission_of(&login) {
+                    Some(role) => Answer::ok(200, permission_json(&login, &role)),
+                    None => error(404, "Not Found", docs),
+                }
             }
             "issues/list-comments" => {
                 let repo = self.repo(full).unwrap();
@@ -1576,6 +1731,58 @@ fn pull_simple_json(repo: &Repo, issue: &Issue) -> Value {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     )
+}
+
+/// An `issue-event-for-issue` (`labeled` or `unlabeled`).
+fn event_json(repo: &Repo, event: &IssueEvent) -> Value {
+    let mut value = spec().example("issue-event-for-issue-items")[0].clone();
+    value["id"] = json!(event.id);
+    value["node_id"] = json!(node_id(
+        if event.event == "labeled" {
+            "LE"
+        } else {
+            "UNLE"
+        },
+        event.id
+    ));
+    value["url"] = json!(format!("{}/issues/events/{}", repo.api(), event.id));
+    value["actor"] = user_json(&event.actor);
+    value["event"] = json!(event.event);
+    value["commit_id"] = Value::Null;
+    value["commit_url"] = Value::Null;
+    value["created_at"] = json!(iso(event.created_at));
+    value["performed_via_github_app"] = Value::Null;
+    value["label"] = json!({ "name": event.label, "color": "ededed" });
+    value
+}
+
+/// A `repository-collaborator-permission` for `role` (one of [`PERMISSIONS`]): `permission`
+/// is GitHub's older word (maintain shows as write, triage as read), `role_name` the role.
+fn permission_json(login: &str, role: &str) -> Value {
+    let mut value =
+        spec().example("repository-collaborator-permission-response-if-user-has-admin-permissions");
+    let legacy = match role {
+        "maintain" => "write",
+        "triage" => "read",
+        other => other,
+    };
+    let at_least = |rank: usize| {
+        let of = |r: &str| PERMISSIONS.iter().position(|p| *p == r).unwrap_or(5);
+        of(role) <= rank
+    };
+    let mut user = user_json(login);
+    user["role_name"] = json!(role);
+    user["permissions"] = json!({
+        "admin": at_least(0),
+        "maintain": at_least(1),
+        "push": at_least(2),
+        "triage": at_least(3),
+        "pull": at_least(4),
+    });
+    value["permission"] = json!(legacy);
+    value["role_name"] = json!(role);
+    value["user"] = user;
+    value
 }
 
 fn check_run_json(repo: &Repo, run: &CheckRun) -> Value {

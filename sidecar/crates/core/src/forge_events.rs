@@ -202,7 +202,7 @@ pub fn poll(d: &Arc<Daemon>) {
             if resume_at.is_none_or(|t| Instant::now() >= t) {
                 resume_at = None;
                 if let Err(wait) = poll_once(&d).await {
-                    resume_at = Some(Instant::now() + wait);
+                    resume_at = Some(Instant::now() + wait.min(Duration::from_secs(24 * 3600)));
                 }
             }
             tokio::select! {
@@ -287,7 +287,16 @@ async fn poll_project(
         .flatten()
         .and_then(|s| serde_json::from_str(&s).ok())
         .unwrap_or(Value::Null);
-    let since = cursor["since"].as_str().map(String::from);
+    let Some(since) = cursor["since"].as_str().map(String::from) else {
+        // The first poll starts from now: the repository's past comments start nothing.
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let value = json!({ "since": now, "etag": null }).to_string();
+        if let Err(e) = d.store.set_forge_cursor(key, value).await {
+            tracing::warn!(error = %e, "a poll's cursor was not kept");
+        }
+        return Ok(());
+    };
+    let since = Some(since);
     let etag = cursor["etag"].as_str().map(String::from);
     let comments = retry(&what, || {
         client.poll_comments(repo, since.as_deref(), etag.as_deref())

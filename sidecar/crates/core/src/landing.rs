@@ -80,6 +80,12 @@ pub fn git_error(e: WorktreeError) -> ApiError {
         | WorktreeError::NoCommits(_)
         | WorktreeError::Undo { .. }
         | WorktreeError::IntegrationTouched { .. }) => ApiError::Conflict(e.to_string()),
+        // A push: refused by its lease (someone else pushed there) is a conflict; anything
+        // else (the network, the remote, a timeout) may pass next time.
+        e @ WorktreeError::Push { .. } if e.to_string().contains("moved since Troupe") => {
+            ApiError::Conflict(e.to_string())
+        }
+        e @ WorktreeError::Push { .. } => ApiError::Unavailable(e.to_string()),
         e => ApiError::Internal(e.to_string()),
     }
 }

@@ -6,31 +6,38 @@
 //! its checks, reviews and line comments) are conditional: the last answer to each address
 //! (each page its own) is kept in a bounded cache (`cache.rs`), sent back as `If-None-Match`,
 //! and a `304 Not Modified` (free against GitHub's rate limit) is answered from it.
+//!
+//! People's permissions are asked for often (whoever comments may be asking for something
+//! only a writer may): each answer is remembered for ten minutes (`permissions.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::header::{ACCEPT, AUTHORIZATION, IF_NONE_MATCH, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Check, Comment, Forge, ForgeError, Issue, LineComment, MergeMethod, Merged, NewPull, Polled,
-    PullRequest, RepoRef, Review, Token,
+    Check, Comment, Forge, ForgeError, Issue, LineComment, MergeMethod, Merged, NewPull,
+    Permission, Polled, PullRequest, RepoRef, Review, Token,
 };
 
 mod answer;
 mod cache;
+mod permissions;
 #[cfg(test)]
 mod tests;
 mod wire;
 
 use answer::encode;
 use cache::{Cache, Cached};
+use permissions::Permissions;
 
 /// At most this many pages are read for one list (100 items each).
 const MAX_PAGES: usize = 10;
+/// At most this many pages of an issue's events are read for who labeled it (the oldest 500).
+const MAX_EVENT_PAGES: usize = 5;
 
 /// What every request says it is (GitHub asks for a User-Agent that names the application).
 const USER_AGENT_VALUE: &str = concat!("troupe/", env!("CARGO_PKG_VERSION"));
@@ -53,6 +60,8 @@ pub struct GitHub {
     not_modified: AtomicU64,
     /// The last answers to the watcher's reads, by address.
     cache: Cache,
+    /// People's permissions, by repository and login, for a while.
+    permissions: Permissions,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -71,6 +80,7 @@ impl std::fmt::Debug for GitHub {
                 &self.not_modified.load(Ordering::Relaxed),
             )
             .field("answers_cached", &self.cache.len())
+            .field("permissions_cached", &self.permissions.len())
             .finish_non_exhaustive()
     }
 }
@@ -157,6 +167,7 @@ impl GitHub {
             conditional: AtomicU64::new(0),
             not_modified: AtomicU64::new(0),
             cache: Cache::new(cache::MAX_ENTRIES, cache::MAX_BYTES),
+            permissions: Permissions::new(permissions::TTL, permissions::MAX_ENTRIES),
         })
     }
 
@@ -336,9 +347,20 @@ impl GitHub {
         what: &str,
         items: impl Fn(P) -> Vec<T>,
     ) -> Result<Vec<T>, ForgeError> {
+        self.pages_at_most(first, MAX_PAGES, what, items).await
+    }
+
+    /// The first `max_pages` pages of a list (see [`GitHub::pages`]).
+    async fn pages_at_most<P: DeserializeOwned, T>(
+        &self,
+        first: String,
+        max_pages: usize,
+        what: &str,
+        items: impl Fn(P) -> Vec<T>,
+    ) -> Result<Vec<T>, ForgeError> {
         let mut all = Vec::new();
         let mut next = Some(first);
-        for _ in 0..MAX_PAGES {
+        for _ in 0..max_pages {
             let Some(path) = next.take() else { break };
             let read = self.read(&path, what).await?;
             all.extend(items(Self::parse::<P>(&read.body, what)?));
@@ -626,5 +648,47 @@ impl Forge for GitHub {
             c.into_comment(None)
         })
         .await
+    }
+
+    async fn permission(&self, repo: &RepoRef, login: &str) -> Result<Permission, ForgeError> {
+        let full = repo.to_string();
+        if let Some(known) = self.permissions.get(&full, login, Instant::now()) {
+            return Ok(known);
+        }
+        let what = format!("the permission of {login} in {repo}");
+        let path = format!(
+            "{}/collaborators/{}/permission",
+            repo_path(repo),
+            encode(login)
+        );
+        // Not one of the watcher's reads: remembered here for a while instead.
+        let permission = match self.send(Method::GET, &path, None, None, &what).await {
+            Ok(answer) => Self::parse::<wire::PermissionJson>(&answer.body, &what)?.permission(),
+            // Not a collaborator, or no such account.
+            Err(ForgeError::NotFound(_)) => Permission::None,
+            Err(e) => return Err(e),
+        };
+        self.permissions
+            .put(&full, login, permission, Instant::now());
+        Ok(permission)
+    }
+
+    async fn labeled_by(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+        label: &str,
+    ) -> Result<Option<String>, ForgeError> {
+        let what = format!("the events of {repo}#{number}");
+        let first = format!("{}/issues/{number}/events?per_page=100", repo_path(repo));
+        let events = self
+            .pages_at_most(
+                first,
+                MAX_EVENT_PAGES,
+                &what,
+                |page: Vec<wire::IssueEventJson>| page,
+            )
+            .await?;
+        Ok(wire::last_labeled_by(events, label))
     }
 }

@@ -41,6 +41,58 @@ impl Association {
     }
 }
 
+/// What a person may do in a repository: their role there (GitHub's `role_name`, or its older
+/// `permission`). Someone who is not a collaborator (or no such account) has `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    Admin,
+    Maintain,
+    Write,
+    Triage,
+    Read,
+    None,
+}
+
+impl Permission {
+    /// Whether they can write to the repository (push, merge, label): admin, maintain or write.
+    pub fn can_write(self) -> bool {
+        matches!(self, Self::Admin | Self::Maintain | Self::Write)
+    }
+
+    /// One of the forge's role words (`admin`, `maintain`, `write`, `triage`, `read`, `none`;
+    /// any case), or `None` for anything else (a custom role's name).
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text.trim().to_ascii_lowercase().as_str() {
+            "admin" => Self::Admin,
+            "maintain" => Self::Maintain,
+            "write" => Self::Write,
+            "triage" => Self::Triage,
+            "read" => Self::Read,
+            "none" => Self::None,
+            _ => return Option::None,
+        })
+    }
+
+    /// Its word (`admin`, …, `none`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Maintain => "maintain",
+            Self::Write => "write",
+            Self::Triage => "triage",
+            Self::Read => "read",
+            Self::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An issue (or, on GitHub, a pull request seen through the issues API: `is_pull`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Issue {
@@ -349,4 +401,49 @@ pub trait Forge: Send + Sync + fmt::Debug {
         since: Option<&str>,
         etag: Option<&str>,
     ) -> Result<Polled<Vec<Comment>>, ForgeError>;
+    /// What `login` may do in the repository. Someone the forge does not know as a
+    /// collaborator (or no such account) is [`Permission::None`], not an error. An adapter may
+    /// remember the answer for a while (GitHub's: ten minutes).
+    async fn permission(&self, repo: &RepoRef, login: &str) -> Result<Permission, ForgeError>;
+    /// Who last applied `label` (any case) to issue or pull request `number`, from its events
+    /// (an adapter may read only the first few hundred); `None` when it never was.
+    async fn labeled_by(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+        label: &str,
+    ) -> Result<Option<String>, ForgeError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Permission;
+
+    #[test]
+    fn permissions_are_read_from_their_words_and_only_some_may_write() {
+        let all = [
+            Permission::Admin,
+            Permission::Maintain,
+            Permission::Write,
+            Permission::Triage,
+            Permission::Read,
+            Permission::None,
+        ];
+        for permission in all {
+            assert_eq!(Permission::parse(permission.as_str()), Some(permission));
+            assert_eq!(permission.to_string(), permission.as_str());
+        }
+        assert_eq!(Permission::parse(" WRITE "), Some(Permission::Write));
+        assert_eq!(Permission::parse("security-manager"), None);
+        assert_eq!(Permission::parse(""), None);
+        let writers: Vec<_> = all.into_iter().filter(|p| p.can_write()).collect();
+        assert_eq!(
+            writers,
+            [Permission::Admin, Permission::Maintain, Permission::Write]
+        );
+        assert_eq!(
+            serde_json::to_string(&Permission::Maintain).unwrap(),
+            "\"maintain\""
+        );
+    }
 }

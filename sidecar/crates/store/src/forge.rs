@@ -90,22 +90,25 @@ impl Store {
             .await
     }
 
-    /// Claims `key` and, only if it was new, writes the link and its event: one transaction,
-    /// so a kill -9 leaves either both or neither. True when this call claimed it.
+    /// Claims `keys` and, only if one was new, writes the link and its event: one transaction,
+    /// so a kill -9 leaves either both or neither. True when this call claimed one.
     pub async fn claim_and_put_forge_link(
         &self,
-        key: String,
+        keys: Vec<String>,
         link: ForgeLink,
         event: Option<NewEvent>,
     ) -> Result<bool, StoreError> {
         let claimed = self
             .write(move |conn| {
-                let n = conn
-                    .prepare_cached(&format!(
-                        "INSERT OR IGNORE INTO forge_seen (key, party_id, created_at) \
-                         VALUES (?1, ?2, {NOW})"
-                    ))?
-                    .execute(params![key, link.party_id])?;
+                let mut n = 0;
+                for key in &keys {
+                    n += conn
+                        .prepare_cached(&format!(
+                            "INSERT OR IGNORE INTO forge_seen (key, party_id, created_at) \
+                             VALUES (?1, ?2, {NOW})"
+                        ))?
+                        .execute(params![key, link.party_id])?;
+                }
                 if n == 0 {
                     return Ok(false);
                 }

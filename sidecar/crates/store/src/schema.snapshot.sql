@@ -107,6 +107,34 @@ CREATE TABLE events (
     party_id    TEXT,
     data        TEXT NOT NULL DEFAULT '{}'
 ) STRICT;
+CREATE TABLE forge_cursors (
+    key        TEXT PRIMARY KEY,
+    value      TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE forge_links (
+    party_id     TEXT PRIMARY KEY REFERENCES parties(id),
+    repo         TEXT NOT NULL,
+    issue_number INTEGER,
+    pull_number  INTEGER,
+    pull_url     TEXT,
+    head_branch  TEXT,
+    base_branch  TEXT,
+    -- What the daemon pushed last.
+    head_sha     TEXT,
+    -- working, open, fixing, ready, merged, closed, gave_up
+    state        TEXT NOT NULL DEFAULT 'working',
+    ci_rounds    INTEGER NOT NULL DEFAULT 0,
+    -- The last failure, error or reason, in a sentence.
+    detail       TEXT,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL
+);
+CREATE TABLE forge_seen (
+    key        TEXT PRIMARY KEY,
+    party_id   TEXT,
+    created_at TEXT NOT NULL
+);
 CREATE TABLE inbox_dismissed (
     item_id      TEXT PRIMARY KEY,
     dismissed_at TEXT NOT NULL
@@ -320,6 +348,7 @@ CREATE INDEX idx_approvals_run ON approvals(run_id) WHERE status = 'pending';
 CREATE INDEX idx_decisions_open ON decisions(status) WHERE status != 'committed';
 CREATE INDEX idx_decisions_party ON decisions(party_id, created_at);
 CREATE INDEX idx_events_party ON events(party_id, seq) WHERE party_id IS NOT NULL;
+CREATE INDEX idx_forge_links_state ON forge_links(state);
 CREATE INDEX idx_ism_inbox ON inter_session_messages(to_session_id, seq);
 CREATE INDEX idx_ism_party ON inter_session_messages(party_id) WHERE party_id IS NOT NULL;
 CREATE INDEX idx_ism_sender ON inter_session_messages(from_session_id, idempotency_key);

@@ -56,7 +56,7 @@ fn schema_snapshot() {
         .unwrap();
     assert_eq!(version as usize, crate::SCHEMA_VERSION);
     assert_eq!(pragmas, "wal synchronous=2 foreign_keys=1 page_size=2048");
-    expect!["idx_agent_runs_flow idx_agent_runs_parent idx_agent_runs_party idx_agent_runs_session idx_agent_runs_status idx_approval_rules_project idx_approvals_key idx_approvals_pending idx_approvals_run idx_decisions_open idx_decisions_party idx_events_party idx_ism_inbox idx_ism_party idx_ism_sender idx_parties_project idx_party_members_checkout idx_questions_pending idx_questions_run idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project idx_tasks_party"]
+    expect!["idx_agent_runs_flow idx_agent_runs_parent idx_agent_runs_party idx_agent_runs_session idx_agent_runs_status idx_approval_rules_project idx_approvals_key idx_approvals_pending idx_approvals_run idx_decisions_open idx_decisions_party idx_events_party idx_forge_links_state idx_ism_inbox idx_ism_party idx_ism_sender idx_parties_project idx_party_members_checkout idx_questions_pending idx_questions_run idx_sessions_external idx_sessions_parent idx_sessions_party idx_sessions_project idx_tasks_party"]
     .assert_eq(&index_names(&store));
     // The whole schema, so any change to it is a visible diff in review.
     expect_test::expect_file!["schema.snapshot.sql"].assert_eq(&sql);

@@ -1,8 +1,9 @@
 //! Publishing a branch to a remote: the one network operation Troupe does with git. It runs
 //! git's own program (git2 is built without network features), so the person's git config
-//! applies — `insteadOf`, credential helpers, proxies — and a credential the daemon holds
-//! reaches git through its environment (`GIT_CONFIG_*`), never a file or an argument. Only the
-//! daemon calls it, outside every member's box.
+//! applies — `insteadOf`, proxies — and a credential the daemon holds reaches git through a
+//! credential helper reading a private file that lives for the push alone (never the
+//! environment or an argument, which any process of the same user can read in `/proc`). Only
+//! the daemon calls it, outside every member's box.
 
 use std::io::Read;
 use std::path::Path;
@@ -21,8 +22,17 @@ pub fn remote_url(root: &Path, remote: &str) -> Result<String, WorktreeError> {
     Ok(url)
 }
 
+/// A credential for one push: git's credential helper reads it from a private file that lives
+/// for the push alone (never the environment or an argument, which other processes of the same
+/// user could read).
+pub struct PushCredential<'a> {
+    pub username: &'a str,
+    pub password: &'a str,
+    /// A private directory of the daemon's for the file.
+    pub scratch: &'a Path,
+}
+
 /// What to push.
-#[derive(Debug, Clone)]
 pub struct Push<'a> {
     pub remote: &'a str,
     /// The commit to publish.
@@ -32,10 +42,53 @@ pub struct Push<'a> {
     /// What the remote branch must be now for the push to go ahead (None: it must not exist):
     /// work someone else pushed there is never overwritten.
     pub expect: Option<&'a str>,
-    /// Extra git configuration for this push alone (an `http.<url>.extraheader` carrying the
-    /// credential), passed through the environment.
-    pub config: &'a [(String, String)],
+    /// The credential, for a remote that needs one Troupe holds.
+    pub credential: Option<PushCredential<'a>>,
     pub timeout: Duration,
+}
+
+/// The credential's file, removed when dropped.
+struct CredentialFile(std::path::PathBuf);
+
+impl Drop for CredentialFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0); // already gone is fine
+    }
+}
+
+/// Git's other helpers set aside for one command, and one that answers `get` from `file`.
+fn helper_args(file: &Path) -> [String; 4] {
+    let path = file.display().to_string().replace('\'', "");
+    [
+        "-c".into(),
+        "credential.helper=".into(),
+        "-c".into(),
+        format!("credential.helper=!f() {{ test \"$1\" = get && cat '{path}'; }}; f"),
+    ]
+}
+
+fn credential_file(c: &PushCredential<'_>) -> std::io::Result<CredentialFile> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(c.scratch)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let path = c
+        .scratch
+        .join(format!("push-{}-{nanos}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    let file = CredentialFile(path);
+    writeln!(f, "username={}\npassword={}", c.username, c.password)?;
+    Ok(file)
 }
 
 /// Pushes `commit` to `branch` on the remote with a lease (see [`Push::expect`]).
@@ -57,26 +110,29 @@ pub fn push(root: &Path, p: &Push<'_>) -> Result<(), WorktreeError> {
         p.branch,
         p.expect.unwrap_or("")
     );
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(root)
-        .args(["push", "--porcelain", "--no-verify", &lease, p.remote])
-        .arg(format!("{}:refs/heads/{}", p.commit, p.branch))
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_ASKPASS", "true")
-        .env("GCM_INTERACTIVE", "never")
-        .env("GIT_CONFIG_COUNT", p.config.len().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (i, (k, v)) in p.config.iter().enumerate() {
-        cmd.env(format!("GIT_CONFIG_KEY_{i}"), k)
-            .env(format!("GIT_CONFIG_VALUE_{i}"), v);
-    }
     let failed = |reason: String| WorktreeError::Push {
         remote: p.remote.to_string(),
         reason,
     };
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(root);
+    let _file = match &p.credential {
+        Some(c) => {
+            let file = credential_file(c)
+                .map_err(|e| failed(format!("the credential could not be handed to git: {e}")))?;
+            cmd.args(helper_args(&file.0));
+            Some(file)
+        }
+        None => None,
+    };
+    cmd.args(["push", "--porcelain", "--no-verify", &lease, p.remote])
+        .arg(format!("{}:refs/heads/{}", p.commit, p.branch))
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ASKPASS", "true")
+        .env("GCM_INTERACTIVE", "never")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
         .map_err(|e| failed(format!("git could not be started: {e}")))?;
@@ -131,4 +187,54 @@ fn reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Strin
         let _ = pipe.read_to_string(&mut s); // a broken pipe leaves what was read
         s
     })
+}
+
+/// The tree a commit of the repository at `root` holds (what it contains, whoever made it and
+/// when): two landings of the same work are different commits with the same tree.
+pub fn tree_of(root: &Path, commit: &str) -> Result<String, WorktreeError> {
+    let repo = git2::Repository::discover(root)
+        .map_err(|_| WorktreeError::NotARepo(root.to_path_buf()))?;
+    let oid = git2::Oid::from_str(commit)?;
+    Ok(repo.find_commit(oid)?.tree_id().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_reads_the_credential_from_its_file_which_lives_for_the_push_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = dir.path().join("forge");
+        let c = PushCredential {
+            username: "x-access-token",
+            password: "ghp_secret",
+            scratch: &scratch,
+        };
+        let file = credential_file(&c).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file.0).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mut git = Command::new("git")
+            .args(helper_args(&file.0))
+            .args(["credential", "fill"])
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        git.stdin
+            .take()
+            .unwrap()
+            .write_all(b"protocol=https\nhost=github.com\n\n")
+            .unwrap();
+        let out = git.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("password=ghp_secret"), "{text}");
+        assert!(text.contains("username=x-access-token"), "{text}");
+        let path = file.0.clone();
+        drop(file);
+        assert!(!path.exists(), "the file goes with the push");
+    }
 }

@@ -63,7 +63,8 @@ pub async fn deliver(
     if expect.as_deref() != Some(result.tip.as_str()) {
         let url =
             troupe_worktree::push::remote_url(&root, &project.remote).map_err(super::git_error)?;
-        let config = ctx.forges.push_config(&url).await?;
+        let token = ctx.forges.push_credential(&url).await?;
+        let scratch = ctx.forges.scratch();
         let (root2, remote, tip, branch2) = (
             root.clone(),
             project.remote.clone(),
@@ -78,7 +79,13 @@ pub async fn deliver(
                     commit: &tip,
                     branch: &branch2,
                     expect: expect.as_deref(),
-                    config: &config,
+                    credential: token
+                        .as_ref()
+                        .map(|t| troupe_worktree::push::PushCredential {
+                            username: "x-access-token",
+                            password: t.expose(),
+                            scratch: &scratch,
+                        }),
                     timeout: PUSH_TIMEOUT,
                 },
             )

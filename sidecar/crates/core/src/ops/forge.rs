@@ -65,11 +65,18 @@ pub async fn receive_forge_event(
     if p.event.trim().is_empty() {
         return Err(ApiError::invalid(OP, "event must not be empty"));
     }
-    let fresh = d
-        .store
-        .claim_forge_keys(vec![format!("delivery:{id}")], None, None)
-        .await?;
-    if fresh.is_empty() {
+    // The delivery id is not signed: the same signed body under a new id is a replay too.
+    let body = serde_json::to_vec(&p.payload).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let digest: String = <sha2::Sha256 as sha2::Digest>::digest(&body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let keys = vec![
+        format!("delivery:{id}"),
+        format!("payload:{}:{digest}", p.event),
+    ];
+    let fresh = d.store.claim_forge_keys(keys, None, None).await?;
+    if fresh.len() < 2 {
         record_ignored(
             d,
             None,

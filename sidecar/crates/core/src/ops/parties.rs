@@ -250,7 +250,7 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
     let issue = match &p.issue {
         Some(text) => {
             let r = crate::forge::issue_ref(&d.forges, &root, text)?;
-            let (issue, task) = crate::forge::fetch_issue_task(&d.forges, &r).await?;
+            let (_issue, task) = crate::forge::fetch_issue_task(&d.forges, &r).await?;
             let mut fields = match inputs.take() {
                 Some(serde_json::Value::Object(m)) => m,
                 None | Some(serde_json::Value::Null) => serde_json::Map::new(),
@@ -262,10 +262,9 @@ pub async fn launch_party(d: &Daemon, p: LaunchPartyParams) -> Result<LaunchPart
                 }
             };
             fields.insert("task".into(), task.into());
-            fields.insert(
-                "title".into(),
-                format!("Resolve issue {r}: {}", issue.title).into(),
-            );
+            // The issue's own title stays inside the task's fence (inputs reach every
+            // member's prompt); the title here is ours.
+            fields.insert("title".into(), format!("Resolve issue {r}").into());
             fields.insert("issue".into(), r.to_string().into());
             inputs = Some(serde_json::Value::Object(fields));
             Some(r)

@@ -553,3 +553,113 @@ fn the_cache_keeps_the_most_recently_used_answers_within_its_bounds() {
     assert!(cache.get("/repos/o/r/pulls/45").is_some());
     assert!(cache.get("/repos/o/r/pulls/299").is_some());
 }
+
+#[test]
+fn a_permission_is_the_role_else_the_older_word() {
+    let read = |body: &str| {
+        serde_json::from_str::<wire::PermissionJson>(body)
+            .unwrap()
+            .permission()
+    };
+    // GitHub's older word folds maintain into write and triage into read: the role says.
+    assert_eq!(
+        read(r#"{"permission":"write","role_name":"maintain"}"#),
+        Permission::Maintain
+    );
+    assert_eq!(
+        read(r#"{"permission":"read","role_name":"triage"}"#),
+        Permission::Triage
+    );
+    assert_eq!(
+        read(r#"{"permission":"admin","role_name":"admin","user":null}"#),
+        Permission::Admin
+    );
+    // A custom role: the word of the role it is based on.
+    assert_eq!(
+        read(r#"{"permission":"write","role_name":"security-manager"}"#),
+        Permission::Write
+    );
+    assert_eq!(read(r#"{"permission":"read"}"#), Permission::Read);
+    assert_eq!(
+        read(r#"{"permission":"none","role_name":null}"#),
+        Permission::None
+    );
+    assert_eq!(read(r#"{"permission":null}"#), Permission::None);
+    assert_eq!(read(r#"{"permission":"owner-ish"}"#), Permission::None);
+}
+
+#[test]
+fn the_last_to_apply_a_label_is_read_from_the_events() {
+    let events: Vec<wire::IssueEventJson> = serde_json::from_str(
+        r#"[
+            {"event":"labeled","actor":{"login":"ada"},"label":{"name":"Troupe","color":"red"}},
+            {"event":"closed","actor":{"login":"cy"},"commit_id":null},
+            {"event":"labeled","actor":{"login":"bo"},"label":{"name":"bug","color":"red"}},
+            {"event":"unlabeled","actor":{"login":"cy"},"label":{"name":"troupe","color":"red"}},
+            {"event":"labeled","actor":{"login":"dee"},"label":{"name":"troupe","color":"red"}},
+            {"event":"assigned","actor":{"login":"eve"},"assignee":{"login":"eve"}}
+        ]"#,
+    )
+    .unwrap();
+    assert_eq!(
+        wire::last_labeled_by(events, "TROUPE"),
+        Some("dee".to_string())
+    );
+    let events: Vec<wire::IssueEventJson> = serde_json::from_str(
+        r#"[{"event":"labeled","actor":null,"label":{"name":"troupe","color":"red"}},
+            {"event":"labeled","actor":{"login":"bo"},"label":{"name":"bug","color":"red"}}]"#,
+    )
+    .unwrap();
+    // A deleted account is GitHub's ghost.
+    assert_eq!(
+        wire::last_labeled_by(events, "troupe"),
+        Some("ghost".to_string())
+    );
+    let never: Vec<wire::IssueEventJson> =
+        serde_json::from_str(r#"[{"event":"labeled","actor":{"login":"bo"}}]"#).unwrap();
+    assert_eq!(wire::last_labeled_by(never, "troupe"), None);
+    assert_eq!(wire::last_labeled_by(Vec::new(), "troupe"), None);
+}
+
+#[test]
+fn permissions_are_remembered_for_a_while_within_their_bound() {
+    use super::permissions::Permissions;
+
+    let start = Instant::now();
+    let minutes = |m: u64| start + Duration::from_secs(m * 60);
+    let kept = Permissions::new(Duration::from_secs(600), 3);
+    kept.put("Octo/Hello", "Ada", Permission::Admin, start);
+    // Names are case-insensitive.
+    assert_eq!(
+        kept.get("octo/hello", "ada", minutes(9)),
+        Some(Permission::Admin)
+    );
+    assert_eq!(kept.get("octo/other", "ada", minutes(1)), None);
+    // Ten minutes on, it is asked again (and the stale entry goes).
+    assert_eq!(kept.get("octo/hello", "ada", minutes(10)), None);
+    assert_eq!(kept.len(), 0);
+
+    // Full: the expired go first, then the oldest.
+    kept.put("o/r", "a", Permission::Read, start);
+    kept.put("o/r", "b", Permission::Write, minutes(5));
+    kept.put("o/r", "c", Permission::None, minutes(6));
+    kept.put("o/r", "d", Permission::Triage, minutes(11));
+    assert_eq!(kept.len(), 3);
+    assert_eq!(kept.get("o/r", "a", minutes(11)), None);
+    kept.put("o/r", "e", Permission::Maintain, minutes(12));
+    assert_eq!(kept.len(), 3);
+    assert_eq!(kept.get("o/r", "b", minutes(12)), None);
+    assert_eq!(kept.get("o/r", "c", minutes(12)), Some(Permission::None));
+    assert_eq!(
+        kept.get("o/r", "e", minutes(12)),
+        Some(Permission::Maintain)
+    );
+    // Replacing an entry evicts nothing.
+    kept.put("o/r", "c", Permission::Write, minutes(13));
+    assert_eq!(kept.len(), 3);
+    assert_eq!(kept.get("o/r", "c", minutes(13)), Some(Permission::Write));
+
+    let none = Permissions::new(Duration::from_secs(600), 0);
+    none.put("o/r", "a", Permission::Read, start);
+    assert_eq!(none.len(), 0);
+}

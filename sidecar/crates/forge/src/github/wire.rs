@@ -5,8 +5,8 @@
 use serde::{Deserialize, Deserializer};
 
 use crate::{
-    Annotation, Association, Check, CheckState, Comment, Issue, LineComment, Merged, PullRequest,
-    Review, ReviewState,
+    Annotation, Association, Check, CheckState, Comment, Issue, LineComment, Merged, Permission,
+    PullRequest, Review, ReviewState,
 };
 
 /// A check's text is bounded to this many bytes.
@@ -441,4 +441,59 @@ impl From<MergedJson> for Merged {
             message: j.message,
         }
     }
+}
+
+/// `GET /repos/{owner}/{repo}/collaborators/{username}/permission`'s answer.
+#[derive(Deserialize)]
+pub(crate) struct PermissionJson {
+    /// The older word: admin, write, read or none (maintain shows as write, triage as read).
+    #[serde(default, deserialize_with = "nullable")]
+    permission: String,
+    /// The role itself (admin, maintain, write, triage, read, or a custom role's name).
+    #[serde(default)]
+    role_name: Option<String>,
+}
+
+impl PermissionJson {
+    /// The role when it is one of GitHub's own; else (a custom role) the older word, which
+    /// names the role it is based on; anything else is none.
+    pub(crate) fn permission(&self) -> Permission {
+        self.role_name
+            .as_deref()
+            .and_then(Permission::parse)
+            .or_else(|| Permission::parse(&self.permission))
+            .unwrap_or(Permission::None)
+    }
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct EventLabelJson {
+    #[serde(default, deserialize_with = "nullable")]
+    name: String,
+}
+
+/// One of an issue's events (`GET …/issues/{n}/events`); only a `labeled` one's label is read.
+#[derive(Deserialize)]
+pub(crate) struct IssueEventJson {
+    #[serde(default, deserialize_with = "nullable")]
+    event: String,
+    #[serde(default)]
+    actor: Option<User>,
+    #[serde(default)]
+    label: Option<EventLabelJson>,
+}
+
+/// Who applied `label` (any case) last among `events` (oldest first), if anyone did.
+pub(crate) fn last_labeled_by(events: Vec<IssueEventJson>, label: &str) -> Option<String> {
+    let wanted = label.trim().to_lowercase();
+    events
+        .into_iter()
+        .rev()
+        .find(|e| {
+            e.event == "labeled"
+                && e.label
+                    .as_ref()
+                    .is_some_and(|l| l.name.trim().to_lowercase() == wanted)
+        })
+        .map(|e| login(e.actor))
 }
