@@ -401,6 +401,27 @@ async fn a_review_comment_reaches_the_member_whose_change_holds_the_line() {
         "",
         &[],
     );
+    // An organisation's member who may only read approves: that is not an approval.
+    fake.set_permission(REPO, "dave", "read");
+    fake.add_review(
+        REPO,
+        number as u64,
+        "dave",
+        "MEMBER",
+        "APPROVED",
+        "+1",
+        &fixed,
+    );
+    let seen = fake.requests().len();
+    wait_for("a few looks", 30, || async {
+        (fake.requests().len() > seen + 10).then_some(())
+    })
+    .await;
+    assert_eq!(
+        pull_request(&s, &party).await["state"],
+        "open",
+        "a reader's approval counts for nothing"
+    );
     fake.add_review(
         REPO,
         number as u64,
@@ -553,6 +574,7 @@ async fn webhooks_start_parties_only_for_writers_and_a_replay_is_refused() {
             v["issue"]["number"] = json!(n);
             v["issue"]["pull_request"] = Value::Null;
             v["label"]["name"] = json!("troupe");
+            v["sender"]["login"] = json!("alice");
         })
     };
     // The receiver comes up with the daemon.
@@ -571,6 +593,22 @@ async fn webhooks_start_parties_only_for_writers_and_a_replay_is_refused() {
     let (status, body) = delivery.send(&url);
     assert_eq!(status, 409, "{body}");
     assert!(body.contains("replay"), "{body}");
+    // The label applied by someone without write access (an issue template does that for
+    // anyone who opens an issue): nothing starts.
+    let templated = fake.add_issue(REPO, "From a template", "x", &[], "mallory", "NONE");
+    let by_outsider = fake.webhook("issues", Some("labeled"), secret, |v: &mut Value| {
+        v["repository"]["full_name"] = json!(REPO);
+        v["issue"]["number"] = json!(templated);
+        v["issue"]["pull_request"] = Value::Null;
+        v["label"]["name"] = json!("troupe");
+        v["sender"]["login"] = json!("mallory");
+    });
+    let (status, body) = by_outsider.send(&url);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("ignored") && body.contains("no write access"),
+        "{body}"
+    );
     // Signed with another secret: refused before anything is read.
     let forged = fake.webhook("issues", Some("labeled"), "not-the-secret", |_| {});
     assert_eq!(forged.send(&url).0, 401);
@@ -791,5 +829,103 @@ async fn polling_starts_a_party_once_with_conditional_requests_and_waits_out_a_s
         .await
         .unwrap();
     assert_eq!(parties["parties"].as_array().unwrap().len(), 1, "{parties}");
+    fake.assert_all_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(troupe_test_tools),
+    ignore = "needs GitHub's OpenAPI description, which scripts/test installs (tests/forge-fixtures): run with TROUPE_TEST_TOOLS=1"
+)]
+async fn a_head_someone_else_pushed_is_never_merged_nor_reworked_by_the_daemon() {
+    let fake = FakeGitHub::start();
+    let s = forge_scenario(&fake, "", "auto_merge = true\n").await;
+    team(&s, "careful", &[("dev", "careful.txt")], true).await;
+    let issue = fake.add_issue(REPO, "Careful", "body", &[], "alice", "OWNER");
+    let party = launch_on_issue(&s, "careful", &format!("#{issue}")).await;
+    let pr = wait_state(&s, &party, "open", 60).await;
+    let number = pr["number"].as_i64().unwrap();
+    let ours = head_of(&fake, number);
+    // Someone pushes a commit of their own onto the pull request's branch.
+    let bare = s.dir().join("remote.git");
+    let bare = bare.to_str().unwrap();
+    let branch = pr["head_branch"].as_str().unwrap();
+    let tree = git(bare, &["rev-parse", &format!("{ours}^{{tree}}")]);
+    let theirs = git(
+        bare,
+        &[
+            "-c",
+            "user.name=x",
+            "-c",
+            "user.email=x@x",
+            "commit-tree",
+            &tree,
+            "-p",
+            &ours,
+            "-m",
+            "sneaky",
+        ],
+    );
+    git(
+        bare,
+        &[
+            "update-ref",
+            &format!("refs/heads/{branch}"),
+            &theirs,
+            &ours,
+        ],
+    );
+    // Green and approved — on a head the merge queue never tested.
+    fake.set_check_run(
+        REPO,
+        &theirs,
+        "ci",
+        "completed",
+        Some("success"),
+        "ok",
+        "",
+        "",
+        &[],
+    );
+    fake.add_review(
+        REPO,
+        number as u64,
+        "carol",
+        "MEMBER",
+        "APPROVED",
+        "ok",
+        &theirs,
+    );
+    let told = wait_for("the person told of the foreign head", 30, || async {
+        s.notifications(&party, "pull_request_foreign_head")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert!(
+        told["text"].as_str().unwrap().contains("did not push"),
+        "{told}"
+    );
+    // A failing check on it starts no round either.
+    fake.set_check_run(
+        REPO,
+        &theirs,
+        "ci",
+        "completed",
+        Some("failure"),
+        "no",
+        "",
+        "",
+        &[],
+    );
+    let seen = fake.requests().len();
+    wait_for("two more looks", 30, || async {
+        (fake.requests().len() > seen + 6).then_some(())
+    })
+    .await;
+    assert_eq!(fake.pulls(REPO)[0]["merged"], false);
+    assert!(s.events(&party, "ci_round_started").await.is_empty());
+    assert_eq!(pull_request(&s, &party).await["state"], "open");
     fake.assert_all_valid();
 }

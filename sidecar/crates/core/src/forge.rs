@@ -54,14 +54,7 @@ impl Settings {
     /// is named.
     pub fn load(data_dir: &Path) -> Result<Settings, String> {
         let path = data_dir.join("config.toml");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
-        let table: toml::Table =
-            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        let Some(section) = table.get("forge") else {
+        let Some(section) = crate::project_config::person_section(data_dir, "forge")? else {
             return Ok(Settings::default());
         };
         let s: Settings = section
@@ -312,6 +305,17 @@ pub fn api_error(what: &str, e: ForgeError) -> ApiError {
         ForgeError::Refused { .. } => ApiError::Conflict(format!("{what}: {e}")),
         other => ApiError::Unavailable(format!("{what}: {other}")),
     }
+}
+
+/// Whether `login` can write to `repo` (admin, maintain or write), as the forge says now
+/// (cached a while by the client).
+pub async fn can_write(forges: &Forges, repo: &RepoRef, login: &str) -> Result<bool, ApiError> {
+    let client = forges.client().await?;
+    let what = format!("@{login}'s access to {repo}");
+    retry(&what, || client.permission(repo, login))
+        .await
+        .map(|p| p.can_write())
+        .map_err(|e| api_error(&what, e))
 }
 
 /// Which issue `text` names for the project at `root`: `OWNER/REPO#N`, its URL, or `#N` (the

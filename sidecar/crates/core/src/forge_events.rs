@@ -60,7 +60,7 @@ fn projects_of(d: &Daemon, repo: &RepoRef) -> Vec<(String, PathBuf, ProjectForge
 }
 
 /// What an event (`X-GitHub-Event` and its payload) asks of the daemon.
-pub fn decide(d: &Daemon, event: &str, payload: &Value) -> Decision {
+pub async fn decide(d: &Daemon, event: &str, payload: &Value) -> Decision {
     let ignore = |reason: String| Decision::Ignore {
         project_id: None,
         reason,
@@ -112,6 +112,19 @@ pub fn decide(d: &Daemon, event: &str, payload: &Value) -> Decision {
             if !label.eq_ignore_ascii_case(&forge.label) {
                 return ignore(format!("label {label:?} is not {:?}", forge.label));
             }
+            // Who applied it (an issue template applies labels for anyone who opens one).
+            let Some(who) = payload["sender"]["login"].as_str() else {
+                return ignore("the label's event names no sender".into());
+            };
+            match crate::forge::can_write(&d.forges, &repo, who).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return ignore(format!(
+                        "@{who} labeled it but has no write access to {repo}: a label of theirs starts nothing"
+                    ));
+                }
+                Err(e) => return ignore(format!("@{who}'s access could not be read: {e}")),
+            }
         }
         ("issue_comment", "created") => {
             let body = payload["comment"]["body"].as_str().unwrap_or_default();
@@ -126,7 +139,14 @@ pub fn decide(d: &Daemon, event: &str, payload: &Value) -> Decision {
                     .as_str()
                     .unwrap_or_default(),
             );
-            if !association.can_write() {
+            // The association first (no request for outsiders), then the real permission
+            // (an organisation's member may only read).
+            let writes = association.can_write()
+                && matches!(
+                    crate::forge::can_write(&d.forges, &repo, who).await,
+                    Ok(true)
+                );
+            if !writes {
                 return ignore(format!(
                     "@{who} ({association:?}) has no write access to {repo}: a comment of theirs starts nothing"
                 ));
@@ -265,11 +285,23 @@ async fn poll_project(
     .await?;
     if let Polled::Changed { items, etag } = labeled {
         for issue in items.iter().filter(|i| !i.is_pull) {
+            let issue_ref = format!("{repo}#{}", issue.number);
+            if d.store
+                .forge_key_seen(&format!("start:{issue_ref}"))
+                .unwrap_or(false)
+            {
+                continue; // started before: no need to ask who labeled it
+            }
+            let sender = retry(&what, || {
+                client.labeled_by(repo, issue.number, &forge.label)
+            })
+            .await?;
             let payload = json!({
                 "action": "labeled",
                 "label": { "name": forge.label },
                 "repository": { "full_name": repo.to_string() },
                 "issue": { "number": issue.number },
+                "sender": { "login": sender },
             });
             start_from(d, "issues", &payload).await;
         }
@@ -341,7 +373,7 @@ pub async fn start_from(
     event: &str,
     payload: &Value,
 ) -> (Decision, Option<String>) {
-    let decision = decide(d, event, payload);
+    let decision = decide(d, event, payload).await;
     match &decision {
         Decision::Start {
             root,
@@ -403,19 +435,8 @@ pub async fn link_issue(
     issue: &troupe_forge::IssueRef,
 ) -> Result<(), ApiError> {
     let link = troupe_store::ForgeLink {
-        party_id: party.row.party_id.clone(),
-        repo: issue.repo.to_string(),
         issue_number: Some(issue.number as i64),
-        pull_number: None,
-        pull_url: None,
-        head_branch: None,
-        base_branch: None,
-        head_sha: None,
-        state: "working".into(),
-        ci_rounds: 0,
-        detail: None,
-        created_at: String::new(),
-        updated_at: String::new(),
+        ..troupe_store::ForgeLink::new(&party.row.party_id, &issue.repo.to_string())
     };
     let event = troupe_store::NewEvent {
         kind: "party_started_from_issue".into(),

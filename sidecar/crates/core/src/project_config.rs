@@ -3,12 +3,27 @@
 //! (`[agents.<name>]`, `[parties.<name>]`: the same fields as `create_agent_definition` and
 //! `create_party_definition`, the name taken from the table's), and `[sandbox]`. A definition
 //! here is used for a party launched in this project before one of the same name in the
-//! daemon's store, so a team checked into the repository is the team that runs.
+//! daemon's store, so a team checked into the repository is the team that runs. Beside it,
+//! `person_section`: a section of the person's own `<data dir>/config.toml`.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use troupe_engine::{AgentDefinition, PartyDefinition};
+
+/// Section `name` of the person's `<data dir>/config.toml` (None: no file, or no such
+/// section); an unreadable file is named.
+pub fn person_section(data_dir: &Path, name: &str) -> Result<Option<toml::Value>, String> {
+    let path = data_dir.join("config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut table: toml::Table =
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(table.remove(name))
+}
 
 /// The largest config read.
 const MAX_CONFIG: u64 = 256 * 1024;

@@ -191,7 +191,9 @@ async fn tick(ctx: &Ctx, mut link: ForgeLink) -> Result<(), ApiError> {
     let mut to_leader = Vec::new();
     let mut ignored = Vec::new();
     for c in &unseen {
-        if !c.association.can_write() {
+        let writes = c.association.can_write()
+            && crate::forge::can_write(&ctx.forges, &repo, &c.author).await?;
+        if !writes {
             ignored.push(event(
                 &link,
                 "forge_event_ignored",
@@ -366,7 +368,14 @@ async fn tick(ctx: &Ctx, mut link: ForgeLink) -> Result<(), ApiError> {
     // Ready: every check green, no change requested, enough approvals (the latest review of
     // each person who can write counts).
     let mut latest: BTreeMap<&str, ReviewState> = BTreeMap::new();
+    let mut writers = Vec::new();
     for r in reviews.iter().filter(|r| r.association.can_write()) {
+        // An organisation's member may only read: the forge's permission decides.
+        if crate::forge::can_write(&ctx.forges, &repo, &r.author).await? {
+            writers.push(r);
+        }
+    }
+    for r in writers {
         if matches!(
             r.state,
             ReviewState::Approved | ReviewState::ChangesRequested | ReviewState::Dismissed

@@ -730,3 +730,24 @@ pub struct ForgeLink {
     pub created_at: String,
     pub updated_at: String,
 }
+
+impl ForgeLink {
+    /// A new link of party `party_id` to repository `repo`, with nothing on the forge yet.
+    pub fn new(party_id: &str, repo: &str) -> Self {
+        ForgeLink {
+            party_id: party_id.to_string(),
+            repo: repo.to_string(),
+            issue_number: None,
+            pull_number: None,
+            pull_url: None,
+            head_branch: None,
+            base_branch: None,
+            head_sha: None,
+            state: "working".into(),
+            ci_rounds: 0,
+            detail: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+}

@@ -93,21 +93,9 @@ pub async fn deliver(
         .await?;
         // What was pushed is recorded before the pull request is asked for: a failure after
         // this point finds the lease's value next time.
-        let mut pushed = before.clone().unwrap_or_else(|| ForgeLink {
-            party_id: party.row.party_id.clone(),
-            repo: repo.to_string(),
-            issue_number: None,
-            pull_number: None,
-            pull_url: None,
-            head_branch: None,
-            base_branch: None,
-            head_sha: None,
-            state: "working".into(),
-            ci_rounds: 0,
-            detail: None,
-            created_at: String::new(),
-            updated_at: String::new(),
-        });
+        let mut pushed = before
+            .clone()
+            .unwrap_or_else(|| ForgeLink::new(&party.row.party_id, &repo.to_string()));
         pushed.head_branch = Some(branch.clone());
         pushed.base_branch = Some(result.target.clone());
         pushed.head_sha = Some(result.tip.clone());

@@ -88,7 +88,7 @@ pub async fn receive_forge_event(
             "delivery {id} was received before: a replay is refused"
         )));
     }
-    match decide(d, &p.event, &p.payload) {
+    match decide(d, &p.event, &p.payload).await {
         Decision::Wake => {
             d.forges.wake.notify_one();
             Ok(ForgeEventResult {
