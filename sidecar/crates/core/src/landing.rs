@@ -316,14 +316,29 @@ pub async fn land_as(
         timeline(ctx, &party, "land_stopped", json!(&result)).await;
         return Ok(result);
     }
-    // Refuse early, before the tests, when the target cannot be moved anyway.
+    // A party started from an issue delivers as a pull request whatever its queue says.
+    let to = match p.to {
+        LandTo::Branch
+            if ctx
+                .store
+                .get_forge_link(&party.row.party_id)?
+                .is_some_and(|l| l.issue_number.is_some()) =>
+        {
+            LandTo::PullRequest
+        }
+        to => to,
+    };
+    // Refuse early, before the tests, when the target cannot be moved anyway (a pull request
+    // moves nothing of the person's: their checkout may be as dirty as it likes).
     let (root2, target2, start2, tip2) = (
         root.clone(),
         result.target.clone(),
         result.start.clone(),
         result.tip.clone(),
     );
-    blocking(move || git_land::check_target(&root2, &target2, &start2, &tip2)).await?;
+    if to == LandTo::Branch {
+        blocking(move || git_land::check_target(&root2, &target2, &start2, &tip2)).await?;
+    }
     if !p.dry_run {
         // Where it stands, for whoever follows the landing (`troupe land`'s progress).
         let data = json!({ "branch": branch, "tip": result.tip, "test_command": p.test_command });
@@ -398,18 +413,6 @@ pub async fn land_as(
         );
         return Ok(result);
     }
-    // A party started from an issue delivers as a pull request whatever its queue says.
-    let to = match p.to {
-        LandTo::Branch
-            if ctx
-                .store
-                .get_forge_link(&party.row.party_id)?
-                .is_some_and(|l| l.issue_number.is_some()) =>
-        {
-            LandTo::PullRequest
-        }
-        to => to,
-    };
     if to == LandTo::PullRequest {
         let _one = one;
         let pull = pull::deliver(ctx, &party, &result).await;
