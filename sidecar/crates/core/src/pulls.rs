@@ -24,6 +24,9 @@ use crate::daemon::Daemon;
 use crate::forge::{ProjectForge, api_error, retry};
 use crate::landing::{Checkout, blocking, checkouts, live_reworks, rework, tell_member};
 
+/// How often a round of fixes is looked at for its end.
+const ROUND_LOOK: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// The states the watcher looks at.
 const WATCHED: [&str; 3] = ["open", "fixing", "ready"];
 
@@ -38,9 +41,12 @@ pub fn watch(d: &Arc<Daemon>) {
                 .settings()
                 .map(|s| s.poll())
                 .unwrap_or(std::time::Duration::from_secs(60));
-            look(&ctx, &stop).await;
+            // While a round of fixes is under way, its end (its members' runs ending) is looked
+            // for often: that look reads only the store, and the fix goes out at once.
+            let fixing = look(&ctx, &stop).await;
+            let next = if fixing { poll.min(ROUND_LOOK) } else { poll };
             tokio::select! {
-                _ = tokio::time::sleep(poll) => {}
+                _ = tokio::time::sleep(next) => {}
                 _ = ctx.forges.wake.notified() => {}
                 _ = stop.changed() => break,
             }
@@ -48,16 +54,19 @@ pub fn watch(d: &Arc<Daemon>) {
     });
 }
 
-/// One look at every watched pull request (a failure while the daemon stops is not one).
-pub async fn look(ctx: &Ctx, stop: &tokio::sync::watch::Receiver<bool>) {
+/// One look at every watched pull request (a failure while the daemon stops is not one);
+/// whether a round of fixes is under way.
+pub async fn look(ctx: &Ctx, stop: &tokio::sync::watch::Receiver<bool>) -> bool {
     let links = match ctx.store.forge_links_in(&WATCHED) {
         Ok(links) => links,
         Err(e) => {
             tracing::warn!(error = %e, "the pull requests could not be read");
-            return;
+            return false;
         }
     };
+    let mut fixing = false;
     for link in links {
+        fixing |= link.state == "fixing";
         let party_id = link.party_id.clone();
         if let Err(e) = tick(ctx, link).await {
             if matches!(&e, ApiError::Unavailable(m) if m.contains("credential")) {
@@ -65,12 +74,13 @@ pub async fn look(ctx: &Ctx, stop: &tokio::sync::watch::Receiver<bool>) {
             }
             let stopping = matches!(&e, ApiError::Unavailable(m) if m.contains("shutting down"));
             if *stop.borrow() || stopping {
-                return;
+                return fixing;
             }
             tracing::warn!(party = %party_id, error = %e, "the pull request's look failed");
             note_error(ctx, &party_id, &e).await;
         }
     }
+    fixing
 }
 
 /// Records a failed look in the link's detail and tells the person once per distinct error.
@@ -119,6 +129,10 @@ async fn tick(ctx: &Ctx, mut link: ForgeLink) -> Result<(), ApiError> {
     let Some(number) = link.pull_number.map(|n| n as u64) else {
         return Ok(());
     };
+    // A round of fixes still at work: nothing to ask the forge yet.
+    if link.state == "fixing" && !round_done(ctx, &party)? {
+        return Ok(());
+    }
     let client = ctx.forges.client().await?;
     let repo = troupe_forge::RepoRef::parse(&link.repo).map_err(ApiError::Internal)?;
     let what = format!("pull request {}#{number}", link.repo);
@@ -467,18 +481,22 @@ pub async fn merge(
         .map_err(Into::into)
 }
 
+/// Whether a round's members are done: no rework of the party's, and no member running.
+fn round_done(ctx: &Ctx, party: &PartyView) -> Result<bool, ApiError> {
+    if !live_reworks(&ctx.store, &party.row.party_id)?.is_empty() {
+        return Ok(false);
+    }
+    let fresh = PartyView::load(&ctx.store, &party.row.party_id)?;
+    Ok(!fresh
+        .members
+        .iter()
+        .any(|m| m.status == troupe_store::MemberStatus::Running))
+}
+
 /// A round's end: once no member of the party is at work (its reworks, its running members),
 /// the work is landed again and pushed to the same pull request.
 async fn finish_round(ctx: &Ctx, party: &PartyView, mut link: ForgeLink) -> Result<(), ApiError> {
-    if !live_reworks(&ctx.store, &party.row.party_id)?.is_empty() {
-        return Ok(());
-    }
-    let fresh = PartyView::load(&ctx.store, &party.row.party_id)?;
-    if fresh
-        .members
-        .iter()
-        .any(|m| m.status == troupe_store::MemberStatus::Running)
-    {
+    if !round_done(ctx, party)? {
         return Ok(());
     }
     let options = party

@@ -445,20 +445,25 @@ impl Bench {
         Ok(r["events"].as_array().cloned().unwrap_or_default())
     }
 
-    /// `receive_forge_event` with GitHub's example payload of `event`, pointed at `REPO`.
+    /// `receive_forge_event` with GitHub's example payload of `event`, pointed at `REPO`, its
+    /// object's `id` made `tag`'s own (the daemon refuses a body it has received before).
     async fn send_event(&self, event: &str, action: &str, tag: &str) -> anyhow::Result<()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        tag.hash(&mut hasher);
+        let id = hasher.finish() >> 12;
         let delivery = self
             .fake
             .webhook(event, Some(action), "unused", |v: &mut Value| {
                 v["repository"]["full_name"] = json!(REPO);
+                v[event]["id"] = json!(id);
             });
         let payload: Value = serde_json::from_slice(&delivery.body)?;
         let r = self
             .c
             .call(
                 "receive_forge_event",
-                json!({ "event": event, "delivery_id": format!("{}-{tag}", delivery.delivery_id),
-                        "payload": payload }),
+                json!({ "event": event, "delivery_id": delivery.delivery_id, "payload": payload }),
             )
             .await?;
         if r["outcome"] != "woke" {
