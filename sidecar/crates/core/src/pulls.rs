@@ -80,7 +80,12 @@ pub async fn look(ctx: &Ctx, stop: &tokio::sync::watch::Receiver<bool>) -> bool 
             note_error(ctx, &party_id, &e).await;
         }
     }
+    // A round this look started counts too.
     fixing
+        || ctx
+            .store
+            .forge_links_in(&["fixing"])
+            .is_ok_and(|l| !l.is_empty())
 }
 
 /// Records a failed look in the link's detail and tells the person once per distinct error.
