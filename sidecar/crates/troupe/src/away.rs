@@ -91,16 +91,9 @@ impl Settings {
     /// named (a webhook URL never is: it may hold a secret).
     pub fn load(data_dir: &Path) -> Result<Settings, String> {
         let path = data_dir.join("config.toml");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
-        let table: toml::Table =
-            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        match table.get("notify") {
+        match troupe_core::project_config::person_section(data_dir, "notify")? {
             None => Ok(Settings::default()),
-            Some(toml::Value::Table(section)) => Settings::from_table(section)
+            Some(toml::Value::Table(section)) => Settings::from_table(&section)
                 .map_err(|e| format!("{}: [notify] {e}", path.display())),
             Some(_) => Err(format!("{}: [notify] must be a table", path.display())),
         }
